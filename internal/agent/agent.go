@@ -1,0 +1,429 @@
+package agent
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Config configures an Agent. Zero values mean the documented defaults.
+type Config struct {
+	// Model answers the agent. Required. The agent retries it according to
+	// Retry, so it should not retry by itself.
+	Model Model
+	// System is the system prompt.
+	System string
+	// Tools are the tools the model may use. Names must be unique.
+	Tools []Tool
+	// Manager bounds the window; nil means SlidingWindow{}.
+	Manager ConversationManager
+	// MaxCycles caps the model calls of one turn (each followed by tool runs);
+	// 0 means DefaultMaxCycles. Reaching it ends the turn with StopMaxCycles.
+	MaxCycles int
+	// ToolConcurrency caps how many tools run at once; 0 means
+	// DefaultToolConcurrency.
+	ToolConcurrency int
+	// ToolTimeout bounds each tool run; 0 means DefaultToolTimeout.
+	ToolTimeout time.Duration
+	// Retry is the retry policy for model calls.
+	Retry RetryPolicy
+	// Reserve is how long before the context's deadline the agent stops
+	// calling the model and running tools, so the caller always has time to
+	// commit the turn or answer with an error; 0 means DefaultReserve.
+	Reserve time.Duration
+	// ContextWindowTokens, when positive, turns on proactive reduction: the
+	// manager reduces the window before a call when the last call's input
+	// tokens reached ReduceAt of it.
+	ContextWindowTokens int
+	// ReduceAt is a fraction of ContextWindowTokens; 0 means
+	// DefaultReduceAt.
+	ReduceAt float64
+	// MaxReductions caps the reductions made to retry one overflowing call;
+	// 0 means DefaultMaxReductions.
+	MaxReductions int
+	// Hooks are called at points of every turn.
+	Hooks Hooks
+}
+
+// Defaults for Config.
+const (
+	DefaultMaxCycles       = 20
+	DefaultToolConcurrency = 8
+	DefaultToolTimeout     = 30 * time.Second
+	DefaultReserve         = 3 * time.Second
+	DefaultReduceAt        = 0.8
+	DefaultMaxReductions   = 10
+)
+
+// Agent runs turns. It keeps no conversation of its own: each turn starts from
+// a Conversation and returns what to persist, so one Agent serves every
+// session and is safe for concurrent use.
+type Agent struct {
+	cfg   Config
+	model Model
+	tools map[string]*registered
+	specs []ToolSpec
+}
+
+type registered struct {
+	tool   Tool
+	schema *Schema
+}
+
+// New returns an Agent, or an error that says what is wrong with cfg.
+func New(cfg Config) (*Agent, error) {
+	if cfg.Model == nil {
+		return nil, errors.New("agent: Model is required")
+	}
+	if cfg.MaxCycles < 0 || cfg.ToolConcurrency < 0 || cfg.ToolTimeout < 0 || cfg.Reserve < 0 ||
+		cfg.ContextWindowTokens < 0 || cfg.MaxReductions < 0 {
+		return nil, errors.New("agent: negative limit in Config")
+	}
+	if cfg.ReduceAt < 0 || cfg.ReduceAt > 1 {
+		return nil, fmt.Errorf("agent: ReduceAt %v is outside [0, 1]", cfg.ReduceAt)
+	}
+	cfg.MaxCycles = cmp.Or(cfg.MaxCycles, DefaultMaxCycles)
+	cfg.ToolConcurrency = cmp.Or(cfg.ToolConcurrency, DefaultToolConcurrency)
+	cfg.ToolTimeout = cmp.Or(cfg.ToolTimeout, DefaultToolTimeout)
+	cfg.Reserve = cmp.Or(cfg.Reserve, DefaultReserve)
+	cfg.ReduceAt = cmp.Or(cfg.ReduceAt, DefaultReduceAt)
+	cfg.MaxReductions = cmp.Or(cfg.MaxReductions, DefaultMaxReductions)
+	if cfg.Manager == nil {
+		cfg.Manager = SlidingWindow{}
+	}
+	a := &Agent{cfg: cfg, model: Retrying(cfg.Model, cfg.Retry), tools: make(map[string]*registered)}
+	for _, t := range cfg.Tools {
+		spec := t.Spec()
+		if !toolNamePattern.MatchString(spec.Name) {
+			return nil, fmt.Errorf("agent: tool name %q does not match %s", spec.Name, toolNamePattern)
+		}
+		if _, dup := a.tools[spec.Name]; dup {
+			return nil, fmt.Errorf("agent: two tools are named %q", spec.Name)
+		}
+		schema, err := CompileSchema(spec.InputSchema)
+		if err != nil {
+			return nil, fmt.Errorf("agent: tool %s: %w", spec.Name, err)
+		}
+		a.tools[spec.Name] = &registered{tool: t, schema: schema}
+		a.specs = append(a.specs, spec)
+	}
+	return a, nil
+}
+
+// Result is what a turn produced: what to persist and what to answer.
+type Result struct {
+	// Messages are the messages the turn added, in order. The first is the
+	// user's input; the last is always an assistant message.
+	Messages []Message
+	// Text is the final assistant text.
+	Text       string
+	StopReason StopReason
+	Usage      Usage
+	Metrics    Metrics
+	// Window is the conversation manager's state after the turn.
+	Window WindowState
+	// State is the agent state after the turn.
+	State map[string]json.RawMessage
+}
+
+// Metrics describe the work of a turn.
+type Metrics struct {
+	Cycles     int
+	ModelCalls int
+	ToolCalls  int
+	// Reductions counts the conversation manager's reductions, after
+	// overflows or proactive.
+	Reductions   int
+	ModelLatency time.Duration
+	Duration     time.Duration
+}
+
+// maxCyclesText closes a turn that reached the cycle cap, so that the
+// history still ends with an assistant message.
+const maxCyclesText = "I stopped here because this turn reached its limit of %d model calls. Ask me to continue if you want me to go on."
+
+// Run runs one turn: input goes to the model, and tools run until the model
+// stops, the cycle cap is reached, or an error ends the turn. conv is not
+// changed; the Result says what to persist. On error nothing of the turn is
+// meant to be persisted.
+//
+// Errors are ErrInvalidInput, ErrContextOverflow, ErrDeadline, a *ModelError,
+// or the context's error when ctx was cancelled.
+func (a *Agent) Run(ctx context.Context, conv *Conversation, input []ContentBlock) (*Result, error) {
+	before(ctx, a.cfg.Hooks.BeforeInvocation, &BeforeInvocationEvent{Conversation: conv, Input: input})
+	res, err := a.run(ctx, conv, input)
+	after(ctx, a.cfg.Hooks.AfterInvocation, &AfterInvocationEvent{Result: res, Err: err})
+	return res, err
+}
+
+func (a *Agent) run(ctx context.Context, conv *Conversation, input []ContentBlock) (*Result, error) {
+	if err := ValidateInput(input); err != nil {
+		return nil, err
+	}
+	t := a.newTurn(conv)
+	work, cancel := a.workContext(ctx)
+	defer cancel()
+
+	t.add(ctx, t.userMessage(input))
+	for cycle := 1; ; cycle++ {
+		t.metrics.Cycles = cycle
+		resp, err := t.converse(work, ModelRequest{System: a.cfg.System, Tools: a.specs})
+		if err != nil {
+			return nil, t.fail(ctx, work, err)
+		}
+		msg := answer(resp)
+		t.add(ctx, msg)
+		uses := msg.ToolUses()
+		if len(uses) == 0 {
+			return t.finish(resp.StopReason, resp.Message.Text()), nil
+		}
+		results := t.runTools(work, uses)
+		if work.Err() != nil {
+			return nil, t.fail(ctx, work, work.Err())
+		}
+		t.add(ctx, Message{Role: RoleUser, Content: results})
+		if cycle >= a.cfg.MaxCycles {
+			text := fmt.Sprintf(maxCyclesText, a.cfg.MaxCycles)
+			t.add(ctx, AssistantText(text))
+			return t.finish(StopMaxCycles, text), nil
+		}
+	}
+}
+
+// workContext returns the context for the turn's work: ctx, ending Reserve
+// before ctx's deadline.
+func (a *Agent) workContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if d, ok := ctx.Deadline(); ok {
+		return context.WithDeadline(ctx, d.Add(-a.cfg.Reserve))
+	}
+	return context.WithCancel(ctx)
+}
+
+// turn is the state of one Run or Structured call.
+type turn struct {
+	a       *Agent
+	conv    *Conversation
+	state   *State
+	added   []Message
+	usage   Usage
+	metrics Metrics
+	start   time.Time
+}
+
+func (a *Agent) newTurn(conv *Conversation) *turn {
+	return &turn{a: a, conv: conv.clone(), state: NewState(conv.State), start: time.Now()}
+}
+
+func (t *turn) add(ctx context.Context, m Message) {
+	t.conv.Messages = append(t.conv.Messages, m)
+	t.added = append(t.added, m)
+	before(ctx, t.a.cfg.Hooks.MessageAdded, &MessageAddedEvent{Message: m})
+}
+
+// userMessage wraps the input in a user message. When the stored history ends
+// with tool uses that were never answered, because the process died between
+// a tool use and its result, the message answers them first, so the
+// persisted history becomes valid again.
+func (t *turn) userMessage(input []ContentBlock) Message {
+	m := Message{Role: RoleUser}
+	if n := len(t.conv.Messages); n > 0 && t.conv.Messages[n-1].Role == RoleAssistant {
+		for _, u := range t.conv.Messages[n-1].ToolUses() {
+			m.Content = append(m.Content, ContentBlock{ToolResult: TextResult(u.ToolUseID, ToolError, interruptedText)})
+		}
+	}
+	m.Content = append(m.Content, input...)
+	return m
+}
+
+func (t *turn) finish(stop StopReason, text string) *Result {
+	t.metrics.Duration = time.Since(t.start)
+	return &Result{
+		Messages:   t.added,
+		Text:       text,
+		StopReason: stop,
+		Usage:      t.usage,
+		Metrics:    t.metrics,
+		Window:     t.conv.Window,
+		State:      t.state.Snapshot(),
+	}
+}
+
+// fail turns the error that ended a turn into the one to return: the end of
+// the work context becomes ErrDeadline unless the caller cancelled.
+func (t *turn) fail(ctx, work context.Context, err error) error {
+	switch {
+	case ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return fmt.Errorf("agent: %w", ctx.Err())
+	case work.Err() != nil:
+		return fmt.Errorf("agent: %w (reserve %s)", ErrDeadline, t.a.cfg.Reserve)
+	}
+	return fmt.Errorf("agent: %w", err)
+}
+
+// converse calls the model with the current window, followed by extra
+// messages that are not part of the history. It lets the manager keep the
+// window bounded first, and when the window overflows the model's context it
+// has the manager reduce it and calls again, at most MaxReductions times.
+func (t *turn) converse(ctx context.Context, req ModelRequest, extra ...Message) (*ModelResponse, error) {
+	m := t.a.cfg.Manager
+	for reductions := 0; ; reductions++ {
+		if err := m.Apply(ctx, t.conv); err != nil {
+			return nil, fmt.Errorf("conversation manager: %w", err)
+		}
+		if err := t.reduceEarly(ctx); err != nil {
+			return nil, err
+		}
+		req.Messages = append(t.conv.View(), extra...)
+		resp, err := t.call(ctx, &req)
+		if !IsModelError(err, KindOverflow) && (err != nil || resp.StopReason != StopContextExceeded) {
+			return resp, err
+		}
+		if reductions >= t.a.cfg.MaxReductions {
+			return nil, fmt.Errorf("%w: still too long after %d reductions", ErrContextOverflow, reductions)
+		}
+		if err := m.Reduce(ctx, t.conv); err != nil {
+			if errors.Is(err, ErrCannotReduce) {
+				return nil, fmt.Errorf("%w (%d messages in the window)", ErrContextOverflow, len(t.conv.Messages))
+			}
+			return nil, fmt.Errorf("conversation manager: %w", err)
+		}
+		t.metrics.Reductions++
+	}
+}
+
+// reduceEarly reduces the window before a call when the last call's input
+// came close to the context window.
+func (t *turn) reduceEarly(ctx context.Context) error {
+	window := t.a.cfg.ContextWindowTokens
+	if window <= 0 || float64(t.conv.Window.LastInputTokens) < t.a.cfg.ReduceAt*float64(window) {
+		return nil
+	}
+	t.conv.Window.LastInputTokens = 0 // the next call measures again
+	switch err := t.a.cfg.Manager.Reduce(ctx, t.conv); {
+	case err == nil:
+		t.metrics.Reductions++
+	case !errors.Is(err, ErrCannotReduce):
+		return fmt.Errorf("conversation manager: %w", err)
+	}
+	return nil
+}
+
+func (t *turn) call(ctx context.Context, req *ModelRequest) (*ModelResponse, error) {
+	hooks := &t.a.cfg.Hooks
+	before(ctx, hooks.BeforeModelCall, &BeforeModelCallEvent{Request: req})
+	start := time.Now()
+	resp, err := t.a.model.Converse(ctx, req)
+	d := time.Since(start)
+	t.metrics.ModelCalls++
+	t.metrics.ModelLatency += d
+	if err == nil {
+		t.usage.add(resp.Usage)
+		t.conv.Window.LastInputTokens = resp.Usage.InputTokens
+	}
+	after(ctx, hooks.AfterModelCall, &AfterModelCallEvent{Request: req, Response: resp, Err: err, Duration: d})
+	return resp, err
+}
+
+// answer returns the assistant message to keep from a response. Tool uses
+// are kept only when the model stopped to use them: after max_tokens or a
+// guardrail their input may be cut off, so they become notes and are not
+// run. Blank text is dropped, and an empty answer gets a placeholder.
+func answer(resp *ModelResponse) Message {
+	m := Message{Role: RoleAssistant, Content: make([]ContentBlock, 0, len(resp.Message.Content))}
+	for _, b := range resp.Message.Content {
+		if u := b.ToolUse; u != nil && resp.StopReason != StopToolUse {
+			b = Text(fmt.Sprintf("[The call to tool %s was not run: the answer stopped (%s) before it was complete.]", u.Name, resp.StopReason))
+		}
+		m.Content = append(m.Content, b)
+	}
+	m = cleanBlocks(m)
+	if len(m.Content) == 0 {
+		m.Content = []ContentBlock{Text(placeholderText)}
+	}
+	return m
+}
+
+// ErrInvalidInput is returned for turn input that Bedrock would reject; the
+// message says why.
+var ErrInvalidInput = errors.New("invalid input")
+
+// Limits Bedrock puts on the content of one request.
+const (
+	MaxImages        = 20
+	MaxImageBytes    = 3_750_000
+	MaxDocuments     = 5
+	MaxDocumentBytes = 4_500_000
+)
+
+var (
+	documentNamePattern = regexp.MustCompile(`^[A-Za-z0-9()\[\]-]+(?: [A-Za-z0-9()\[\]-]+)*$`)
+	imageFormats        = []string{"png", "jpeg", "gif", "webp"}
+	documentFormats     = []string{"pdf", "csv", "doc", "docx", "xls", "xlsx", "html", "txt", "md"}
+)
+
+// ValidateInput checks the content of a user's turn: at least one block; only
+// text, images and documents; no blank text; supported formats and sizes; and
+// a text block beside any document. Errors wrap ErrInvalidInput.
+func ValidateInput(input []ContentBlock) error {
+	if len(input) == 0 {
+		return fmt.Errorf("%w: no content", ErrInvalidInput)
+	}
+	var images, docs, texts int
+	for i, b := range input {
+		switch {
+		case b.ToolUse != nil || b.ToolResult != nil || b.Reasoning != nil:
+			return fmt.Errorf("%w: content[%d]: only text, image and document blocks are accepted", ErrInvalidInput, i)
+		case b.Image != nil && b.Document == nil && b.Text == "":
+			images++
+			if err := checkMedia(b.Image.Format, imageFormats, b.Image.Source, MaxImageBytes); err != nil {
+				return fmt.Errorf("%w: content[%d]: image: %v", ErrInvalidInput, i, err)
+			}
+		case b.Document != nil && b.Image == nil && b.Text == "":
+			docs++
+			if err := checkMedia(b.Document.Format, documentFormats, b.Document.Source, MaxDocumentBytes); err != nil {
+				return fmt.Errorf("%w: content[%d]: document: %v", ErrInvalidInput, i, err)
+			}
+			if len(b.Document.Name) > 200 || !documentNamePattern.MatchString(b.Document.Name) {
+				return fmt.Errorf("%w: content[%d]: document name %q must be 1-200 letters, digits, single spaces, hyphens, parentheses or square brackets", ErrInvalidInput, i, b.Document.Name)
+			}
+		case b.Image == nil && b.Document == nil:
+			if strings.TrimSpace(b.Text) == "" {
+				return fmt.Errorf("%w: content[%d]: text is blank", ErrInvalidInput, i)
+			}
+			texts++
+		default:
+			return fmt.Errorf("%w: content[%d]: a block must have exactly one of text, image or document", ErrInvalidInput, i)
+		}
+	}
+	switch {
+	case images > MaxImages:
+		return fmt.Errorf("%w: %d images; at most %d", ErrInvalidInput, images, MaxImages)
+	case docs > MaxDocuments:
+		return fmt.Errorf("%w: %d documents; at most %d", ErrInvalidInput, docs, MaxDocuments)
+	case docs > 0 && texts == 0:
+		return fmt.Errorf("%w: a document needs a text block beside it", ErrInvalidInput)
+	}
+	return nil
+}
+
+func checkMedia(format string, formats []string, src Source, maxBytes int) error {
+	if !slices.Contains(formats, format) {
+		return fmt.Errorf("format %q is not one of %s", format, strings.Join(formats, ", "))
+	}
+	if src.S3 != nil || src.Text != "" {
+		return errors.New("only inline bytes are accepted as a source")
+	}
+	if len(src.Bytes) == 0 {
+		return errors.New("no bytes")
+	}
+	if len(src.Bytes) > maxBytes {
+		return fmt.Errorf("%d bytes; at most %d", len(src.Bytes), maxBytes)
+	}
+	return nil
+}

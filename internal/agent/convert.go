@@ -1,0 +1,348 @@
+package agent
+
+// This file is the one place where our message model meets Bedrock's
+// bedrockruntime/types. Bedrock's unions do not survive encoding/json, so they
+// exist only for the length of a call.
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/bedrockruntime/document"
+	"github.com/aws/aws-sdk-go-v2/service/bedrockruntime/types"
+	smithydocument "github.com/aws/smithy-go/document"
+)
+
+// ErrUnsupportedContent is returned for a content block that our message model
+// cannot carry, such as video or an unknown union member from a newer API.
+var ErrUnsupportedContent = errors.New("unsupported content block")
+
+func toBedrockMessages(msgs []Message) ([]types.Message, error) {
+	out := make([]types.Message, len(msgs))
+	for i, m := range msgs {
+		bm, err := toBedrockMessage(m)
+		if err != nil {
+			return nil, fmt.Errorf("message %d: %w", i, err)
+		}
+		out[i] = bm
+	}
+	return out, nil
+}
+
+func toBedrockMessage(m Message) (types.Message, error) {
+	content := make([]types.ContentBlock, len(m.Content))
+	for i, b := range m.Content {
+		cb, err := toBedrockBlock(b)
+		if err != nil {
+			return types.Message{}, fmt.Errorf("block %d: %w", i, err)
+		}
+		content[i] = cb
+	}
+	return types.Message{Role: types.ConversationRole(m.Role), Content: content}, nil
+}
+
+func toBedrockBlock(b ContentBlock) (types.ContentBlock, error) {
+	switch {
+	case b.Image != nil:
+		img, err := toBedrockImage(b.Image)
+		return &types.ContentBlockMemberImage{Value: img}, err
+	case b.Document != nil:
+		doc, err := toBedrockDocument(b.Document)
+		return &types.ContentBlockMemberDocument{Value: doc}, err
+	case b.ToolUse != nil:
+		input, err := toDocument(b.ToolUse.Input)
+		if err != nil {
+			return nil, fmt.Errorf("tool use %s: %w", b.ToolUse.ToolUseID, err)
+		}
+		return &types.ContentBlockMemberToolUse{Value: types.ToolUseBlock{
+			ToolUseId: aws.String(b.ToolUse.ToolUseID),
+			Name:      aws.String(b.ToolUse.Name),
+			Input:     input,
+		}}, nil
+	case b.ToolResult != nil:
+		r, err := toBedrockToolResult(b.ToolResult)
+		return &types.ContentBlockMemberToolResult{Value: r}, err
+	case b.Reasoning != nil:
+		if b.Reasoning.Redacted != nil {
+			return &types.ContentBlockMemberReasoningContent{
+				Value: &types.ReasoningContentBlockMemberRedactedContent{Value: b.Reasoning.Redacted},
+			}, nil
+		}
+		rt := types.ReasoningTextBlock{Text: aws.String(b.Reasoning.Text)}
+		if b.Reasoning.Signature != "" {
+			rt.Signature = aws.String(b.Reasoning.Signature)
+		}
+		return &types.ContentBlockMemberReasoningContent{
+			Value: &types.ReasoningContentBlockMemberReasoningText{Value: rt},
+		}, nil
+	case b.Text != "":
+		return &types.ContentBlockMemberText{Value: b.Text}, nil
+	default:
+		return nil, fmt.Errorf("%w: empty block", ErrUnsupportedContent)
+	}
+}
+
+func toBedrockImage(img *ImageBlock) (types.ImageBlock, error) {
+	out := types.ImageBlock{Format: types.ImageFormat(img.Format)}
+	switch s := img.Source; {
+	case s.Bytes != nil:
+		out.Source = &types.ImageSourceMemberBytes{Value: s.Bytes}
+	case s.S3 != nil:
+		out.Source = &types.ImageSourceMemberS3Location{Value: toBedrockS3(s.S3)}
+	default:
+		return out, fmt.Errorf("%w: image without bytes or s3Location", ErrUnsupportedContent)
+	}
+	return out, nil
+}
+
+func toBedrockDocument(d *DocumentBlock) (types.DocumentBlock, error) {
+	out := types.DocumentBlock{Format: types.DocumentFormat(d.Format), Name: aws.String(d.Name)}
+	switch s := d.Source; {
+	case s.Bytes != nil:
+		out.Source = &types.DocumentSourceMemberBytes{Value: s.Bytes}
+	case s.S3 != nil:
+		out.Source = &types.DocumentSourceMemberS3Location{Value: toBedrockS3(s.S3)}
+	case s.Text != "":
+		out.Source = &types.DocumentSourceMemberText{Value: s.Text}
+	default:
+		return out, fmt.Errorf("%w: document without a source", ErrUnsupportedContent)
+	}
+	return out, nil
+}
+
+func toBedrockS3(l *S3Location) types.S3Location {
+	out := types.S3Location{Uri: aws.String(l.URI)}
+	if l.BucketOwner != "" {
+		out.BucketOwner = aws.String(l.BucketOwner)
+	}
+	return out
+}
+
+func toBedrockToolResult(r *ToolResultBlock) (types.ToolResultBlock, error) {
+	out := types.ToolResultBlock{
+		ToolUseId: aws.String(r.ToolUseID),
+		Status:    types.ToolResultStatus(r.Status),
+		Content:   make([]types.ToolResultContentBlock, len(r.Content)),
+	}
+	for i, c := range r.Content {
+		switch {
+		case c.JSON != nil:
+			doc, err := toDocument(c.JSON)
+			if err != nil {
+				return out, fmt.Errorf("tool result %s: %w", r.ToolUseID, err)
+			}
+			out.Content[i] = &types.ToolResultContentBlockMemberJson{Value: doc}
+		case c.Image != nil:
+			img, err := toBedrockImage(c.Image)
+			if err != nil {
+				return out, err
+			}
+			out.Content[i] = &types.ToolResultContentBlockMemberImage{Value: img}
+		case c.Document != nil:
+			doc, err := toBedrockDocument(c.Document)
+			if err != nil {
+				return out, err
+			}
+			out.Content[i] = &types.ToolResultContentBlockMemberDocument{Value: doc}
+		default:
+			out.Content[i] = &types.ToolResultContentBlockMemberText{Value: c.Text}
+		}
+	}
+	return out, nil
+}
+
+func fromBedrockMessage(m types.Message) (Message, error) {
+	out := Message{Role: Role(m.Role), Content: make([]ContentBlock, 0, len(m.Content))}
+	for i, cb := range m.Content {
+		b, err := fromBedrockBlock(cb)
+		if err != nil {
+			return Message{}, fmt.Errorf("block %d: %w", i, err)
+		}
+		out.Content = append(out.Content, b)
+	}
+	return out, nil
+}
+
+func fromBedrockBlock(cb types.ContentBlock) (ContentBlock, error) {
+	switch v := cb.(type) {
+	case *types.ContentBlockMemberText:
+		return ContentBlock{Text: v.Value}, nil
+	case *types.ContentBlockMemberImage:
+		img, err := fromBedrockImage(v.Value)
+		return ContentBlock{Image: img}, err
+	case *types.ContentBlockMemberDocument:
+		doc, err := fromBedrockDocument(v.Value)
+		return ContentBlock{Document: doc}, err
+	case *types.ContentBlockMemberToolUse:
+		input, err := fromDocument(v.Value.Input)
+		if err != nil {
+			return ContentBlock{}, fmt.Errorf("tool use %s: %w", aws.ToString(v.Value.ToolUseId), err)
+		}
+		return ContentBlock{ToolUse: &ToolUseBlock{
+			ToolUseID: aws.ToString(v.Value.ToolUseId),
+			Name:      aws.ToString(v.Value.Name),
+			Input:     input,
+		}}, nil
+	case *types.ContentBlockMemberToolResult:
+		r, err := fromBedrockToolResult(v.Value)
+		return ContentBlock{ToolResult: r}, err
+	case *types.ContentBlockMemberReasoningContent:
+		switch r := v.Value.(type) {
+		case *types.ReasoningContentBlockMemberReasoningText:
+			return ContentBlock{Reasoning: &ReasoningBlock{
+				Text:      aws.ToString(r.Value.Text),
+				Signature: aws.ToString(r.Value.Signature),
+			}}, nil
+		case *types.ReasoningContentBlockMemberRedactedContent:
+			return ContentBlock{Reasoning: &ReasoningBlock{Redacted: r.Value}}, nil
+		default:
+			return ContentBlock{}, fmt.Errorf("%w: reasoning %T", ErrUnsupportedContent, r)
+		}
+	case *types.UnknownUnionMember:
+		return ContentBlock{}, fmt.Errorf("%w: unknown member %q", ErrUnsupportedContent, v.Tag)
+	default:
+		return ContentBlock{}, fmt.Errorf("%w: %T", ErrUnsupportedContent, v)
+	}
+}
+
+func fromBedrockImage(img types.ImageBlock) (*ImageBlock, error) {
+	out := &ImageBlock{Format: string(img.Format)}
+	switch s := img.Source.(type) {
+	case *types.ImageSourceMemberBytes:
+		out.Source.Bytes = s.Value
+	case *types.ImageSourceMemberS3Location:
+		out.Source.S3 = fromBedrockS3(s.Value)
+	default:
+		return nil, fmt.Errorf("%w: image source %T", ErrUnsupportedContent, s)
+	}
+	return out, nil
+}
+
+func fromBedrockDocument(d types.DocumentBlock) (*DocumentBlock, error) {
+	out := &DocumentBlock{Format: string(d.Format), Name: aws.ToString(d.Name)}
+	switch s := d.Source.(type) {
+	case *types.DocumentSourceMemberBytes:
+		out.Source.Bytes = s.Value
+	case *types.DocumentSourceMemberS3Location:
+		out.Source.S3 = fromBedrockS3(s.Value)
+	case *types.DocumentSourceMemberText:
+		out.Source.Text = s.Value
+	default:
+		return nil, fmt.Errorf("%w: document source %T", ErrUnsupportedContent, s)
+	}
+	return out, nil
+}
+
+func fromBedrockS3(l types.S3Location) *S3Location {
+	return &S3Location{URI: aws.ToString(l.Uri), BucketOwner: aws.ToString(l.BucketOwner)}
+}
+
+func fromBedrockToolResult(r types.ToolResultBlock) (*ToolResultBlock, error) {
+	out := &ToolResultBlock{
+		ToolUseID: aws.ToString(r.ToolUseId),
+		Status:    ToolResultStatus(r.Status),
+		Content:   make([]ToolResultContent, len(r.Content)),
+	}
+	for i, c := range r.Content {
+		switch v := c.(type) {
+		case *types.ToolResultContentBlockMemberText:
+			out.Content[i].Text = v.Value
+		case *types.ToolResultContentBlockMemberJson:
+			raw, err := fromDocument(v.Value)
+			if err != nil {
+				return nil, fmt.Errorf("tool result %s: %w", out.ToolUseID, err)
+			}
+			out.Content[i].JSON = raw
+		case *types.ToolResultContentBlockMemberImage:
+			img, err := fromBedrockImage(v.Value)
+			if err != nil {
+				return nil, err
+			}
+			out.Content[i].Image = img
+		case *types.ToolResultContentBlockMemberDocument:
+			doc, err := fromBedrockDocument(v.Value)
+			if err != nil {
+				return nil, err
+			}
+			out.Content[i].Document = doc
+		default:
+			return nil, fmt.Errorf("%w: tool result content %T", ErrUnsupportedContent, v)
+		}
+	}
+	return out, nil
+}
+
+func toBedrockTools(specs []ToolSpec, choice ToolChoice) (*types.ToolConfiguration, error) {
+	if len(specs) == 0 {
+		return nil, nil
+	}
+	cfg := &types.ToolConfiguration{Tools: make([]types.Tool, len(specs))}
+	for i, s := range specs {
+		schema, err := toDocument(s.InputSchema)
+		if err != nil {
+			return nil, fmt.Errorf("tool %s: schema: %w", s.Name, err)
+		}
+		spec := types.ToolSpecification{
+			Name:        aws.String(s.Name),
+			InputSchema: &types.ToolInputSchemaMemberJson{Value: schema},
+		}
+		if s.Description != "" {
+			spec.Description = aws.String(s.Description)
+		}
+		cfg.Tools[i] = &types.ToolMemberToolSpec{Value: spec}
+	}
+	switch {
+	case choice.Tool != "":
+		cfg.ToolChoice = &types.ToolChoiceMemberTool{Value: types.SpecificToolChoice{Name: aws.String(choice.Tool)}}
+	case choice.Any:
+		cfg.ToolChoice = &types.ToolChoiceMemberAny{}
+	}
+	return cfg, nil
+}
+
+// toDocument turns JSON into a smithy document. Numbers stay exact: they go
+// through json.Number and smithy's document.Number rather than float64. Empty
+// input becomes an empty object, which is what Bedrock expects of a tool input
+// the model sent without arguments.
+func toDocument(raw json.RawMessage) (document.Interface, error) {
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return document.NewLazyDocument(map[string]any{}), nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, fmt.Errorf("decode JSON: %w", err)
+	}
+	return document.NewLazyDocument(exactNumbers(v)), nil
+}
+
+func exactNumbers(v any) any {
+	switch v := v.(type) {
+	case json.Number:
+		return smithydocument.Number(v)
+	case map[string]any:
+		for k, e := range v {
+			v[k] = exactNumbers(e)
+		}
+	case []any:
+		for i, e := range v {
+			v[i] = exactNumbers(e)
+		}
+	}
+	return v
+}
+
+func fromDocument(d document.Interface) (json.RawMessage, error) {
+	if d == nil {
+		return json.RawMessage("{}"), nil
+	}
+	b, err := d.MarshalSmithyDocument()
+	if err != nil {
+		return nil, fmt.Errorf("encode document: %w", err)
+	}
+	return b, nil
+}

@@ -1,0 +1,26 @@
+// Package agent runs one turn of a conversation with a model on Amazon
+// Bedrock: the loop of model calls and tool runs that answers one user
+// message.
+//
+// The agent is stateless. A turn starts from a Conversation (the active
+// window of a stored session, the conversation manager's state and the agent
+// state) and returns a Result that says what to persist: the messages the turn
+// added, the new window state and the new agent state. Nothing is persisted
+// when a turn fails, so a failure leaves the session as it was.
+//
+// The package owns its message model (Message and ContentBlock), which
+// survives encoding/json; conversion to and from Bedrock's types happens only
+// in convert.go.
+//
+// What a turn guarantees:
+//   - the loop ends: at most Config.MaxCycles model calls, after which the
+//     turn ends with StopMaxCycles;
+//   - every history it leaves behind is one Bedrock accepts: it starts with a
+//     user message, roles alternate, and every tool use is answered;
+//   - tool failures (an unknown tool, invalid input, an error, a panic, a
+//     timeout) go back to the model as error results, and the turn goes on;
+//   - retryable model failures are retried with backoff and full jitter, but
+//     never past the context's deadline less Config.Reserve;
+//   - a context overflow makes the ConversationManager reduce the window, and
+//     the call is made again.
+package agent

@@ -1,0 +1,89 @@
+package agent
+
+import (
+	"context"
+	"time"
+)
+
+// Hooks are callbacks the agent runs at points of a turn. Each event has its
+// own typed slice; append to it to register. "Before" callbacks run in the
+// order they were registered and "after" callbacks in reverse, so that a pair
+// registered together nests like a deferred call.
+//
+// Tool events run on the goroutine of the tool they describe, so callbacks for
+// them must be safe for concurrent use. Callbacks must not keep the events they
+// are given.
+type Hooks struct {
+	BeforeInvocation []func(context.Context, *BeforeInvocationEvent)
+	AfterInvocation  []func(context.Context, *AfterInvocationEvent)
+	MessageAdded     []func(context.Context, *MessageAddedEvent)
+	BeforeModelCall  []func(context.Context, *BeforeModelCallEvent)
+	AfterModelCall   []func(context.Context, *AfterModelCallEvent)
+	BeforeToolCall   []func(context.Context, *BeforeToolCallEvent)
+	AfterToolCall    []func(context.Context, *AfterToolCallEvent)
+}
+
+// BeforeInvocationEvent starts a turn.
+type BeforeInvocationEvent struct {
+	// Conversation is what the turn starts from. Read only.
+	Conversation *Conversation
+	Input        []ContentBlock
+}
+
+// AfterInvocationEvent ends a turn, whether it succeeded or not.
+type AfterInvocationEvent struct {
+	// Result is nil when Err is set.
+	Result *Result
+	Err    error
+}
+
+// MessageAddedEvent reports a message added to the conversation.
+type MessageAddedEvent struct {
+	Message Message
+}
+
+// BeforeModelCallEvent precedes each model call. Retries of a failed call
+// happen within it.
+type BeforeModelCallEvent struct {
+	// Request is what will be sent. Read only.
+	Request *ModelRequest
+}
+
+// AfterModelCallEvent follows each model call.
+type AfterModelCallEvent struct {
+	Request *ModelRequest
+	// Response is nil when Err is set.
+	Response *ModelResponse
+	Err      error
+	Duration time.Duration
+}
+
+// BeforeToolCallEvent precedes each tool run. A callback may replace Tool, or
+// set Cancel to a reason, which the model receives as an error result instead
+// of the run.
+type BeforeToolCallEvent struct {
+	Use *ToolUseBlock
+	// Tool is nil when the model named a tool the agent does not have.
+	Tool   Tool
+	Cancel string
+}
+
+// AfterToolCallEvent follows each tool run. A callback may replace Result,
+// which is what the model receives.
+type AfterToolCallEvent struct {
+	Use      *ToolUseBlock
+	Result   *ToolResultBlock
+	Duration time.Duration
+}
+
+func before[E any](ctx context.Context, fns []func(context.Context, *E), e *E) {
+	for _, fn := range fns {
+		fn(ctx, e)
+	}
+}
+
+func after[E any](ctx context.Context, fns []func(context.Context, *E), e *E) {
+	for i := len(fns) - 1; i >= 0; i-- {
+		fns[i](ctx, e)
+	}
+}

@@ -1,0 +1,167 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Model is a chat model that answers one request with one assistant message.
+//
+// Implementations return a *ModelError for failures the service reported, so
+// the agent can decide what to retry, and the context's error when the context
+// ended. They must be safe for concurrent use.
+type Model interface {
+	Converse(ctx context.Context, req *ModelRequest) (*ModelResponse, error)
+}
+
+// ModelRequest is one call to a model.
+type ModelRequest struct {
+	System   string
+	Messages []Message
+	Tools    []ToolSpec
+	// ToolChoice is ignored when Tools is empty.
+	ToolChoice ToolChoice
+}
+
+// ToolChoice says whether the model must use a tool. The zero value lets the
+// model decide.
+type ToolChoice struct {
+	// Any makes the model use at least one tool.
+	Any bool
+	// Tool, when set, makes the model use this tool.
+	Tool string
+}
+
+// ToolSpec describes a tool to the model.
+type ToolSpec struct {
+	// Name matches [a-zA-Z0-9_-]{1,64}.
+	Name        string
+	Description string
+	// InputSchema is a JSON Schema whose root is an object.
+	InputSchema json.RawMessage
+}
+
+// ModelResponse is a model's answer.
+type ModelResponse struct {
+	Message    Message
+	StopReason StopReason
+	Usage      Usage
+	// Latency is the service-side latency when the service reports one.
+	Latency time.Duration
+}
+
+// StopReason says why a model stopped, or why a turn ended.
+type StopReason string
+
+// Bedrock's stop reasons, and StopMaxCycles, which is the agent's own.
+const (
+	StopEndTurn             StopReason = "end_turn"
+	StopToolUse             StopReason = "tool_use"
+	StopMaxTokens           StopReason = "max_tokens"
+	StopSequence            StopReason = "stop_sequence"
+	StopGuardrailIntervened StopReason = "guardrail_intervened"
+	StopContentFiltered     StopReason = "content_filtered"
+	StopMalformedOutput     StopReason = "malformed_model_output"
+	StopMalformedToolUse    StopReason = "malformed_tool_use"
+	StopContextExceeded     StopReason = "model_context_window_exceeded"
+	// StopMaxCycles ends a turn that reached Config.MaxCycles model calls.
+	StopMaxCycles StopReason = "max_cycles"
+)
+
+// Usage counts tokens.
+type Usage struct {
+	InputTokens  int `json:"input_tokens"`
+	OutputTokens int `json:"output_tokens"`
+	TotalTokens  int `json:"total_tokens"`
+}
+
+func (u *Usage) add(v Usage) {
+	u.InputTokens += v.InputTokens
+	u.OutputTokens += v.OutputTokens
+	u.TotalTokens += v.TotalTokens
+}
+
+// ErrorKind classifies a failed model call.
+type ErrorKind int
+
+// The kinds of model failure. Throttled and Unavailable are retried; the
+// others are not.
+const (
+	// KindOther is a failure that fits no other kind, such as a malformed response.
+	KindOther ErrorKind = iota
+	// KindThrottled is ThrottlingException: the account's quota is exhausted.
+	KindThrottled
+	// KindUnavailable is a transient failure: ModelNotReadyException,
+	// ServiceUnavailableException, InternalServerException,
+	// ModelTimeoutException, another 5xx, or a failure to reach the service.
+	KindUnavailable
+	// KindOverflow is a request larger than the model's context window.
+	KindOverflow
+	// KindInvalid is a request the service rejected as invalid.
+	KindInvalid
+	// KindToolChoiceUnsupported is a request that forced a tool on a model
+	// that cannot be forced.
+	KindToolChoiceUnsupported
+	// KindDenied is AccessDeniedException.
+	KindDenied
+	// KindNotFound is ResourceNotFoundException, usually a wrong model id.
+	KindNotFound
+)
+
+var kindNames = [...]string{"other", "throttled", "unavailable", "overflow", "invalid", "tool choice unsupported", "denied", "not found"}
+
+func (k ErrorKind) String() string {
+	if int(k) < len(kindNames) {
+		return kindNames[k]
+	}
+	return fmt.Sprintf("ErrorKind(%d)", int(k))
+}
+
+// Retryable reports whether a failure of this kind may succeed if tried again.
+func (k ErrorKind) Retryable() bool { return k == KindThrottled || k == KindUnavailable }
+
+// ModelError is a model call that failed.
+type ModelError struct {
+	Kind ErrorKind
+	// Code is the service's error code, such as "ThrottlingException".
+	Code string
+	// Status is the HTTP status, when there was a response.
+	Status  int
+	Message string
+	Err     error
+}
+
+func (e *ModelError) Error() string {
+	if e.Code != "" {
+		return fmt.Sprintf("model %s (%s): %s", e.Kind, e.Code, e.Message)
+	}
+	return fmt.Sprintf("model %s: %s", e.Kind, e.Message)
+}
+
+func (e *ModelError) Unwrap() error { return e.Err }
+
+// Errors a turn can end with. Callers test for them with errors.Is; a
+// *ModelError, *StructuredError or *InputError carries the details.
+var (
+	// ErrContextOverflow means the conversation does not fit the model's
+	// context window and the conversation manager cannot reduce it further.
+	ErrContextOverflow = errors.New("context window overflow: nothing more can be reduced")
+	// ErrDeadline means the turn ran out of time: what is left before the
+	// context's deadline is the reserve kept for committing or answering.
+	ErrDeadline = errors.New("not enough time left before the deadline")
+	// ErrCannotReduce is returned by ConversationManager.Reduce when there is
+	// nothing left to remove.
+	ErrCannotReduce = errors.New("nothing more to reduce")
+	// ErrStructuredOutput means the model gave no valid object; the error is
+	// a *StructuredError.
+	ErrStructuredOutput = errors.New("structured output failed")
+)
+
+// IsModelError reports whether err is a model failure of the given kind.
+func IsModelError(err error, kind ErrorKind) bool {
+	var me *ModelError
+	return errors.As(err, &me) && me.Kind == kind
+}

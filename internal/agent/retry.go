@@ -1,0 +1,81 @@
+package agent
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+)
+
+// RetryPolicy says how often and how patiently to retry a model call that
+// failed with a retryable error (see ErrorKind.Retryable).
+type RetryPolicy struct {
+	// MaxAttempts counts the first call; 0 means DefaultMaxAttempts and 1
+	// turns retries off.
+	MaxAttempts int
+	// BaseDelay is the cap of the first backoff; it doubles with each retry
+	// up to MaxDelay. Each wait is drawn uniformly from zero to the cap ("full
+	// jitter"), which spreads out clients that failed together.
+	BaseDelay time.Duration
+	MaxDelay  time.Duration
+}
+
+// Defaults for RetryPolicy.
+const (
+	DefaultMaxAttempts = 6
+	DefaultBaseDelay   = 400 * time.Millisecond
+	DefaultMaxDelay    = 10 * time.Second
+)
+
+// backoff returns the wait before retry number n (1 for the first retry).
+func (p RetryPolicy) backoff(n int) time.Duration {
+	base := cmp.Or(p.BaseDelay, DefaultBaseDelay)
+	ceiling := cmp.Or(p.MaxDelay, DefaultMaxDelay)
+	limit := base << min(n-1, 30)
+	if limit <= 0 || limit > ceiling {
+		limit = ceiling
+	}
+	return rand.N(limit + 1)
+}
+
+// Retrying wraps m so that retryable failures are tried again, with
+// exponential backoff and full jitter, as long as the policy allows and the
+// context's deadline leaves time: a retry whose wait would end past the
+// deadline is not made, and the last failure is returned instead. Failures
+// that are not retryable, such as validation errors, access errors and a model
+// that does not exist, are returned at once.
+func Retrying(m Model, p RetryPolicy) Model {
+	return &retrying{model: m, policy: p}
+}
+
+type retrying struct {
+	model  Model
+	policy RetryPolicy
+}
+
+func (r *retrying) Converse(ctx context.Context, req *ModelRequest) (*ModelResponse, error) {
+	attempts := cmp.Or(r.policy.MaxAttempts, DefaultMaxAttempts)
+	for n := 1; ; n++ {
+		resp, err := r.model.Converse(ctx, req)
+		var me *ModelError
+		if err == nil || !errors.As(err, &me) || !me.Kind.Retryable() {
+			return resp, err
+		}
+		if n >= attempts {
+			return nil, fmt.Errorf("gave up after %d attempts: %w", n, err)
+		}
+		wait := r.policy.backoff(n)
+		if d, ok := ctx.Deadline(); ok && time.Until(d) < wait {
+			return nil, fmt.Errorf("no time left to retry after %d attempts: %w", n, err)
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		case <-t.C:
+		}
+	}
+}

@@ -1,0 +1,95 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"regexp"
+
+	"github.com/google/jsonschema-go/jsonschema"
+)
+
+// Tool is something the model can ask the agent to run.
+//
+// Run gets input that has already been validated against Spec().InputSchema.
+// An error from Run goes back to the model as an error result; it never ends
+// the turn. Run must honour ctx: the agent stops waiting for it when ctx ends.
+// Tools run concurrently, so Run must be safe for concurrent use.
+type Tool interface {
+	Spec() ToolSpec
+	Run(ctx context.Context, call *ToolCall) ([]ToolResultContent, error)
+}
+
+// ToolCall is one run of a tool that the model asked for.
+type ToolCall struct {
+	// ID is the model's toolUseId.
+	ID   string
+	Name string
+	// Input is the model's input, valid against the tool's schema.
+	Input json.RawMessage
+	// State is the agent's state for this turn. Tools may read and write it.
+	State *State
+}
+
+var toolNamePattern = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+
+// FuncTool is a Tool made from a Go function with a typed input.
+type FuncTool[In, Out any] struct {
+	spec ToolSpec
+	fn   func(context.Context, *ToolCall, In) (Out, error)
+}
+
+// NewFuncTool returns a tool that decodes its input into In and calls fn. The
+// input schema is generated from In, a struct whose json tags name the
+// properties and whose jsonschema tags describe them; fields without
+// omitempty are required.
+//
+// What fn returns goes back to the model: a string as text, anything else as
+// JSON.
+func NewFuncTool[In, Out any](name, description string, fn func(ctx context.Context, call *ToolCall, in In) (Out, error)) (*FuncTool[In, Out], error) {
+	if !toolNamePattern.MatchString(name) {
+		return nil, fmt.Errorf("agent: tool name %q does not match %s", name, toolNamePattern)
+	}
+	s, err := jsonschema.For[In](nil)
+	if err != nil {
+		return nil, fmt.Errorf("agent: tool %s: schema: %w", name, err)
+	}
+	if s.Type != "object" {
+		return nil, fmt.Errorf("agent: tool %s: input must be a struct, not %s", name, s.Type)
+	}
+	schema, err := json.Marshal(s)
+	if err != nil {
+		return nil, fmt.Errorf("agent: tool %s: schema: %w", name, err)
+	}
+	return &FuncTool[In, Out]{
+		spec: ToolSpec{Name: name, Description: description, InputSchema: schema},
+		fn:   fn,
+	}, nil
+}
+
+// Spec describes the tool to the model.
+func (t *FuncTool[In, Out]) Spec() ToolSpec { return t.spec }
+
+// Run decodes the input and calls the function.
+func (t *FuncTool[In, Out]) Run(ctx context.Context, call *ToolCall) ([]ToolResultContent, error) {
+	var in In
+	if err := json.Unmarshal(call.Input, &in); err != nil {
+		return nil, fmt.Errorf("decode input: %w", err)
+	}
+	out, err := t.fn(ctx, call, in)
+	if err != nil {
+		return nil, err
+	}
+	if s, ok := any(out).(string); ok {
+		return []ToolResultContent{{Text: s}}, nil
+	}
+	raw, err := json.Marshal(out)
+	if err != nil {
+		return nil, fmt.Errorf("encode result: %w", err)
+	}
+	if len(raw) == 0 || raw[0] != '{' {
+		// Bedrock's json tool result must be an object.
+		return []ToolResultContent{{Text: string(raw)}}, nil
+	}
+	return []ToolResultContent{{JSON: raw}}, nil
+}

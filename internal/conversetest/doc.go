@@ -1,0 +1,91 @@
+// Package conversetest is a strict stand-in for the Amazon Bedrock Runtime
+// Converse API: an HTTP server that speaks Bedrock's wire protocol
+// (restJson1), so the real bedrockruntime SDK client talks to it through
+// BaseEndpoint and every request goes through the SDK's real serializer.
+//
+// It serves unit tests of the agent engine, Lambda handler tests, benchmarks
+// and the offline local-run binary, so it does not import package testing,
+// answers in microseconds, and is safe for concurrent use.
+//
+// # Usage
+//
+//	srv := conversetest.NewServer()
+//	defer srv.Close()
+//	srv.Enqueue(
+//		conversetest.ToolUse("t1", "get_weather", map[string]any{"city": "Oslo"}),
+//		conversetest.Text("It is sunny in Oslo."),
+//	)
+//	client := srv.Client() // *bedrockruntime.Client, retries off
+//	// … run the code under test with client …
+//	if v := srv.Violations(); len(v) > 0 { /* the code broke a Bedrock rule */ }
+//
+// # Wire protocol
+//
+// POST /model/{modelId}/converse takes Bedrock's JSON body, which is decoded
+// into [Request]. A success is HTTP 200 with {"output":{"message":…},
+// "stopReason":…, "usage":…, "metrics":…}. An error is an HTTP status, the
+// error code in the X-Amzn-ErrorType header and {"message":…} in the body,
+// from which the SDK builds its typed errors (*types.ThrottlingException,
+// *types.ValidationException, …). POST /model/{modelId}/converse-stream is
+// routed but answered 404 UnknownOperationException for now; so is anything
+// else.
+//
+// # Strict validation
+//
+// Every request is checked against the message rules Bedrock enforces, and
+// the first violation is answered with 400 ValidationException whose
+// message names the element, such as
+// "messages[3]: roles must alternate: two consecutive user messages". The
+// violation is also recorded ([Server.Violations]). Scripting cannot bypass
+// this: an invalid request never consumes a scripted reply. The checks,
+// which [Validate] applies too:
+//
+//   - modelId is not empty; messages is not empty.
+//   - Roles are user or assistant, the first and the last message are user
+//     messages (the agent never prefills), and roles alternate.
+//   - No message has empty content. Every content block, system block and
+//     toolResult content block has exactly one union member, and it is one
+//     Bedrock knows. Text is never blank (empty or whitespace only).
+//   - Images and documents appear only in user messages (images and
+//     documents inside a toolResult are fine); toolUse and reasoningContent
+//     only in assistant messages; toolResult only in user messages.
+//   - Images are png, jpeg, gif or webp; documents are pdf, csv, doc, docx,
+//     xls, xlsx, html, txt or md, have a valid name (alphanumerics, single
+//     whitespace, hyphens, parentheses, square brackets) and a text block in
+//     the same message. Bytes are not empty; an image is at most 3.75 MiB and
+//     a document at most 4.5 MiB; a request has at most 20 images and 5
+//     documents.
+//   - Every toolUse of an assistant message is answered by a toolResult with
+//     the same id in the next message, with no extra and no duplicate
+//     toolResults; a toolResult must answer a toolUse of the assistant
+//     message right before it. toolUse ids are unique in the request and
+//     match ^[a-zA-Z0-9_-]{1,64}$, toolUse input is a JSON object, and a
+//     toolResult status is "", "success" or "error".
+//   - toolConfig is present when messages contain toolUse or toolResult
+//     blocks; it has tools, each with one member; tool names match
+//     ^[a-zA-Z0-9_-]{1,64}$ and are unique; every toolSpec has an
+//     inputSchema.json object; toolChoice has one member, and a specific
+//     tool choice names a declared tool.
+//   - inferenceConfig.maxTokens is at least 1; temperature and topP are in
+//     [0, 1]. cachePoint type is "default". A guardrailConfig has an
+//     identifier and a version.
+//
+// # Context overflow
+//
+// With [Server.MaxInputBytes] set, a valid request whose
+// [EstimateInputBytes] exceeds it gets the ValidationException Bedrock sends
+// for a prompt that is too long ([OverflowMessage]), so tests can run into
+// the context window naturally. [Overflow] and [OverflowStop] script the two
+// ways Bedrock reports overflow.
+//
+// # Scripting and recording
+//
+// Valid requests take replies from a queue ([Server.Enqueue]) in arrival
+// order, and fall back to [Server.Responder] when it is empty. Replies are
+// built with [Text], [ToolUse], the error helpers ([Throttle],
+// [ModelNotReady], [Unavailable], [InternalError], [ModelTimeout],
+// [Overflow], [Error], …) and refined with the With methods, including a
+// Delay that ends early when the client disconnects. Token usage is
+// estimated at four bytes per token unless a reply fixes it. Every request,
+// valid or not, is recorded ([Server.Requests]).
+package conversetest
