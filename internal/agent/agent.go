@@ -279,7 +279,7 @@ func (t *turn) converse(ctx context.Context, req ModelRequest, extra ...Message)
 		if err := t.reduceEarly(ctx); err != nil {
 			return nil, err
 		}
-		req.Messages = append(t.conv.View(), extra...)
+		req.Messages = t.conv.view(extra...)
 		resp, err := t.call(ctx, &req)
 		if !IsModelError(err, KindOverflow) && (err != nil || resp.StopReason != StopContextExceeded) {
 			return resp, err

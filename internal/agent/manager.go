@@ -44,13 +44,20 @@ const summaryHeader = "Summary of the earlier conversation:\n"
 // View returns the messages to send to the model: the window with the
 // summary at its head and tool results cut to the limit, repaired so that
 // Bedrock accepts it. It does not change c.
-func (c *Conversation) View() []Message {
+func (c *Conversation) View() []Message { return c.view() }
+
+// view is View with extra messages after the window, such as the attempts of
+// a structured request, which are repaired with it.
+func (c *Conversation) view(extra ...Message) []Message {
 	msgs := c.Messages
 	if limit := c.Window.ToolResultLimit; limit > 0 {
 		msgs = truncateResults(msgs, limit)
 	}
 	if c.Window.Summary != "" {
 		msgs = append([]Message{UserText(summaryHeader + c.Window.Summary)}, msgs...)
+	}
+	if len(extra) > 0 {
+		msgs = append(msgs[:len(msgs):len(msgs)], extra...)
 	}
 	return Repair(msgs)
 }
@@ -108,7 +115,8 @@ func (NoManager) Reduce(context.Context, *Conversation) error { return ErrCannot
 
 // SlidingWindow keeps the last Size messages, moved forward to the next turn
 // start. On overflow it first cuts oversized tool results down to
-// ToolResultLimit, keeping their head and tail, then drops the oldest turn.
+// ToolResultLimit, keeping their head and tail, then drops the oldest quarter
+// of the window.
 type SlidingWindow struct {
 	// Size is the window's length in messages; 0 means DefaultWindowSize.
 	// The window may be longer when one turn alone is longer.
@@ -130,13 +138,13 @@ func (w SlidingWindow) Apply(_ context.Context, c *Conversation) error {
 	return nil
 }
 
-// Reduce cuts oversized tool results, or else drops the oldest turn, or else
-// cuts tool results further.
+// Reduce cuts oversized tool results, or else drops the oldest quarter of the
+// window (at least one turn), or else cuts tool results further.
 func (w SlidingWindow) Reduce(_ context.Context, c *Conversation) error {
 	limit := cmp.Or(w.ToolResultLimit, DefaultToolResultLimit)
 	switch {
 	case limitResults(c, limit):
-	case dropOldestTurn(c):
+	case dropOldestTurns(c):
 	case halveLimit(c, limit):
 	default:
 		return ErrCannotReduce
@@ -144,8 +152,10 @@ func (w SlidingWindow) Reduce(_ context.Context, c *Conversation) error {
 	return nil
 }
 
-func dropOldestTurn(c *Conversation) bool {
-	cut := cutPoint(c.Messages, 1, len(c.Messages)-1)
+// dropOldestTurns drops the oldest quarter of the window, at least one turn,
+// so that a window far over the limit fits again after a few reductions.
+func dropOldestTurns(c *Conversation) bool {
+	cut := cutPoint(c.Messages, len(c.Messages)/4, len(c.Messages)-1)
 	if cut <= 0 {
 		return false
 	}

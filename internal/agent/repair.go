@@ -23,7 +23,9 @@ const (
 //     saying the run was interrupted where the real result is missing;
 //   - a tool result that answers no tool use of the message before it is
 //     turned into text, so its content is kept but nothing is orphaned;
-//   - images and documents in assistant messages become text notes.
+//   - images and documents in assistant messages become text notes, and
+//     reasoning in user messages is dropped;
+//   - a tool use id used before is renamed, with the results that answer it.
 //
 // It leaves msgs unchanged and is deterministic. A history that was already
 // valid comes back equal to the input.
@@ -43,8 +45,13 @@ func Repair(msgs []Message) []Message {
 	if len(out) > 0 && out[0].Role != RoleUser {
 		out = append([]Message{UserText(continuationText)}, out...)
 	}
+	seen := make(map[string]bool)
 	for i := range out {
-		if out[i].Role != RoleUser {
+		if out[i].Role == RoleAssistant {
+			renamed := uniqueToolUseIDs(&out[i], seen)
+			if len(renamed) > 0 && i+1 < len(out) {
+				out[i+1] = renameResults(out[i+1], renamed)
+			}
 			continue
 		}
 		var prev *Message
@@ -138,7 +145,11 @@ func cleanBlocks(m Message) Message {
 			if m.Role == RoleAssistant {
 				b = Text("[" + mediaNote(b) + " omitted: only user messages may carry it]")
 			}
-		case b.ToolUse != nil, b.ToolResult != nil, b.Reasoning != nil:
+		case b.Reasoning != nil:
+			if m.Role == RoleUser {
+				continue // reasoning is the model's own, and means nothing in user text
+			}
+		case b.ToolUse != nil, b.ToolResult != nil:
 			if b.ToolUse != nil && m.Role == RoleUser {
 				b = Text(fmt.Sprintf("[request to run tool %s]", b.ToolUse.Name))
 			}
@@ -228,6 +239,58 @@ func answerToolUses(prev *Message, m Message) Message {
 	}
 	out.Content = append(out.Content, rest...)
 	return out
+}
+
+// uniqueToolUseIDs renames the tool uses in m whose ids are in seen, adds the
+// ids of m to seen, and returns what it renamed. The new id is derived from
+// the old and its position, so a repair stays deterministic.
+func uniqueToolUseIDs(m *Message, seen map[string]bool) map[string]string {
+	var renamed map[string]string
+	for j, b := range m.Content {
+		u := b.ToolUse
+		if u == nil {
+			continue
+		}
+		id := u.ToolUseID
+		for n := 2; seen[id]; n++ {
+			id = fmt.Sprintf("%.56s_dup%d", u.ToolUseID, n)
+		}
+		seen[id] = true
+		if id == u.ToolUseID {
+			continue
+		}
+		if renamed == nil {
+			renamed = make(map[string]string)
+			m.Content = append([]ContentBlock(nil), m.Content...)
+		}
+		if _, ok := renamed[u.ToolUseID]; !ok {
+			renamed[u.ToolUseID] = id
+		}
+		c := *u
+		c.ToolUseID = id
+		m.Content[j] = ContentBlock{ToolUse: &c}
+	}
+	return renamed
+}
+
+// renameResults points the results in m at renamed tool uses. When one
+// message repeats an id, only its first result is renamed.
+func renameResults(m Message, renamed map[string]string) Message {
+	m = m.clone()
+	done := make(map[string]bool)
+	for j, b := range m.Content {
+		r := b.ToolResult
+		if r == nil || done[r.ToolUseID] {
+			continue
+		}
+		if id, ok := renamed[r.ToolUseID]; ok {
+			done[r.ToolUseID] = true
+			c := *r
+			c.ToolUseID = id
+			m.Content[j] = ContentBlock{ToolResult: &c}
+		}
+	}
+	return m
 }
 
 func wanted(uses []*ToolUseBlock, id string) bool {

@@ -121,6 +121,22 @@ func TestRepair(t *testing.T) {
 			},
 		},
 		{
+			name: "a reused tool use id is renamed with its result",
+			in: []Message{
+				UserText("q"), msg(RoleAssistant, use("x", "calc")), msg(RoleUser, result("x", "1")),
+				msg(RoleAssistant, use("x", "calc")), msg(RoleUser, result("x", "2")), AssistantText("done"),
+			},
+			want: []Message{
+				UserText("q"), msg(RoleAssistant, use("x", "calc")), msg(RoleUser, result("x", "1")),
+				msg(RoleAssistant, use("x_dup2", "calc")), msg(RoleUser, result("x_dup2", "2")), AssistantText("done"),
+			},
+		},
+		{
+			name: "reasoning in a user message is dropped",
+			in:   []Message{msg(RoleUser, Text("q"), ContentBlock{Reasoning: &ReasoningBlock{Text: "?"}})},
+			want: []Message{UserText("q")},
+		},
+		{
 			name: "unknown role is treated as user",
 			in:   []Message{{Role: "system", Content: []ContentBlock{Text("x")}}},
 			want: []Message{UserText("x")},

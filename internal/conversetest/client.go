@@ -12,9 +12,12 @@ import (
 // request and a scripted error reaches the caller unchanged.
 //
 // The options do not read the environment or shared config files, so
-// AWS_BEARER_TOKEN_BEDROCK and friends cannot redirect the client.
+// AWS_BEARER_TOKEN_BEDROCK and friends cannot redirect the client. Every
+// client made from them shares one connection pool, which Close empties, so
+// making many clients does not leak connections.
 func (s *Server) ClientOptions() bedrockruntime.Options {
 	return bedrockruntime.Options{
+		HTTPClient:   s.client,
 		Region:       "us-east-1",
 		BaseEndpoint: aws.String(s.URL),
 		Credentials:  credentials.NewStaticCredentialsProvider("AKID", "SECRET", ""),

@@ -37,6 +37,7 @@ type Server struct {
 	Responder func(*Request) Reply
 
 	srv       *http.Server
+	client    *http.Client // shared by every SDK client from Client
 	closed    chan struct{}
 	closeOnce sync.Once
 	requestID atomic.Uint64
@@ -61,6 +62,7 @@ func NewServer() *Server {
 	}
 	s := &Server{
 		URL:    "http://" + ln.Addr().String(),
+		client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}},
 		closed: make(chan struct{}),
 	}
 	s.srv = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
@@ -76,6 +78,7 @@ func (s *Server) Close() {
 	s.closeOnce.Do(func() {
 		close(s.closed)
 		s.srv.Close()
+		s.client.CloseIdleConnections()
 	})
 	s.mu.Lock()
 	var idle chan struct{}

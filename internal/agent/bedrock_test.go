@@ -1,0 +1,104 @@
+package agent_test
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/lambda-agent/lambda-agent/internal/agent"
+	"github.com/lambda-agent/lambda-agent/internal/conversetest"
+)
+
+func TestBedrockSendsSettings(t *testing.T) {
+	s := newServer(t)
+	m, err := agent.NewBedrock(s.Client(), agent.BedrockConfig{
+		ModelID:       "arn:aws:bedrock:us-east-1:123456789012:inference-profile/us.anthropic.claude-sonnet-4-v1:0",
+		MaxTokens:     1000,
+		Temperature:   aws.Float64(0.2),
+		TopP:          aws.Float64(0.9),
+		StopSequences: []string{"END"},
+		Guardrail:     &agent.Guardrail{ID: "gr-123", Version: "2", Trace: true},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = m.Converse(t.Context(), &agent.ModelRequest{
+		System:     "sys",
+		Messages:   []agent.Message{agent.UserText("hi")},
+		Tools:      []agent.ToolSpec{{Name: "t", Description: "d", InputSchema: json.RawMessage(`{"type":"object","properties":{"n":{"type":"integer","maximum":12345678901234567890}}}`)}},
+		ToolChoice: agent.ToolChoice{Any: true},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := s.Requests()[0]
+	ic := req.InferenceConfig
+	switch {
+	case req.ModelID != "arn:aws:bedrock:us-east-1:123456789012:inference-profile/us.anthropic.claude-sonnet-4-v1:0":
+		t.Errorf("model id %q", req.ModelID)
+	case ic == nil || *ic.MaxTokens != 1000 || float32(*ic.Temperature) != float32(0.2) || float32(*ic.TopP) != float32(0.9) || ic.StopSequences[0] != "END":
+		t.Errorf("inference config %+v", ic)
+	case req.GuardrailConfig == nil || req.GuardrailConfig.GuardrailIdentifier != "gr-123" || req.GuardrailConfig.GuardrailVersion != "2" || req.GuardrailConfig.Trace != "enabled":
+		t.Errorf("guardrail %+v", req.GuardrailConfig)
+	case req.ToolConfig.ToolChoice.Any == nil:
+		t.Errorf("tool choice %+v", req.ToolConfig.ToolChoice)
+	case string(req.ToolConfig.Tools[0].ToolSpec.InputSchema.JSON) != `{"properties":{"n":{"maximum":12345678901234567890,"type":"integer"}},"type":"object"}`:
+		t.Errorf("schema on the wire: %s", req.ToolConfig.Tools[0].ToolSpec.InputSchema.JSON)
+	}
+}
+
+func TestNewBedrockValidates(t *testing.T) {
+	s := newServer(t)
+	for name, cfg := range map[string]agent.BedrockConfig{
+		"no model":         {},
+		"negative tokens":  {ModelID: "m", MaxTokens: -1},
+		"temperature":      {ModelID: "m", Temperature: aws.Float64(1.5)},
+		"top p":            {ModelID: "m", TopP: aws.Float64(-0.1)},
+		"half a guardrail": {ModelID: "m", Guardrail: &agent.Guardrail{ID: "g"}},
+	} {
+		if _, err := agent.NewBedrock(s.Client(), cfg); err == nil {
+			t.Errorf("%s: NewBedrock succeeded", name)
+		}
+	}
+}
+
+func TestErrorClassification(t *testing.T) {
+	tests := []struct {
+		reply conversetest.Reply
+		want  agent.ErrorKind
+	}{
+		{conversetest.Throttle(), agent.KindThrottled},
+		{conversetest.ModelNotReady(), agent.KindUnavailable},
+		{conversetest.Unavailable(), agent.KindUnavailable},
+		{conversetest.InternalError(), agent.KindUnavailable},
+		{conversetest.ModelTimeout(), agent.KindUnavailable},
+		{conversetest.Error(502, "BadGatewayException", "upstream"), agent.KindUnavailable},
+		{conversetest.Error(429, "SomeNewThrottle", "slow"), agent.KindThrottled},
+		{conversetest.Overflow(), agent.KindOverflow},
+		{conversetest.Error(400, conversetest.CodeValidation, "input length and `max_tokens` exceed context limit: 190000 + 20000 > 200000"), agent.KindOverflow},
+		{conversetest.Error(400, conversetest.CodeValidation, "Request failed: too many total text bytes: 9000000 > 8000000"), agent.KindOverflow},
+		{conversetest.Error(400, conversetest.CodeValidation, "prompt is too long: 210000 tokens > 200000 maximum"), agent.KindOverflow},
+		{conversetest.Error(400, conversetest.CodeValidation, "This model doesn't support the toolChoice field."), agent.KindToolChoiceUnsupported},
+		{conversetest.Error(400, conversetest.CodeValidation, "messages.1: bad"), agent.KindInvalid},
+		{conversetest.AccessDenied(), agent.KindDenied},
+		{conversetest.ResourceNotFound(), agent.KindNotFound},
+	}
+	s := newServer(t)
+	m := bedrock(t, s, "m")
+	for _, tt := range tests {
+		s.Enqueue(tt.reply)
+		_, err := m.Converse(t.Context(), &agent.ModelRequest{Messages: []agent.Message{agent.UserText("hi")}})
+		if !agent.IsModelError(err, tt.want) {
+			t.Errorf("%s: err = %v, want kind %s", tt.reply.Err.Code, err, tt.want)
+		}
+		if tt.want.Retryable() != (tt.want == agent.KindThrottled || tt.want == agent.KindUnavailable) {
+			t.Errorf("%s retryable = %v", tt.want, tt.want.Retryable())
+		}
+	}
+	// Bedrock unreachable is transient too.
+	s.Close()
+	_, err := m.Converse(t.Context(), &agent.ModelRequest{Messages: []agent.Message{agent.UserText("hi")}})
+	if !agent.IsModelError(err, agent.KindUnavailable) {
+		t.Errorf("closed server: err = %v, want unavailable", err)
+	}
+}
