@@ -1,0 +1,82 @@
+package ddbhistory
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
+)
+
+// Errors the store returns. Test for them with errors.Is; other DynamoDB
+// errors are wrapped as they are.
+var (
+	// ErrNotFound is a session that does not exist, has expired, or belongs
+	// to another owner.
+	ErrNotFound = errors.New("session not found")
+	// ErrConflict is a commit that lost a race: another commit changed the
+	// session after it was loaded. Nothing was written; load and try again.
+	ErrConflict = errors.New("session changed concurrently")
+	// ErrThrottled is DynamoDB throttling every attempt the SDK made.
+	ErrThrottled = errors.New("throttled by DynamoDB")
+	// ErrTooLarge is content that does not fit; the error is a *TooLargeError.
+	ErrTooLarge = errors.New("too large to store")
+	// ErrInvalid is an argument the store cannot accept, such as a malformed
+	// session id or cursor.
+	ErrInvalid = errors.New("invalid argument")
+)
+
+// TooLargeError says what did not fit and by how much. Nothing was written.
+type TooLargeError struct {
+	What  string
+	Size  int
+	Limit int
+	// Items is true when Size and Limit count items rather than bytes.
+	Items bool
+}
+
+func (e *TooLargeError) Error() string {
+	unit := "bytes"
+	if e.Items {
+		unit = "items"
+	}
+	return fmt.Sprintf("%s is %d %s; the limit is %d", e.What, e.Size, unit, e.Limit)
+}
+
+// Is makes errors.Is(err, ErrTooLarge) true.
+func (e *TooLargeError) Is(target error) bool { return target == ErrTooLarge }
+
+// classify maps a DynamoDB error to the store's errors. It is the only place
+// that looks at DynamoDB's error codes.
+func classify(err error) error {
+	var canceled *types.TransactionCanceledException
+	if errors.As(err, &canceled) {
+		for _, r := range canceled.CancellationReasons {
+			switch aws.ToString(r.Code) {
+			case "ConditionalCheckFailed", "TransactionConflict":
+				return fmt.Errorf("%w: %s", ErrConflict, canceled.ErrorMessage())
+			case "ThrottlingError", "ProvisionedThroughputExceeded", "RequestLimitExceeded":
+				return fmt.Errorf("%w: %s", ErrThrottled, canceled.ErrorMessage())
+			case "ValidationError":
+				return fmt.Errorf("%w: %s", ErrInvalid, aws.ToString(r.Message))
+			}
+		}
+		return err
+	}
+	var api smithy.APIError
+	if !errors.As(err, &api) {
+		return err
+	}
+	switch api.ErrorCode() {
+	case "ConditionalCheckFailedException", "TransactionConflictException", "TransactionInProgressException":
+		return fmt.Errorf("%w: %w", ErrConflict, err)
+	case "ThrottlingException", "ProvisionedThroughputExceededException", "RequestLimitExceeded":
+		return fmt.Errorf("%w: %w", ErrThrottled, err)
+	case "ValidationException":
+		// The store checks sizes and keys before it writes, so this is a
+		// request it should not have made; it must not reach callers raw.
+		return fmt.Errorf("%w: DynamoDB rejected the request: %s", ErrInvalid, api.ErrorMessage())
+	}
+	return err
+}

@@ -1,0 +1,234 @@
+package ddbhistory
+
+import (
+	"bytes"
+	"compress/flate"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/lambda-agent/lambda-agent/internal/agent"
+)
+
+// DynamoDB's limits, which the store enforces itself rather than trusting the
+// server to: some local stand-ins accept larger items.
+const (
+	MaxItemBytes        = 400 * 1024
+	MaxTransactionItems = 100
+	MaxTransactionBytes = 4 * 1024 * 1024
+	// partBytes is how much of a message body one item carries, leaving room
+	// for the keys (the owner may be long) and the other attributes.
+	partBytes = MaxItemBytes - 8*1024
+	// maxOwnerBytes bounds the owner, and so the partition key.
+	maxOwnerBytes = 1024
+)
+
+// Attribute names.
+const (
+	attrOwner       = "owner"
+	attrSessionID   = "session_id"
+	attrVersion     = "version"
+	attrCount       = "count"
+	attrWindow      = "window"
+	attrState       = "state"
+	attrIncarnation = "incarnation"
+	attrCreated     = "created_at"
+	attrUpdated     = "updated_at"
+	attrRole        = "role"
+	attrBody        = "body"
+	attrParts       = "parts"
+	attrResponse    = "response"
+)
+
+type item = map[string]types.AttributeValue
+
+func str(s string) types.AttributeValue { return &types.AttributeValueMemberS{Value: s} }
+
+func num[T int | int64](n T) types.AttributeValue {
+	return &types.AttributeValueMemberN{Value: strconv.FormatInt(int64(n), 10)}
+}
+
+func bin(b []byte) types.AttributeValue { return &types.AttributeValueMemberB{Value: b} }
+
+func getS(it item, name string) string {
+	if v, ok := it[name].(*types.AttributeValueMemberS); ok {
+		return v.Value
+	}
+	return ""
+}
+
+func getN(it item, name string) int64 {
+	if v, ok := it[name].(*types.AttributeValueMemberN); ok {
+		n, _ := strconv.ParseInt(v.Value, 10, 64)
+		return n
+	}
+	return 0
+}
+
+func getB(it item, name string) []byte {
+	if v, ok := it[name].(*types.AttributeValueMemberB); ok {
+		return v.Value
+	}
+	return nil
+}
+
+// expired reports whether an item's TTL has passed. Zero never expires.
+func expired(it item, now time.Time) bool {
+	at := getN(it, TTLAttribute)
+	return at > 0 && at <= now.Unix()
+}
+
+// itemSize is an item's size as DynamoDB counts it against the 400 KB limit
+// and for capacity: attribute names plus values. Numbers are counted at their
+// decimal length, which is never less than DynamoDB's count.
+func itemSize(it item) int {
+	n := 0
+	for name, v := range it {
+		n += len(name) + valueSize(v)
+	}
+	return n
+}
+
+func valueSize(v types.AttributeValue) int {
+	switch v := v.(type) {
+	case *types.AttributeValueMemberS:
+		return len(v.Value)
+	case *types.AttributeValueMemberN:
+		return len(v.Value)
+	case *types.AttributeValueMemberB:
+		return len(v.Value)
+	case *types.AttributeValueMemberBOOL, *types.AttributeValueMemberNULL:
+		return 1
+	case *types.AttributeValueMemberM:
+		n := 3
+		for k, e := range v.Value {
+			n += len(k) + valueSize(e) + 1
+		}
+		return n
+	case *types.AttributeValueMemberL:
+		n := 3
+		for _, e := range v.Value {
+			n += valueSize(e) + 1
+		}
+		return n
+	default:
+		return 0
+	}
+}
+
+// compress and decompress encode message bodies. DEFLATE shrinks JSON text
+// several times over, which cuts both the bytes a turn writes and how often a
+// message needs more than one item. A flate.Writer allocates hundreds of
+// kilobytes, so they are pooled.
+var writers = sync.Pool{New: func() any {
+	w, _ := flate.NewWriter(nil, flate.DefaultCompression) // the level is valid
+	return w
+}}
+
+func compress(b []byte) []byte {
+	var buf bytes.Buffer
+	w := writers.Get().(*flate.Writer)
+	w.Reset(&buf)
+	_, _ = w.Write(b) // a bytes.Buffer does not fail
+	_ = w.Close()
+	writers.Put(w)
+	return buf.Bytes()
+}
+
+func decompress(b []byte) ([]byte, error) {
+	return io.ReadAll(flate.NewReader(bytes.NewReader(b)))
+}
+
+// messageItems encodes message i of a session as one item, or as a first
+// item and further parts when the body is larger than one item holds.
+func messageItems(pk string, i int, m agent.Message, expires int64, now time.Time) ([]item, error) {
+	raw, err := json.Marshal(m)
+	if err != nil {
+		return nil, fmt.Errorf("encode message %d: %w", i, err)
+	}
+	body := compress(raw)
+	var parts [][]byte
+	for len(body) > partBytes {
+		parts = append(parts, body[:partBytes])
+		body = body[partBytes:]
+	}
+	parts = append(parts, body)
+
+	first := item{
+		PartitionKey: str(pk),
+		SortKey:      str(messageKey(i)),
+		attrRole:     str(string(m.Role)),
+		attrBody:     bin(parts[0]),
+		attrCreated:  num(now.UnixMilli()),
+		TTLAttribute: num(expires),
+	}
+	if len(parts) > 1 {
+		first[attrParts] = num(len(parts))
+	}
+	items := []item{first}
+	for p, part := range parts[1:] {
+		items = append(items, item{
+			PartitionKey: str(pk),
+			SortKey:      str(partKey(i, p+1)),
+			attrBody:     bin(part),
+			TTLAttribute: num(expires),
+		})
+	}
+	return items, nil
+}
+
+// storedMessage is a message as read back: its first item and the parts
+// found so far.
+type storedMessage struct {
+	first item
+	parts map[int][]byte
+}
+
+// decode reassembles and decodes the message. It fails when parts are
+// missing, which happens only when some expired before the first item.
+func (s *storedMessage) decode() (agent.Message, error) {
+	body := getB(s.first, attrBody)
+	if n := int(getN(s.first, attrParts)); n > 1 {
+		body = bytes.Clone(body)
+		for p := 1; p < n; p++ {
+			part, ok := s.parts[p]
+			if !ok {
+				return agent.Message{}, fmt.Errorf("part %d of %d is missing", p, n)
+			}
+			body = append(body, part...)
+		}
+	}
+	raw, err := decompress(body)
+	if err != nil {
+		return agent.Message{}, fmt.Errorf("decompress: %w", err)
+	}
+	var m agent.Message
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return agent.Message{}, fmt.Errorf("decode: %w", err)
+	}
+	return m, nil
+}
+
+// collectMessages groups message items by index, skipping expired ones.
+func collectMessages(items []item, now time.Time, into map[int]*storedMessage) {
+	for _, it := range items {
+		index, part, ok := parseMessageKey(getS(it, SortKey))
+		if !ok || expired(it, now) {
+			continue
+		}
+		sm := into[index]
+		if sm == nil {
+			sm = &storedMessage{parts: map[int][]byte{}}
+			into[index] = sm
+		}
+		if part == 0 {
+			sm.first = it
+		} else {
+			sm.parts[part] = getB(it, attrBody)
+		}
+	}
+}

@@ -1,0 +1,117 @@
+package ddbhistory
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// The table's key schema and TTL attribute. This is the one definition: the
+// SAM template, the local run and the tests all follow it.
+const (
+	PartitionKey = "pk"
+	SortKey      = "sk"
+	TTLAttribute = "expires_at"
+)
+
+// Sort keys and their prefixes.
+const (
+	skMeta        = "meta"
+	skMessage     = "m#"
+	skIdempotency = "i#"
+	// indexDigits pads message indexes so that sort keys order numerically.
+	indexDigits = 10
+)
+
+// TableDefinition returns the CreateTable input for a sessions table named
+// name: string partition and sort keys, on-demand capacity.
+func TableDefinition(name string) *dynamodb.CreateTableInput {
+	return &dynamodb.CreateTableInput{
+		TableName: aws.String(name),
+		AttributeDefinitions: []types.AttributeDefinition{
+			{AttributeName: aws.String(PartitionKey), AttributeType: types.ScalarAttributeTypeS},
+			{AttributeName: aws.String(SortKey), AttributeType: types.ScalarAttributeTypeS},
+		},
+		KeySchema: []types.KeySchemaElement{
+			{AttributeName: aws.String(PartitionKey), KeyType: types.KeyTypeHash},
+			{AttributeName: aws.String(SortKey), KeyType: types.KeyTypeRange},
+		},
+		BillingMode: types.BillingModePayPerRequest,
+	}
+}
+
+// TableAPI is what CreateTable needs of a DynamoDB client.
+type TableAPI interface {
+	CreateTable(context.Context, *dynamodb.CreateTableInput, ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error)
+	DescribeTable(context.Context, *dynamodb.DescribeTableInput, ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error)
+	UpdateTimeToLive(context.Context, *dynamodb.UpdateTimeToLiveInput, ...func(*dynamodb.Options)) (*dynamodb.UpdateTimeToLiveOutput, error)
+}
+
+// CreateTable creates the sessions table if it does not exist and waits until
+// it is active. It then turns TTL on, but does not fail if that is not
+// supported: local DynamoDB stand-ins often lack it, and reads ignore expired
+// items anyway.
+func CreateTable(ctx context.Context, client TableAPI, name string) error {
+	_, err := client.CreateTable(ctx, TableDefinition(name))
+	var inUse *types.ResourceInUseException
+	if err != nil && !errors.As(err, &inUse) {
+		return fmt.Errorf("ddbhistory: create table %s: %w", name, err)
+	}
+	for {
+		out, err := client.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(name)})
+		if err != nil {
+			return fmt.Errorf("ddbhistory: describe table %s: %w", name, err)
+		}
+		if out.Table == nil || out.Table.TableStatus == "" || out.Table.TableStatus == types.TableStatusActive {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	_, _ = client.UpdateTimeToLive(ctx, &dynamodb.UpdateTimeToLiveInput{
+		TableName: aws.String(name),
+		TimeToLiveSpecification: &types.TimeToLiveSpecification{
+			AttributeName: aws.String(TTLAttribute),
+			Enabled:       aws.Bool(true),
+		},
+	})
+	return nil
+}
+
+// partitionKey is the key shared by every item of a session. The session id
+// cannot contain '#', so the key splits unambiguously at its last '#'.
+func partitionKey(k Key) string { return "s#" + k.Owner + "#" + k.ID }
+
+func messageKey(i int) string { return fmt.Sprintf("%s%0*d", skMessage, indexDigits, i) }
+
+func partKey(i, part int) string { return fmt.Sprintf("%s#%03d", messageKey(i), part) }
+
+// parseMessageKey returns the message index and part of a message sort key.
+func parseMessageKey(sk string) (index, part int, ok bool) {
+	rest, found := strings.CutPrefix(sk, skMessage)
+	if !found || len(rest) < indexDigits {
+		return 0, 0, false
+	}
+	index, err := strconv.Atoi(rest[:indexDigits])
+	if err != nil {
+		return 0, 0, false
+	}
+	if rest = rest[indexDigits:]; rest == "" {
+		return index, 0, true
+	}
+	part, err = strconv.Atoi(strings.TrimPrefix(rest, "#"))
+	if err != nil || !strings.HasPrefix(rest, "#") {
+		return 0, 0, false
+	}
+	return index, part, true
+}

@@ -1,0 +1,730 @@
+package ddbhistory_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/google/go-cmp/cmp"
+	"github.com/lambda-agent/lambda-agent/internal/agent"
+	"github.com/lambda-agent/lambda-agent/internal/ddbhistory"
+)
+
+var alice = ddbhistory.Key{Owner: "alice", ID: "chat-1"}
+
+func TestLoadMissing(t *testing.T) {
+	runBackends(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b, ddbhistory.Config{})
+		if _, err := e.store.Load(t.Context(), alice, ""); !errors.Is(err, ddbhistory.ErrNotFound) {
+			t.Errorf("err = %v, want ErrNotFound", err)
+		}
+	})
+}
+
+func TestCommitAndLoad(t *testing.T) {
+	runBackends(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b, ddbhistory.Config{TTL: 30 * 24 * time.Hour})
+		sess := ddbhistory.NewSession(alice)
+		state := map[string]json.RawMessage{"memory:colour": json.RawMessage(`"teal"`)}
+		window := agent.WindowState{Summary: "earlier: nothing", LastInputTokens: 1234}
+		msgs := []agent.Message{
+			{Role: agent.RoleUser, Content: []agent.ContentBlock{agent.Text("look"), {Image: &agent.ImageBlock{Format: "png", Source: agent.Source{Bytes: []byte{0x89, 'P', 'N', 'G', 0}}}}}},
+			{Role: agent.RoleAssistant, Content: []agent.ContentBlock{{ToolUse: &agent.ToolUseBlock{ToolUseID: "t1", Name: "calculator", Input: json.RawMessage(`{"expression":"1+1"}`)}}}},
+			{Role: agent.RoleUser, Content: []agent.ContentBlock{{ToolResult: &agent.ToolResultBlock{ToolUseID: "t1", Status: agent.ToolSuccess, Content: []agent.ToolResultContent{{JSON: json.RawMessage(`{"result":2}`)}}}}}},
+			agent.AssistantText("It is 2."),
+		}
+		if err := e.store.Commit(t.Context(), sess, ddbhistory.Turn{Messages: msgs, Window: window, State: state}); err != nil {
+			t.Fatal(err)
+		}
+		if sess.Version != 1 || sess.Count != 4 {
+			t.Errorf("after commit: version %d, count %d", sess.Version, sess.Count)
+		}
+		got, err := e.store.Load(t.Context(), alice, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := agent.Conversation{Messages: msgs, Window: window, State: state}
+		if diff := cmp.Diff(want, got.Conversation); diff != "" {
+			t.Errorf("loaded conversation (-want +got):\n%s", diff)
+		}
+		now := e.now.Now()
+		if got.Version != 1 || got.Count != 4 || !got.CreatedAt.Equal(now.Truncate(time.Millisecond)) ||
+			!got.ExpiresAt.Equal(now.Add(30*24*time.Hour).Truncate(time.Second)) {
+			t.Errorf("loaded %+v", got)
+		}
+
+		// A second turn appends, and the window state says what is loaded.
+		e.now.advance(time.Minute)
+		if err := e.store.Commit(t.Context(), got, ddbhistory.Turn{Messages: turn(9), Window: agent.WindowState{Removed: 4}, State: state}); err != nil {
+			t.Fatal(err)
+		}
+		got, err = e.store.Load(t.Context(), alice, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(turn(9), got.Conversation.Messages); diff != "" {
+			t.Errorf("window after Removed=4 (-want +got):\n%s", diff)
+		}
+		if got.Version != 2 || got.Count != 6 || !got.UpdatedAt.After(got.CreatedAt) {
+			t.Errorf("after second commit: %+v", got)
+		}
+	})
+}
+
+func TestLoadCostDoesNotGrowWithHistory(t *testing.T) {
+	runBackends(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b, ddbhistory.Config{})
+		type cost struct{ requests, bytes int64 }
+		measure := func(stored int) cost {
+			key := ddbhistory.Key{Owner: "alice", ID: fmt.Sprintf("s%d", stored)}
+			fill(t, e.store, key, stored, 40)
+			e.count.reset()
+			sess, err := e.store.Load(t.Context(), key, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			requests, sent, received, _ := e.count.reset()
+			if len(sess.Conversation.Messages) != 40 || sess.Conversation.Window.Removed != stored-40 {
+				t.Fatalf("stored %d: window of %d from %d", stored, len(sess.Conversation.Messages), sess.Conversation.Window.Removed)
+			}
+			return cost{requests, sent + received}
+		}
+		// moto copies the whole table on every transaction, so filling it
+		// takes quadratic time; 1,000 messages make the point there.
+		stored := 10_000
+		if b.name != "minidyn" {
+			stored = 1_000
+		}
+		small, large := measure(40), measure(stored)
+		if small.requests != 1 || large.requests != 1 {
+			t.Errorf("requests: %d for 40 messages, %d for %d; want 1", small.requests, large.requests, stored)
+		}
+		if ratio := float64(large.bytes) / float64(small.bytes); ratio > 1.2 {
+			t.Errorf("bytes: %d for 40 messages, %d for %d (%.2fx)", small.bytes, large.bytes, stored, ratio)
+		} else {
+			t.Logf("bytes: %d for 40 messages, %d for %d (%.2fx)", small.bytes, large.bytes, stored, ratio)
+		}
+	})
+}
+
+func TestWindowLongerThanTheHint(t *testing.T) {
+	runBackends(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b, ddbhistory.Config{WindowHint: 5})
+		fill(t, e.store, alice, 60, 30)
+		e.count.reset()
+		sess, err := e.store.Load(t.Context(), alice, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if requests, _, _, _ := e.count.reset(); requests != 2 {
+			t.Errorf("%d requests, want 2", requests)
+		}
+		msgs := sess.Conversation.Messages
+		if len(msgs) != 30 || msgs[0].Text() != "question 000015" || msgs[29].Text() != "answer 000029" {
+			t.Errorf("window of %d: %q ... %q", len(msgs), msgs[0].Text(), msgs[len(msgs)-1].Text())
+		}
+	})
+}
+
+func TestConcurrentCommits(t *testing.T) {
+	runBackends(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b, ddbhistory.Config{})
+		fill(t, e.store, alice, 2, 40)
+		const writers = 50
+		var (
+			wg, loaded sync.WaitGroup
+			start      = make(chan struct{})
+			mu         sync.Mutex
+			won        []int
+			conflict   int
+		)
+		loaded.Add(writers)
+		for w := range writers {
+			wg.Go(func() {
+				sess, err := e.store.Load(context.Background(), alice, "")
+				loaded.Done()
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				<-start
+				err = e.store.Commit(context.Background(), sess, ddbhistory.Turn{Messages: turn(1000 + w)})
+				mu.Lock()
+				defer mu.Unlock()
+				switch {
+				case err == nil:
+					won = append(won, w)
+				case errors.Is(err, ddbhistory.ErrConflict):
+					conflict++
+				default:
+					t.Errorf("writer %d: %v", w, err)
+				}
+			})
+		}
+		loaded.Wait() // every writer holds version 1
+		close(start)
+		wg.Wait()
+		if len(won)+conflict != writers || len(won) < 1 {
+			t.Fatalf("%d commits and %d conflicts of %d", len(won), conflict, writers)
+		}
+		page, err := e.store.Transcript(t.Context(), alice, "", 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := sizedTurn(0)
+		for _, w := range won {
+			want = append(want, turn(1000+w)...)
+		}
+		// Each winner loaded the same version, so exactly one can win.
+		if len(won) != 1 {
+			t.Errorf("%d writers committed on the same version", len(won))
+		}
+		if diff := cmp.Diff(want, page.Messages); diff != "" {
+			t.Errorf("transcript (-want +got):\n%s", diff)
+		}
+		if page.Session.Version != 2 || page.Session.Count != len(want) {
+			t.Errorf("session %+v", page.Session)
+		}
+	})
+}
+
+func TestRacingTurnsLoseNothing(t *testing.T) {
+	runBackends(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b, ddbhistory.Config{})
+		fill(t, e.store, alice, 2, 40)
+		// 20 writers each retry on conflict until their turn is in.
+		var wg sync.WaitGroup
+		for w := range 20 {
+			wg.Go(func() {
+				for {
+					sess, err := e.store.Load(context.Background(), alice, "")
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					err = e.store.Commit(context.Background(), sess, ddbhistory.Turn{Messages: turn(100 + w)})
+					if err == nil {
+						return
+					}
+					if !errors.Is(err, ddbhistory.ErrConflict) {
+						t.Error(err)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		page, err := e.store.Transcript(t.Context(), alice, "", 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page.Messages) != 42 {
+			t.Fatalf("%d messages, want 42", len(page.Messages))
+		}
+		seen := map[string]bool{}
+		for i, m := range page.Messages {
+			wantRole := agent.RoleUser
+			if i%2 == 1 {
+				wantRole = agent.RoleAssistant
+			}
+			if m.Role != wantRole {
+				t.Fatalf("message %d is %s: turns interleaved", i, m.Role)
+			}
+			if i%2 == 1 && strings.TrimPrefix(m.Text(), "answer ") != strings.TrimPrefix(page.Messages[i-1].Text(), "question ") {
+				t.Fatalf("message %d %q does not answer %q", i, m.Text(), page.Messages[i-1].Text())
+			}
+			if seen[m.Text()] {
+				t.Fatalf("message %q stored twice", m.Text())
+			}
+			seen[m.Text()] = true
+		}
+	})
+}
+
+func TestCancelledCommitChangesNothing(t *testing.T) {
+	runBackends(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b, ddbhistory.Config{})
+		before := fill(t, e.store, alice, 4, 40)
+		sess, err := e.store.Load(t.Context(), alice, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		cancel()
+		if err := e.store.Commit(ctx, sess, ddbhistory.Turn{Messages: turn(7)}); !errors.Is(err, context.Canceled) {
+			t.Errorf("err = %v, want context.Canceled", err)
+		}
+		after, err := e.store.Load(t.Context(), alice, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if after.Version != before.Version || after.Count != 4 || len(after.Conversation.Messages) != 4 {
+			t.Errorf("session changed: version %d, count %d", after.Version, after.Count)
+		}
+	})
+}
+
+func TestIdempotentReplay(t *testing.T) {
+	runBackends(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b, ddbhistory.Config{})
+		sess := ddbhistory.NewSession(alice)
+		response := json.RawMessage(`{"text":"answer 0"}`)
+		if err := e.store.Commit(t.Context(), sess, ddbhistory.Turn{Messages: turn(0), IdempotencyKey: "req-1", Response: response}); err != nil {
+			t.Fatal(err)
+		}
+		e.count.reset()
+		got, err := e.store.Load(t.Context(), alice, "req-1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got.Replay) != string(response) {
+			t.Errorf("replay %s, want %s", got.Replay, response)
+		}
+		if requests, _, _, _ := e.count.reset(); requests != 2 {
+			t.Errorf("load with a key took %d requests, want 2", requests)
+		}
+		other, err := e.store.Load(t.Context(), alice, "req-2")
+		if err != nil || other.Replay != nil {
+			t.Errorf("another key: replay %s, err %v", other.Replay, err)
+		}
+		// A retried request that does run again cannot store a second turn.
+		if err := e.store.Commit(t.Context(), other, ddbhistory.Turn{Messages: turn(1), IdempotencyKey: "req-1", Response: json.RawMessage(`{}`)}); !errors.Is(err, ddbhistory.ErrConflict) {
+			t.Errorf("second commit with the key: %v, want ErrConflict", err)
+		}
+		page, err := e.store.Transcript(t.Context(), alice, "", 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page.Messages) != 2 || page.Session.Version != 1 {
+			t.Errorf("replaying wrote something: %d messages, version %d", len(page.Messages), page.Session.Version)
+		}
+	})
+}
+
+func TestIdempotencyKeyExpires(t *testing.T) {
+	runBackends(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b, ddbhistory.Config{IdempotencyTTL: time.Hour})
+		sess := ddbhistory.NewSession(alice)
+		if err := e.store.Commit(t.Context(), sess, ddbhistory.Turn{Messages: turn(0), IdempotencyKey: "k", Response: json.RawMessage(`1`)}); err != nil {
+			t.Fatal(err)
+		}
+		e.now.advance(2 * time.Hour)
+		got, err := e.store.Load(t.Context(), alice, "k")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Replay != nil {
+			t.Errorf("expired key replayed %s", got.Replay)
+		}
+		// And the key may be used again.
+		if err := e.store.Commit(t.Context(), got, ddbhistory.Turn{Messages: turn(1), IdempotencyKey: "k", Response: json.RawMessage(`2`)}); err != nil {
+			t.Errorf("reusing an expired key: %v", err)
+		}
+	})
+}
+
+func TestExpiry(t *testing.T) {
+	runBackends(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b, ddbhistory.Config{TTL: time.Hour})
+		sess := ddbhistory.NewSession(alice)
+		if err := e.store.Commit(t.Context(), sess, ddbhistory.Turn{Messages: turn(0), IdempotencyKey: "k", Response: json.RawMessage(`"old"`)}); err != nil {
+			t.Fatal(err)
+		}
+		// Messages are kept an hour after they were written; each commit
+		// moves the session's own expiry on.
+		e.now.advance(50 * time.Minute)
+		if err := e.store.Commit(t.Context(), sess, ddbhistory.Turn{Messages: turn(1)}); err != nil {
+			t.Fatal(err)
+		}
+		e.now.advance(20 * time.Minute)
+		got, err := e.store.Load(t.Context(), alice, "")
+		if err != nil {
+			t.Fatalf("the session expired although its last commit was 20 minutes ago: %v", err)
+		}
+		if diff := cmp.Diff(turn(1), got.Conversation.Messages); diff != "" {
+			t.Errorf("window after the first turn expired (-want +got):\n%s", diff)
+		}
+		if got.Conversation.Window.Removed != 2 {
+			t.Errorf("Removed = %d, want 2: the window starts after the expired messages", got.Conversation.Window.Removed)
+		}
+		page, err := e.store.Transcript(t.Context(), alice, "", 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(turn(1), page.Messages); diff != "" {
+			t.Errorf("transcript shows expired messages (-want +got):\n%s", diff)
+		}
+
+		// An hour after the last commit the session is gone, though no TTL
+		// process has deleted anything.
+		e.now.advance(time.Hour)
+		if _, err := e.store.Load(t.Context(), alice, ""); !errors.Is(err, ddbhistory.ErrNotFound) {
+			t.Errorf("Load of an expired session: %v", err)
+		}
+		if _, err := e.store.Transcript(t.Context(), alice, "", 10); !errors.Is(err, ddbhistory.ErrNotFound) {
+			t.Errorf("Transcript of an expired session: %v", err)
+		}
+		// The id can be used again, and the old session's key does not replay.
+		fresh := ddbhistory.NewSession(alice)
+		if err := e.store.Commit(t.Context(), fresh, ddbhistory.Turn{Messages: turn(5)}); err != nil {
+			t.Fatalf("re-creating an expired session: %v", err)
+		}
+		got, err = e.store.Load(t.Context(), alice, "k")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Replay != nil || len(got.Conversation.Messages) != 2 || got.Conversation.Messages[0].Text() != "question 5" {
+			t.Errorf("re-created session: replay %s, messages %+v", got.Replay, got.Conversation.Messages)
+		}
+	})
+}
+
+func TestDeleteRemovesEverything(t *testing.T) {
+	runBackends(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b, ddbhistory.Config{})
+		sess := fill(t, e.store, alice, 60, 40) // more items than one batch
+		big := []agent.Message{
+			{Role: agent.RoleUser, Content: []agent.ContentBlock{agent.Text("a big one"), {Image: &agent.ImageBlock{Format: "png", Source: agent.Source{Bytes: randomBytes(900_000)}}}}},
+			agent.AssistantText("seen"),
+		}
+		if err := e.store.Commit(t.Context(), sess, ddbhistory.Turn{Messages: big, IdempotencyKey: "k", Response: json.RawMessage(`{}`)}); err != nil {
+			t.Fatal(err)
+		}
+		bob := ddbhistory.Key{Owner: "bob", ID: alice.ID}
+		fill(t, e.store, bob, 2, 40)
+
+		if err := e.store.Delete(t.Context(), alice); err != nil {
+			t.Fatal(err)
+		}
+		if n := countItems(t, e, "s#alice#chat-1"); n != 0 {
+			t.Errorf("%d items left behind", n)
+		}
+		if _, err := e.store.Load(t.Context(), alice, ""); !errors.Is(err, ddbhistory.ErrNotFound) {
+			t.Errorf("Load after Delete: %v", err)
+		}
+		if err := e.store.Delete(t.Context(), alice); !errors.Is(err, ddbhistory.ErrNotFound) {
+			t.Errorf("second Delete: %v", err)
+		}
+		if _, err := e.store.Load(t.Context(), bob, ""); err != nil {
+			t.Errorf("deleting alice's session touched bob's: %v", err)
+		}
+	})
+}
+
+func TestDeleteRetriesUnprocessedItems(t *testing.T) {
+	runBackends(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b, ddbhistory.Config{})
+		fill(t, e.store, alice, 30, 40)
+		// The first batch comes back with every item unprocessed.
+		var once sync.Once
+		e.count.setFault(func(op string, body []byte) *http.Response {
+			var resp *http.Response
+			if op == "BatchWriteItem" {
+				once.Do(func() { resp = unprocessedAll(t, body) })
+			}
+			return resp
+		})
+		if err := e.store.Delete(t.Context(), alice); err != nil {
+			t.Fatal(err)
+		}
+		e.count.setFault(nil)
+		if n := countItems(t, e, "s#alice#chat-1"); n != 0 {
+			t.Errorf("%d items left behind", n)
+		}
+	})
+}
+
+func TestBigContent(t *testing.T) {
+	runBackends(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b, ddbhistory.Config{})
+		// Random bytes do not compress: the message needs several items.
+		img := randomBytes(1_500_000)
+		result := strings.Repeat("a line of a very long tool result\n", 40_000) // 1.4 MB of text
+		msgs := []agent.Message{
+			{Role: agent.RoleUser, Content: []agent.ContentBlock{agent.Text("describe"), {Image: &agent.ImageBlock{Format: "jpeg", Source: agent.Source{Bytes: img}}}}},
+			{Role: agent.RoleAssistant, Content: []agent.ContentBlock{{ToolUse: &agent.ToolUseBlock{ToolUseID: "t", Name: "read", Input: json.RawMessage(`{}`)}}}},
+			{Role: agent.RoleUser, Content: []agent.ContentBlock{{ToolResult: agent.TextResult("t", agent.ToolSuccess, result)}}},
+			agent.AssistantText("done"),
+		}
+		sess := ddbhistory.NewSession(alice)
+		if err := e.store.Commit(t.Context(), sess, ddbhistory.Turn{Messages: msgs}); err != nil {
+			t.Fatal(err)
+		}
+		got, err := e.store.Load(t.Context(), alice, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		// go-cmp walks byte slices an element at a time; compare encodings.
+		want, _ := json.Marshal(msgs)
+		gotJSON, _ := json.Marshal(got.Conversation.Messages)
+		if !bytes.Equal(want, gotJSON) {
+			t.Errorf("big messages did not round-trip: %d messages, %d bytes of JSON; want %d bytes", len(got.Conversation.Messages), len(gotJSON), len(want))
+		}
+
+		// A turn beyond one transaction is refused whole, before any write.
+		huge := []agent.Message{
+			{Role: agent.RoleUser, Content: []agent.ContentBlock{agent.Text("more"), {Image: &agent.ImageBlock{Format: "png", Source: agent.Source{Bytes: randomBytes(3_000_000)}}}}},
+			{Role: agent.RoleAssistant, Content: []agent.ContentBlock{{ToolUse: &agent.ToolUseBlock{ToolUseID: "u", Name: "read", Input: json.RawMessage(`{}`)}}}},
+			{Role: agent.RoleUser, Content: []agent.ContentBlock{{ToolResult: &agent.ToolResultBlock{ToolUseID: "u", Content: []agent.ToolResultContent{{Image: &agent.ImageBlock{Format: "png", Source: agent.Source{Bytes: randomBytes(2_000_000)}}}}}}}},
+			agent.AssistantText("done"),
+		}
+		e.count.reset()
+		err = e.store.Commit(t.Context(), got, ddbhistory.Turn{Messages: huge})
+		var tl *ddbhistory.TooLargeError
+		if !errors.Is(err, ddbhistory.ErrTooLarge) || !errors.As(err, &tl) || tl.Limit != ddbhistory.MaxTransactionBytes {
+			t.Errorf("err = %v, want ErrTooLarge for 4 MB", err)
+		}
+		if requests, _, _, _ := e.count.reset(); requests != 0 {
+			t.Errorf("%d requests were sent for a refused turn", requests)
+		}
+		var many []agent.Message
+		for i := range 60 {
+			many = append(many, turn(i)...)
+		}
+		if err := e.store.Commit(t.Context(), got, ddbhistory.Turn{Messages: many}); !errors.As(err, &tl) || !tl.Items {
+			t.Errorf("120 messages: err = %v, want ErrTooLarge for 100 items", err)
+		}
+		// State too big for the session item.
+		big := map[string]json.RawMessage{"x": json.RawMessage(`"` + strings.Repeat("x", 500_000) + `"`)}
+		if err := e.store.Commit(t.Context(), got, ddbhistory.Turn{Messages: turn(1), State: big}); !errors.As(err, &tl) || tl.Limit != ddbhistory.MaxItemBytes {
+			t.Errorf("500 KB state: err = %v, want ErrTooLarge for 400 KB", err)
+		}
+		after, err := e.store.Load(t.Context(), alice, "")
+		if err != nil || after.Version != 1 || after.Count != 4 {
+			t.Errorf("refused turns changed the session: %+v, %v", after, err)
+		}
+	})
+}
+
+func TestOwnersAreIsolated(t *testing.T) {
+	runBackends(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b, ddbhistory.Config{})
+		fill(t, e.store, alice, 4, 40)
+		for _, owner := range []string{"bob", "ALICE", "alice#chat-1", "alice ", "s#alice"} {
+			k := ddbhistory.Key{Owner: owner, ID: alice.ID}
+			if _, err := e.store.Load(t.Context(), k, ""); !errors.Is(err, ddbhistory.ErrNotFound) {
+				t.Errorf("%q loads alice's session: %v", owner, err)
+			}
+			if _, err := e.store.Transcript(t.Context(), k, "", 10); !errors.Is(err, ddbhistory.ErrNotFound) {
+				t.Errorf("%q reads alice's transcript: %v", owner, err)
+			}
+			if err := e.store.Delete(t.Context(), k); !errors.Is(err, ddbhistory.ErrNotFound) {
+				t.Errorf("%q deletes alice's session: %v", owner, err)
+			}
+		}
+		// bob's session under the same id is his own.
+		bob := ddbhistory.Key{Owner: "bob", ID: alice.ID}
+		if err := e.store.Commit(t.Context(), ddbhistory.NewSession(bob), ddbhistory.Turn{Messages: turn(99)}); err != nil {
+			t.Fatal(err)
+		}
+		got, err := e.store.Load(t.Context(), alice, "")
+		if err != nil || got.Count != 4 || got.Conversation.Messages[0].Text() != "question 000000" {
+			t.Errorf("alice's session after bob's commit: %+v, %v", got, err)
+		}
+	})
+}
+
+func TestTranscriptPages(t *testing.T) {
+	runBackends(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b, ddbhistory.Config{})
+		fill(t, e.store, alice, 24, 4)
+		var all []agent.Message
+		cursor := ""
+		pages := 0
+		for {
+			page, err := e.store.Transcript(t.Context(), alice, cursor, 10)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pages++
+			all = append(all, page.Messages...)
+			if page.Session.Conversation.Window.Removed != 20 {
+				t.Errorf("page %d: window state %+v", pages, page.Session.Conversation.Window)
+			}
+			if cursor = page.NextCursor; cursor == "" {
+				break
+			}
+		}
+		var want []agent.Message
+		for i := range 12 {
+			want = append(want, sizedTurn(i)...)
+		}
+		if diff := cmp.Diff(want, all); diff != "" || pages != 3 {
+			t.Errorf("%d pages (-want +got):\n%s", pages, diff)
+		}
+		for _, bad := range []string{"!!", "LTE", "eA"} {
+			if _, err := e.store.Transcript(t.Context(), alice, bad, 10); !errors.Is(err, ddbhistory.ErrInvalid) {
+				t.Errorf("cursor %q: %v", bad, err)
+			}
+		}
+		for _, limit := range []int{0, -1, 1001} {
+			if _, err := e.store.Transcript(t.Context(), alice, "", limit); !errors.Is(err, ddbhistory.ErrInvalid) {
+				t.Errorf("limit %d: %v", limit, err)
+			}
+		}
+	})
+}
+
+func TestRedact(t *testing.T) {
+	runBackends(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b, ddbhistory.Config{})
+		sess := ddbhistory.NewSession(alice)
+		secret := []agent.Message{
+			{Role: agent.RoleUser, Content: []agent.ContentBlock{agent.Text("my card is 4111"), {Image: &agent.ImageBlock{Format: "png", Source: agent.Source{Bytes: randomBytes(800_000)}}}}},
+			agent.AssistantText("noted"),
+		}
+		if err := e.store.Commit(t.Context(), sess, ddbhistory.Turn{Messages: secret}); err != nil {
+			t.Fatal(err)
+		}
+		stale, err := e.store.Load(t.Context(), alice, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		redacted := agent.UserText("[redacted]")
+		if err := e.store.Redact(t.Context(), alice, 0, redacted); err != nil {
+			t.Fatal(err)
+		}
+		page, err := e.store.Transcript(t.Context(), alice, "", 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff([]agent.Message{redacted, secret[1]}, page.Messages); diff != "" {
+			t.Errorf("after redaction (-want +got):\n%s", diff)
+		}
+		if n := countItems(t, e, "s#alice#chat-1"); n != 3 {
+			t.Errorf("%d items; the redacted message's extra parts were not removed", n)
+		}
+		// A turn that loaded the secret cannot commit after the redaction.
+		if err := e.store.Commit(t.Context(), stale, ddbhistory.Turn{Messages: turn(1)}); !errors.Is(err, ddbhistory.ErrConflict) {
+			t.Errorf("stale commit after redaction: %v", err)
+		}
+		if err := e.store.Redact(t.Context(), alice, 1, agent.UserText("x")); !errors.Is(err, ddbhistory.ErrInvalid) {
+			t.Errorf("redacting with another role: %v", err)
+		}
+		if err := e.store.Redact(t.Context(), alice, 7, agent.UserText("x")); !errors.Is(err, ddbhistory.ErrNotFound) {
+			t.Errorf("redacting a missing message: %v", err)
+		}
+	})
+}
+
+func TestThrottling(t *testing.T) {
+	runBackends(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b, ddbhistory.Config{MaxAttempts: 3})
+		sess := fill(t, e.store, alice, 2, 40)
+
+		// Two throttles, then success: the SDK's retries absorb them.
+		var mu sync.Mutex
+		left := 2
+		e.count.setFault(func(string, []byte) *http.Response {
+			mu.Lock()
+			defer mu.Unlock()
+			if left > 0 {
+				left--
+				return throttle()
+			}
+			return nil
+		})
+		if err := e.store.Commit(t.Context(), sess, ddbhistory.Turn{Messages: turn(1)}); err != nil {
+			t.Fatalf("commit through two throttles: %v", err)
+		}
+		// Throttled on every attempt: a typed error, and nothing written.
+		e.count.setFault(func(string, []byte) *http.Response { return throttle() })
+		e.count.reset()
+		err := e.store.Commit(t.Context(), sess, ddbhistory.Turn{Messages: turn(2)})
+		if !errors.Is(err, ddbhistory.ErrThrottled) {
+			t.Errorf("err = %v, want ErrThrottled", err)
+		}
+		if requests, _, _, _ := e.count.reset(); requests != 3 {
+			t.Errorf("%d attempts, want 3", requests)
+		}
+		if _, err := e.store.Load(t.Context(), alice, ""); !errors.Is(err, ddbhistory.ErrThrottled) {
+			t.Errorf("load: %v, want ErrThrottled", err)
+		}
+		e.count.setFault(nil)
+		got, err := e.store.Load(t.Context(), alice, "")
+		if err != nil || got.Count != 4 || got.Version != sess.Version {
+			t.Errorf("after throttling: %+v, %v", got, err)
+		}
+	})
+}
+
+func TestInvalidArguments(t *testing.T) {
+	e := newEnv(t, backends()[0], ddbhistory.Config{})
+	for _, k := range []ddbhistory.Key{
+		{Owner: "", ID: "a"},
+		{Owner: "alice", ID: ""},
+		{Owner: "alice", ID: "has#hash"},
+		{Owner: "alice", ID: "-leading"},
+		{Owner: "alice", ID: strings.Repeat("x", 129)},
+		{Owner: strings.Repeat("o", 1025), ID: "a"},
+		{Owner: "\xff", ID: "a"},
+	} {
+		if _, err := e.store.Load(t.Context(), k, ""); !errors.Is(err, ddbhistory.ErrInvalid) {
+			t.Errorf("Load(%q, %q): %v", k.Owner, k.ID, err)
+		}
+		if err := e.store.Commit(t.Context(), ddbhistory.NewSession(k), ddbhistory.Turn{Messages: turn(0)}); !errors.Is(err, ddbhistory.ErrInvalid) {
+			t.Errorf("Commit(%q, %q): %v", k.Owner, k.ID, err)
+		}
+	}
+	if err := e.store.Commit(t.Context(), ddbhistory.NewSession(alice), ddbhistory.Turn{Messages: turn(0), Window: agent.WindowState{Removed: 3}}); !errors.Is(err, ddbhistory.ErrInvalid) {
+		t.Errorf("window past the end: %v", err)
+	}
+	if requests, _, _, _ := e.count.reset(); requests != 0 {
+		t.Errorf("%d requests for invalid arguments", requests)
+	}
+}
+
+func randomBytes(n int) []byte {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return b
+}
+
+// countItems counts every item under a partition key, expired or not.
+func countItems(t *testing.T, e *env, pk string) int {
+	t.Helper()
+	p := dynamodb.NewQueryPaginator(e.client, &dynamodb.QueryInput{
+		TableName:                 aws.String(e.table),
+		KeyConditionExpression:    aws.String("pk = :pk"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": &types.AttributeValueMemberS{Value: pk}},
+		ConsistentRead:            aws.Bool(true),
+	})
+	n := 0
+	for p.HasMorePages() {
+		out, err := p.NextPage(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		n += len(out.Items)
+	}
+	return n
+}
+
+// unprocessedAll answers a BatchWriteItem as if DynamoDB had processed none of
+// it, returning every request as unprocessed; the store must send them again.
+func unprocessedAll(t *testing.T, body []byte) *http.Response {
+	var req struct {
+		RequestItems json.RawMessage
+	}
+	if err := json.Unmarshal(body, &req); err != nil {
+		t.Errorf("decode BatchWriteItem: %v", err)
+	}
+	out, _ := json.Marshal(map[string]json.RawMessage{"UnprocessedItems": req.RequestItems})
+	return &http.Response{
+		StatusCode: 200,
+		Header:     http.Header{"Content-Type": {"application/x-amz-json-1.0"}},
+		Body:       io.NopCloser(bytes.NewReader(out)),
+	}
+}

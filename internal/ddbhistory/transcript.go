@@ -1,0 +1,288 @@
+package ddbhistory
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/lambda-agent/lambda-agent/internal/agent"
+	"golang.org/x/sync/errgroup"
+)
+
+// Page is one page of a session's transcript.
+type Page struct {
+	// Session is the session item: Conversation.Window and .State are set,
+	// Conversation.Messages is not.
+	Session *Session
+	// Messages are the page's messages, oldest first. A message that has
+	// expired is left out.
+	Messages []agent.Message
+	// NextCursor continues the transcript; empty on the last page.
+	NextCursor string
+}
+
+// MaxPageSize bounds Transcript's limit.
+const MaxPageSize = 1000
+
+// Transcript reads the full transcript of a session, oldest first, limit
+// messages at a time. cursor is "" for the first page and a Page's NextCursor
+// for the next. It returns ErrInvalid for a malformed cursor or limit.
+func (s *Store) Transcript(ctx context.Context, key Key, cursor string, limit int) (*Page, error) {
+	if err := key.validate(); err != nil {
+		return nil, err
+	}
+	if limit < 1 || limit > MaxPageSize {
+		return nil, fmt.Errorf("%w: limit %d is not between 1 and %d", ErrInvalid, limit, MaxPageSize)
+	}
+	from, err := decodeCursor(cursor)
+	if err != nil {
+		return nil, err
+	}
+	pk := partitionKey(key)
+	now := s.cfg.Now()
+	var (
+		meta  item
+		found = make(map[int]*storedMessage)
+	)
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		out, err := s.client.GetItem(gctx, &dynamodb.GetItemInput{
+			TableName:      aws.String(s.cfg.Table),
+			Key:            item{PartitionKey: str(pk), SortKey: str(skMeta)},
+			ConsistentRead: aws.Bool(true),
+		}, s.retries)
+		if err != nil {
+			return classify(err)
+		}
+		meta = out.Item
+		return nil
+	})
+	g.Go(func() error {
+		// The indexes are dense, so the page is an exact key range; its last
+		// message's parts sort after it, below the next message.
+		items, err := s.queryAll(gctx, &dynamodb.QueryInput{
+			TableName:              aws.String(s.cfg.Table),
+			KeyConditionExpression: aws.String("#pk = :pk AND #sk BETWEEN :lo AND :hi"),
+			ExpressionAttributeNames: map[string]string{
+				"#pk": PartitionKey, "#sk": SortKey,
+			},
+			ExpressionAttributeValues: item{":pk": str(pk), ":lo": str(messageKey(from)), ":hi": str(messageKey(from+limit-1) + "#~")},
+			ConsistentRead:            aws.Bool(true),
+		})
+		collectMessages(items, now, found)
+		return err
+	})
+	if err := g.Wait(); err != nil {
+		return nil, fmt.Errorf("ddbhistory: transcript %s: %w", key.ID, err)
+	}
+	if meta == nil || expired(meta, now) {
+		return nil, fmt.Errorf("ddbhistory: transcript %s: %w", key.ID, ErrNotFound)
+	}
+	sess, err := decodeMeta(key, meta)
+	if err != nil {
+		return nil, fmt.Errorf("ddbhistory: transcript %s: %w", key.ID, err)
+	}
+	page := &Page{Session: sess}
+	end := min(from+limit, sess.Count)
+	for i := from; i < end; i++ {
+		sm := found[i]
+		if sm == nil || sm.first == nil {
+			continue
+		}
+		if m, err := sm.decode(); err == nil {
+			page.Messages = append(page.Messages, m)
+		}
+	}
+	if end < sess.Count {
+		page.NextCursor = encodeCursor(end)
+	}
+	return page, nil
+}
+
+// Cursors are opaque to callers; inside they are the next message index.
+func encodeCursor(i int) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(strconv.Itoa(i)))
+}
+
+func decodeCursor(c string) (int, error) {
+	if c == "" {
+		return 0, nil
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(c)
+	if err == nil {
+		if i, err := strconv.Atoi(string(raw)); err == nil && i >= 0 && len(raw) <= indexDigits {
+			return i, nil
+		}
+	}
+	return 0, fmt.Errorf("%w: malformed cursor %q", ErrInvalid, c)
+}
+
+// queryAll runs a query to its last page.
+func (s *Store) queryAll(ctx context.Context, in *dynamodb.QueryInput) ([]item, error) {
+	var items []item
+	for {
+		out, err := s.client.Query(ctx, in, s.retries)
+		if err != nil {
+			return nil, classify(err)
+		}
+		items = append(items, out.Items...)
+		if out.LastEvaluatedKey == nil {
+			return items, nil
+		}
+		in.ExclusiveStartKey = out.LastEvaluatedKey
+	}
+}
+
+// Delete removes every item of a session. The session item goes first, so a
+// turn racing with the delete cannot commit; then the rest, in batches of 25,
+// retrying what DynamoDB leaves unprocessed. It returns ErrNotFound when there
+// was no live session, after removing whatever was left of one.
+func (s *Store) Delete(ctx context.Context, key Key) error {
+	if err := key.validate(); err != nil {
+		return err
+	}
+	pk := partitionKey(key)
+	_, err := s.client.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+		TableName:                 aws.String(s.cfg.Table),
+		Key:                       item{PartitionKey: str(pk), SortKey: str(skMeta)},
+		ConditionExpression:       aws.String("attribute_exists(#pk) AND (#ttl = :zero OR #ttl > :now)"),
+		ExpressionAttributeNames:  map[string]string{"#pk": PartitionKey, "#ttl": TTLAttribute},
+		ExpressionAttributeValues: item{":zero": num(0), ":now": num(s.cfg.Now().Unix())},
+	}, s.retries)
+	missing := false
+	if err != nil {
+		if err = classify(err); !errors.Is(err, ErrConflict) {
+			return fmt.Errorf("ddbhistory: delete %s: %w", key.ID, err)
+		}
+		missing = true // the condition failed: there was no live session item
+	}
+	keys, err := s.queryAll(ctx, &dynamodb.QueryInput{
+		TableName:                 aws.String(s.cfg.Table),
+		KeyConditionExpression:    aws.String("#pk = :pk"),
+		ExpressionAttributeNames:  map[string]string{"#pk": PartitionKey, "#sk": SortKey},
+		ExpressionAttributeValues: item{":pk": str(pk)},
+		ProjectionExpression:      aws.String("#pk, #sk"),
+		ConsistentRead:            aws.Bool(true),
+	})
+	if err != nil {
+		return fmt.Errorf("ddbhistory: delete %s: %w", key.ID, err)
+	}
+	if err := s.deleteAll(ctx, keys); err != nil {
+		return fmt.Errorf("ddbhistory: delete %s: %w", key.ID, err)
+	}
+	if missing {
+		return fmt.Errorf("ddbhistory: delete %s: %w", key.ID, ErrNotFound)
+	}
+	return nil
+}
+
+// batchSize is BatchWriteItem's limit.
+const batchSize = 25
+
+// deleteAll deletes items by key, 25 at a time, retrying unprocessed items
+// with backoff until ctx ends.
+func (s *Store) deleteAll(ctx context.Context, keys []item) error {
+	for len(keys) > 0 {
+		n := min(batchSize, len(keys))
+		reqs := make([]types.WriteRequest, n)
+		for i, k := range keys[:n] {
+			reqs[i] = types.WriteRequest{DeleteRequest: &types.DeleteRequest{Key: k}}
+		}
+		keys = keys[n:]
+		for attempt := 0; len(reqs) > 0; attempt++ {
+			if attempt > 0 {
+				select {
+				case <-ctx.Done():
+					return ctx.Err()
+				case <-time.After(min(50*time.Millisecond<<attempt, 2*time.Second)):
+				}
+			}
+			out, err := s.client.BatchWriteItem(ctx, &dynamodb.BatchWriteItemInput{
+				RequestItems: map[string][]types.WriteRequest{s.cfg.Table: reqs},
+			}, s.retries)
+			if err != nil {
+				return classify(err)
+			}
+			reqs = out.UnprocessedItems[s.cfg.Table]
+		}
+	}
+	return nil
+}
+
+// Redact replaces the content of stored message index with m, which must
+// have the same role: the one exception to messages being written once, for
+// guardrails and personal data. The session's version moves on, so a turn
+// that loaded the old content cannot commit after the redaction.
+func (s *Store) Redact(ctx context.Context, key Key, index int, m agent.Message) error {
+	if err := key.validate(); err != nil {
+		return err
+	}
+	pk := partitionKey(key)
+	now := s.cfg.Now()
+	var meta, old item
+	g, gctx := errgroup.WithContext(ctx)
+	for sk, dst := range map[string]*item{skMeta: &meta, messageKey(index): &old} {
+		g.Go(func() error {
+			out, err := s.client.GetItem(gctx, &dynamodb.GetItemInput{
+				TableName:      aws.String(s.cfg.Table),
+				Key:            item{PartitionKey: str(pk), SortKey: str(sk)},
+				ConsistentRead: aws.Bool(true),
+			}, s.retries)
+			if err != nil {
+				return classify(err)
+			}
+			*dst = out.Item
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return fmt.Errorf("ddbhistory: redact %s: %w", key.ID, err)
+	}
+	if meta == nil || expired(meta, now) || old == nil || expired(old, now) {
+		return fmt.Errorf("ddbhistory: redact %s message %d: %w", key.ID, index, ErrNotFound)
+	}
+	if role := getS(old, attrRole); role != string(m.Role) {
+		return fmt.Errorf("%w: message %d is a %s message, not %s", ErrInvalid, index, role, m.Role)
+	}
+	its, err := messageItems(pk, index, m, getN(old, TTLAttribute), time.UnixMilli(getN(old, attrCreated)))
+	if err != nil {
+		return fmt.Errorf("ddbhistory: redact %s: %w", key.ID, err)
+	}
+	var items []types.TransactWriteItem
+	var sizes []int
+	for _, it := range its {
+		items = append(items, types.TransactWriteItem{Put: &types.Put{TableName: aws.String(s.cfg.Table), Item: it}})
+		sizes = append(sizes, itemSize(it))
+	}
+	for p := len(its); p < int(getN(old, attrParts)); p++ {
+		items = append(items, types.TransactWriteItem{Delete: &types.Delete{
+			TableName: aws.String(s.cfg.Table),
+			Key:       item{PartitionKey: str(pk), SortKey: str(partKey(index, p))},
+		}})
+		sizes = append(sizes, 0)
+	}
+	v := versionIs(getN(meta, attrVersion))
+	v.values[":one"] = num(1)
+	items = append(items, types.TransactWriteItem{Update: &types.Update{
+		TableName:                 aws.String(s.cfg.Table),
+		Key:                       item{PartitionKey: str(pk), SortKey: str(skMeta)},
+		UpdateExpression:          aws.String("SET #version = #version + :one"),
+		ConditionExpression:       aws.String(v.expr),
+		ExpressionAttributeNames:  v.names,
+		ExpressionAttributeValues: v.values,
+	}})
+	sizes = append(sizes, itemSize(meta))
+	if err := checkTransaction(sizes); err != nil {
+		return fmt.Errorf("ddbhistory: redact %s: %w", key.ID, err)
+	}
+	if _, err := s.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items}, s.retries); err != nil {
+		return fmt.Errorf("ddbhistory: redact %s: %w", key.ID, classify(err))
+	}
+	return nil
+}
