@@ -16,6 +16,13 @@
 //	                     one item holds
 //	i#<key>              the stored response of an idempotent turn
 //
+// A session id is unique across owners. The first commit of a session writes
+// a claim, partition "id#" + session id, sort key "claim", holding the owner,
+// on the condition that no other owner holds a live claim; another owner's
+// first commit under that id then fails with ErrNotFound, so an id in use
+// never reveals that it exists. The claim expires with the session and is
+// renewed, at most twice per TTL, by the session's commits.
+//
 // Messages are JSON compressed with DEFLATE, in a binary attribute. A message
 // too large for one item (400 KB) is split into parts and reassembled on load,
 // so big tool results, images and documents are kept whole; only a turn larger

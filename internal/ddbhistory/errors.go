@@ -47,6 +47,16 @@ func (e *TooLargeError) Error() string {
 // Is makes errors.Is(err, ErrTooLarge) true.
 func (e *TooLargeError) Is(target error) bool { return target == ErrTooLarge }
 
+// failedAt reports whether err is a transaction cancelled because of its
+// item at index.
+func failedAt(err error, index int) bool {
+	var canceled *types.TransactionCanceledException
+	if !errors.As(err, &canceled) || index >= len(canceled.CancellationReasons) {
+		return false
+	}
+	return aws.ToString(canceled.CancellationReasons[index].Code) == "ConditionalCheckFailed"
+}
+
 // classify maps a DynamoDB error to the store's errors. It is the only place
 // that looks at DynamoDB's error codes.
 func classify(err error) error {

@@ -42,6 +42,7 @@ const (
 	attrBody        = "body"
 	attrParts       = "parts"
 	attrResponse    = "response"
+	attrClaimed     = "claimed_until"
 )
 
 type item = map[string]types.AttributeValue

@@ -26,6 +26,7 @@ const (
 	skMeta        = "meta"
 	skMessage     = "m#"
 	skIdempotency = "i#"
+	skClaim       = "claim"
 	// indexDigits pads message indexes so that sort keys order numerically.
 	indexDigits = 10
 )
@@ -91,6 +92,10 @@ func CreateTable(ctx context.Context, client TableAPI, name string) error {
 // partitionKey is the key shared by every item of a session. The session id
 // cannot contain '#', so the key splits unambiguously at its last '#'.
 func partitionKey(k Key) string { return "s#" + k.Owner + "#" + k.ID }
+
+// claimKey is the partition of the claim that makes a session id unique
+// across owners.
+func claimKey(id string) string { return "id#" + id }
 
 func messageKey(i int) string { return fmt.Sprintf("%s%0*d", skMessage, indexDigits, i) }
 

@@ -124,7 +124,8 @@ type Session struct {
 	// when a turn with that key was committed.
 	Replay json.RawMessage
 
-	incarnation string // tells this session from an earlier one with its key
+	incarnation  string // tells this session from an earlier one with its key
+	claimedUntil int64  // when the claim on the session id expires; 0 never
 }
 
 // NewSession returns a session that does not exist yet, for a first commit.
@@ -251,12 +252,13 @@ func window(found map[int]*storedMessage, from, count int) ([]agent.Message, int
 
 func decodeMeta(key Key, it item) (*Session, error) {
 	sess := &Session{
-		Key:         key,
-		Version:     getN(it, attrVersion),
-		Count:       int(getN(it, attrCount)),
-		CreatedAt:   time.UnixMilli(getN(it, attrCreated)),
-		UpdatedAt:   time.UnixMilli(getN(it, attrUpdated)),
-		incarnation: getS(it, attrIncarnation),
+		Key:          key,
+		Version:      getN(it, attrVersion),
+		Count:        int(getN(it, attrCount)),
+		CreatedAt:    time.UnixMilli(getN(it, attrCreated)),
+		UpdatedAt:    time.UnixMilli(getN(it, attrUpdated)),
+		incarnation:  getS(it, attrIncarnation),
+		claimedUntil: getN(it, attrClaimed),
 	}
 	if at := getN(it, TTLAttribute); at > 0 {
 		sess.ExpiresAt = time.Unix(at, 0)
@@ -292,11 +294,13 @@ type Turn struct {
 // Commit writes a turn to the session it was loaded as, in one transaction:
 // the new messages, the idempotency record and the session item, on the
 // condition that nobody committed since sess was loaded. Either all of it is
-// written or none.
+// written or none. A first commit also claims the session id, which is unique
+// across owners.
 //
-// It returns ErrConflict when another commit came first, ErrTooLarge when the
-// turn does not fit one transaction, and ErrThrottled when DynamoDB throttled
-// every attempt. On success it updates sess to the committed state.
+// It returns ErrConflict when another commit came first, ErrNotFound when a
+// new session's id belongs to another owner, ErrTooLarge when the turn does
+// not fit one transaction, and ErrThrottled when DynamoDB throttled every
+// attempt. On success it updates sess to the committed state.
 func (s *Store) Commit(ctx context.Context, sess *Session, turn Turn) error {
 	if err := sess.validate(); err != nil {
 		return err
@@ -360,6 +364,21 @@ func (s *Store) Commit(ctx context.Context, sess *Session, turn Turn) error {
 	if sess.Version == 0 {
 		created = now
 	}
+	// The claim on the session id is written with the first commit, and
+	// again whenever it has less than half its life left, so that a turn
+	// usually writes no more than its messages and the session item.
+	claimedUntil := sess.claimedUntil
+	claimIndex := -1
+	if sess.Version == 0 || (claimedUntil > 0 && claimedUntil-now.Unix() < int64(s.cfg.TTL.Seconds())/2) {
+		claimedUntil = expires
+		claimIndex = len(items)
+		put(item{
+			PartitionKey: str(claimKey(sess.ID)),
+			SortKey:      str(skClaim),
+			attrOwner:    str(sess.Owner),
+			TTLAttribute: num(claimedUntil),
+		}, claimable(sess.Owner, now))
+	}
 	meta := item{
 		PartitionKey:    str(pk),
 		SortKey:         str(skMeta),
@@ -372,6 +391,7 @@ func (s *Store) Commit(ctx context.Context, sess *Session, turn Turn) error {
 		attrIncarnation: str(incarnation),
 		attrCreated:     num(created.UnixMilli()),
 		attrUpdated:     num(now.UnixMilli()),
+		attrClaimed:     num(claimedUntil),
 		TTLAttribute:    num(expires),
 	}
 	if sess.Version == 0 {
@@ -391,9 +411,14 @@ func (s *Store) Commit(ctx context.Context, sess *Session, turn Turn) error {
 		ClientRequestToken: aws.String(newIncarnation() + newIncarnation()),
 	}, s.retries)
 	if err != nil {
+		if claimIndex >= 0 && failedAt(err, claimIndex) {
+			// Another owner holds this id. To the caller it does not exist.
+			return fmt.Errorf("ddbhistory: commit %s: %w", sess.ID, ErrNotFound)
+		}
 		return fmt.Errorf("ddbhistory: commit %s: %w", sess.ID, classify(err))
 	}
 	sess.Version++
+	sess.claimedUntil = claimedUntil
 	sess.Count = count
 	sess.Conversation = agent.Conversation{Window: turn.Window, State: turn.State}
 	sess.CreatedAt, sess.UpdatedAt = time.UnixMilli(created.UnixMilli()), time.UnixMilli(now.UnixMilli())
@@ -447,6 +472,16 @@ func absentOrExpired(keyAttr string, now time.Time) *condition {
 		names:  map[string]string{"#key": keyAttr, "#ttl": TTLAttribute},
 		values: item{":zero": num(0), ":now": num(now.Unix())},
 	}
+}
+
+// claimable holds for a claim on a session id that is free: absent, expired,
+// or held by owner already.
+func claimable(owner string, now time.Time) *condition {
+	c := absentOrExpired(PartitionKey, now)
+	c.expr += " OR #owner = :owner"
+	c.names["#owner"] = attrOwner
+	c.values[":owner"] = str(owner)
+	return c
 }
 
 // versionIs holds for a session item at the given version.

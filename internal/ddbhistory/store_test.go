@@ -402,13 +402,13 @@ func TestDeleteRemovesEverything(t *testing.T) {
 		if err := e.store.Commit(t.Context(), sess, ddbhistory.Turn{Messages: big, IdempotencyKey: "k", Response: json.RawMessage(`{}`)}); err != nil {
 			t.Fatal(err)
 		}
-		bob := ddbhistory.Key{Owner: "bob", ID: alice.ID}
+		bob := ddbhistory.Key{Owner: "bob", ID: "chat-2"}
 		fill(t, e.store, bob, 2, 40)
 
 		if err := e.store.Delete(t.Context(), alice); err != nil {
 			t.Fatal(err)
 		}
-		if n := countItems(t, e, "s#alice#chat-1"); n != 0 {
+		if n := countItems(t, e, "s#alice#chat-1") + countItems(t, e, "id#chat-1"); n != 0 {
 			t.Errorf("%d items left behind", n)
 		}
 		if _, err := e.store.Load(t.Context(), alice, ""); !errors.Is(err, ddbhistory.ErrNotFound) {
@@ -524,14 +524,52 @@ func TestOwnersAreIsolated(t *testing.T) {
 				t.Errorf("%q deletes alice's session: %v", owner, err)
 			}
 		}
-		// bob's session under the same id is his own.
+		// The id is alice's: bob cannot start a session under it, and is
+		// told only that it does not exist.
 		bob := ddbhistory.Key{Owner: "bob", ID: alice.ID}
-		if err := e.store.Commit(t.Context(), ddbhistory.NewSession(bob), ddbhistory.Turn{Messages: turn(99)}); err != nil {
-			t.Fatal(err)
+		if err := e.store.Commit(t.Context(), ddbhistory.NewSession(bob), ddbhistory.Turn{Messages: turn(99)}); !errors.Is(err, ddbhistory.ErrNotFound) {
+			t.Errorf("bob's first commit under alice's id: %v, want ErrNotFound", err)
 		}
 		got, err := e.store.Load(t.Context(), alice, "")
 		if err != nil || got.Count != 4 || got.Conversation.Messages[0].Text() != "question 000000" {
-			t.Errorf("alice's session after bob's commit: %+v, %v", got, err)
+			t.Errorf("alice's session after bob's attempt: %+v, %v", got, err)
+		}
+		if n := countItems(t, e, "s#bob#chat-1"); n != 0 {
+			t.Errorf("bob's failed commit left %d items", n)
+		}
+		// Once alice deletes it, the id is free.
+		if err := e.store.Delete(t.Context(), alice); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.store.Commit(t.Context(), ddbhistory.NewSession(bob), ddbhistory.Turn{Messages: turn(99)}); err != nil {
+			t.Errorf("bob's commit after alice deleted the session: %v", err)
+		}
+	})
+}
+
+func TestIDClaimFollowsTheSession(t *testing.T) {
+	runBackends(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b, ddbhistory.Config{TTL: time.Hour})
+		bob := ddbhistory.Key{Owner: "bob", ID: alice.ID}
+		sess := ddbhistory.NewSession(alice)
+		if err := e.store.Commit(t.Context(), sess, ddbhistory.Turn{Messages: turn(0)}); err != nil {
+			t.Fatal(err)
+		}
+		// Commits keep the session, and its claim, alive past the first hour.
+		for range 4 {
+			e.now.advance(25 * time.Minute)
+			e.count.reset()
+			if err := e.store.Commit(t.Context(), sess, ddbhistory.Turn{Messages: turn(1)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := e.store.Commit(t.Context(), ddbhistory.NewSession(bob), ddbhistory.Turn{Messages: turn(9)}); !errors.Is(err, ddbhistory.ErrNotFound) {
+			t.Errorf("after 100 minutes of activity the id was free: %v", err)
+		}
+		// Once the session has expired, so has the claim.
+		e.now.advance(2 * time.Hour)
+		if err := e.store.Commit(t.Context(), ddbhistory.NewSession(bob), ddbhistory.Turn{Messages: turn(9)}); err != nil {
+			t.Errorf("bob's commit on an expired id: %v", err)
 		}
 	})
 }
@@ -727,4 +765,16 @@ func unprocessedAll(t *testing.T, body []byte) *http.Response {
 		Header:     http.Header{"Content-Type": {"application/x-amz-json-1.0"}},
 		Body:       io.NopCloser(bytes.NewReader(out)),
 	}
+}
+
+func TestZeroTTLNeverExpires(t *testing.T) {
+	runBackends(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b, ddbhistory.Config{}) // TTL 0
+		fill(t, e.store, alice, 4, 40)
+		e.now.advance(10 * 365 * 24 * time.Hour)
+		got, err := e.store.Load(t.Context(), alice, "")
+		if err != nil || len(got.Conversation.Messages) != 4 || !got.ExpiresAt.IsZero() {
+			t.Errorf("after ten years: %+v, %v", got, err)
+		}
+	})
 }

@@ -141,8 +141,9 @@ func (s *Store) queryAll(ctx context.Context, in *dynamodb.QueryInput) ([]item, 
 
 // Delete removes every item of a session. The session item goes first, so a
 // turn racing with the delete cannot commit; then the rest, in batches of 25,
-// retrying what DynamoDB leaves unprocessed. It returns ErrNotFound when there
-// was no live session, after removing whatever was left of one.
+// retrying what DynamoDB leaves unprocessed; then the claim on the id. It
+// returns ErrNotFound when there was no live session, after removing whatever
+// was left of one.
 func (s *Store) Delete(ctx context.Context, key Key) error {
 	if err := key.validate(); err != nil {
 		return err
@@ -175,6 +176,17 @@ func (s *Store) Delete(ctx context.Context, key Key) error {
 	}
 	if err := s.deleteAll(ctx, keys); err != nil {
 		return fmt.Errorf("ddbhistory: delete %s: %w", key.ID, err)
+	}
+	// Free the id, if the claim on it is the caller's.
+	_, err = s.client.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+		TableName:                 aws.String(s.cfg.Table),
+		Key:                       item{PartitionKey: str(claimKey(key.ID)), SortKey: str(skClaim)},
+		ConditionExpression:       aws.String("#owner = :owner"),
+		ExpressionAttributeNames:  map[string]string{"#owner": attrOwner},
+		ExpressionAttributeValues: item{":owner": str(key.Owner)},
+	}, s.retries)
+	if err != nil && !errors.Is(classify(err), ErrConflict) {
+		return fmt.Errorf("ddbhistory: delete %s: free the id: %w", key.ID, classify(err))
 	}
 	if missing {
 		return fmt.Errorf("ddbhistory: delete %s: %w", key.ID, ErrNotFound)
