@@ -15,6 +15,9 @@ var (
 	// ErrNotFound is a session that does not exist, has expired, or belongs
 	// to another owner.
 	ErrNotFound = errors.New("session not found")
+	// ErrIDTaken comes with ErrNotFound from Load when the session id is
+	// another owner's: the caller may not start a session under it.
+	ErrIDTaken = errors.New("the session id belongs to another owner")
 	// ErrConflict is a commit that lost a race: another commit changed the
 	// session after it was loaded. Nothing was written; load and try again.
 	ErrConflict = errors.New("session changed concurrently")

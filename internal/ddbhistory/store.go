@@ -134,7 +134,8 @@ func NewSession(key Key) *Session { return &Session{Key: key} }
 // Load reads a session for a turn: the session item and the messages of its
 // active window. With an idempotency key it also looks for the response of an
 // earlier turn with that key, in parallel. It returns ErrNotFound for a session
-// that does not exist or has expired.
+// that does not exist or has expired; the error also matches ErrIDTaken when
+// another owner holds the id, so that no new session can start under it.
 func (s *Store) Load(ctx context.Context, key Key, idempotencyKey string) (*Session, error) {
 	if err := key.validate(); err != nil {
 		return nil, err
@@ -166,12 +167,33 @@ func (s *Store) Load(ctx context.Context, key Key, idempotencyKey string) (*Sess
 		})
 	}
 	if err := g.Wait(); err != nil {
+		if errors.Is(err, ErrNotFound) {
+			err = s.checkClaim(ctx, key)
+		}
 		return nil, fmt.Errorf("ddbhistory: load %s: %w", key.ID, err)
 	}
 	if replay != nil && !expired(replay, s.cfg.Now()) && getS(replay, attrIncarnation) == sess.incarnation {
 		sess.Replay = getB(replay, attrResponse)
 	}
 	return sess, nil
+}
+
+// checkClaim tells a session id that is free from one another owner holds:
+// ErrNotFound for the first, ErrNotFound and ErrIDTaken for the second, so
+// that a caller can refuse a new turn before running it.
+func (s *Store) checkClaim(ctx context.Context, key Key) error {
+	out, err := s.client.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName:      aws.String(s.cfg.Table),
+		Key:            item{PartitionKey: str(claimKey(key.ID)), SortKey: str(skClaim)},
+		ConsistentRead: aws.Bool(true),
+	}, s.retries)
+	switch {
+	case err != nil:
+		return classify(err)
+	case out.Item != nil && !expired(out.Item, s.cfg.Now()) && getS(out.Item, attrOwner) != key.Owner:
+		return fmt.Errorf("%w: %w", ErrNotFound, ErrIDTaken)
+	}
+	return ErrNotFound
 }
 
 // loadWindow reads the session item and the window's messages: newest first,

@@ -527,6 +527,12 @@ func TestOwnersAreIsolated(t *testing.T) {
 		// The id is alice's: bob cannot start a session under it, and is
 		// told only that it does not exist.
 		bob := ddbhistory.Key{Owner: "bob", ID: alice.ID}
+		if _, err := e.store.Load(t.Context(), bob, ""); !errors.Is(err, ddbhistory.ErrNotFound) || !errors.Is(err, ddbhistory.ErrIDTaken) {
+			t.Errorf("bob's load: %v, want ErrNotFound and ErrIDTaken", err)
+		}
+		if _, err := e.store.Load(t.Context(), ddbhistory.Key{Owner: "bob", ID: "free"}, ""); errors.Is(err, ddbhistory.ErrIDTaken) || !errors.Is(err, ddbhistory.ErrNotFound) {
+			t.Errorf("bob's load of a free id: %v, want ErrNotFound only", err)
+		}
 		if err := e.store.Commit(t.Context(), ddbhistory.NewSession(bob), ddbhistory.Turn{Messages: turn(99)}); !errors.Is(err, ddbhistory.ErrNotFound) {
 			t.Errorf("bob's first commit under alice's id: %v, want ErrNotFound", err)
 		}

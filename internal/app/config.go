@@ -1,0 +1,173 @@
+package app
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/lambda-agent/lambda-agent/internal/agent"
+	"github.com/lambda-agent/lambda-agent/internal/tools"
+)
+
+// Config is the functions' configuration, read from the environment. Every
+// field has a documented default except TableName and ModelID.
+type Config struct {
+	TableName    string // TABLE_NAME, required
+	ModelID      string // MODEL_ID, required
+	SystemPrompt string // SYSTEM_PROMPT
+	MaxTokens    int    // MAX_TOKENS; 0 leaves the model's default
+	// Temperature is TEMPERATURE in [0, 1]; nil leaves the model's default.
+	Temperature *float64
+	// Manager is CONVERSATION_MANAGER: sliding (default), summarizing or none.
+	Manager string
+	// WindowSize is WINDOW_SIZE, default 40: the sliding window's length, and
+	// the length at which the summarizing manager summarizes.
+	WindowSize          int
+	SummaryRatio        float64 // SUMMARY_RATIO, default 0.3, in [0.1, 0.8]
+	PreserveRecent      int     // PRESERVE_RECENT_MESSAGES, default 10
+	SummarizerModelID   string  // SUMMARIZER_MODEL_ID; empty means MODEL_ID
+	ContextWindowTokens int     // CONTEXT_WINDOW_TOKENS; 0 turns proactive reduction off
+	MaxCycles           int     // MAX_CYCLES, default 20
+	// Tools is TOOLS, a comma-separated list of built-ins; unset means all
+	// of them, and "none" none.
+	Tools            []string
+	SessionTTLDays   int    // SESSION_TTL_DAYS, default 30; 0 keeps sessions forever
+	MaxMessageBytes  int    // MAX_MESSAGE_BYTES, default 262144
+	GuardrailID      string // GUARDRAIL_ID
+	GuardrailVersion string // GUARDRAIL_VERSION
+	RequireAuth      bool   // REQUIRE_AUTH, default false
+}
+
+// Defaults for Config.
+const (
+	DefaultMaxMessageBytes = 256 << 10
+	DefaultSessionTTLDays  = 30
+)
+
+// FromEnv reads the configuration with getenv, usually os.Getenv. An empty
+// variable is an unset one. It reports every invalid variable at once, so a
+// misconfigured function fails at init with one clear message.
+func FromEnv(getenv func(string) string) (*Config, error) {
+	p := &parser{getenv: getenv}
+	c := &Config{
+		TableName:           p.required("TABLE_NAME"),
+		ModelID:             p.required("MODEL_ID"),
+		SystemPrompt:        getenv("SYSTEM_PROMPT"),
+		MaxTokens:           p.integer("MAX_TOKENS", 0, 1, 1<<20),
+		Temperature:         p.fraction("TEMPERATURE", 0, 1),
+		Manager:             p.choice("CONVERSATION_MANAGER", "sliding", "sliding", "summarizing", "none"),
+		WindowSize:          p.integer("WINDOW_SIZE", agent.DefaultWindowSize, 2, 10_000),
+		PreserveRecent:      p.integer("PRESERVE_RECENT_MESSAGES", agent.DefaultPreserveRecent, 0, 10_000),
+		SummarizerModelID:   getenv("SUMMARIZER_MODEL_ID"),
+		ContextWindowTokens: p.integer("CONTEXT_WINDOW_TOKENS", 0, 1000, 100_000_000),
+		MaxCycles:           p.integer("MAX_CYCLES", agent.DefaultMaxCycles, 1, 1000),
+		SessionTTLDays:      p.integer("SESSION_TTL_DAYS", DefaultSessionTTLDays, 0, 36_500),
+		MaxMessageBytes:     p.integer("MAX_MESSAGE_BYTES", DefaultMaxMessageBytes, 1, 5<<20),
+		GuardrailID:         getenv("GUARDRAIL_ID"),
+		GuardrailVersion:    getenv("GUARDRAIL_VERSION"),
+		RequireAuth:         p.boolean("REQUIRE_AUTH"),
+	}
+	c.SummaryRatio = agent.DefaultSummaryRatio
+	if r := p.fraction("SUMMARY_RATIO", 0.1, 0.8); r != nil {
+		c.SummaryRatio = *r
+	}
+	c.Tools = p.tools("TOOLS")
+	if (c.GuardrailID == "") != (c.GuardrailVersion == "") {
+		p.fail("GUARDRAIL_ID and GUARDRAIL_VERSION must be set together")
+	}
+	if err := errors.Join(p.errs...); err != nil {
+		return nil, fmt.Errorf("configuration: %w", err)
+	}
+	return c, nil
+}
+
+// parser reads variables and collects what is wrong with them.
+type parser struct {
+	getenv func(string) string
+	errs   []error
+}
+
+func (p *parser) fail(format string, args ...any) {
+	p.errs = append(p.errs, fmt.Errorf(format, args...))
+}
+
+func (p *parser) required(name string) string {
+	v := p.getenv(name)
+	if v == "" {
+		p.fail("%s is required", name)
+	}
+	return v
+}
+
+func (p *parser) integer(name string, def, lo, hi int) int {
+	v := p.getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(v))
+	if err != nil || n < lo || n > hi {
+		p.fail("%s=%q: want a whole number from %d to %d", name, v, lo, hi)
+		return def
+	}
+	return n
+}
+
+func (p *parser) fraction(name string, lo, hi float64) *float64 {
+	v := p.getenv(name)
+	if v == "" {
+		return nil
+	}
+	f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+	if err != nil || f < lo || f > hi {
+		p.fail("%s=%q: want a number from %v to %v", name, v, lo, hi)
+		return nil
+	}
+	return &f
+}
+
+func (p *parser) choice(name, def string, choices ...string) string {
+	v := p.getenv(name)
+	if v == "" {
+		return def
+	}
+	for _, c := range choices {
+		if v == c {
+			return v
+		}
+	}
+	p.fail("%s=%q: want one of %s", name, v, strings.Join(choices, ", "))
+	return def
+}
+
+func (p *parser) boolean(name string) bool {
+	v := p.getenv(name)
+	if v == "" {
+		return false
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		p.fail("%s=%q: want true or false", name, v)
+	}
+	return b
+}
+
+func (p *parser) tools(name string) []string {
+	v := p.getenv(name)
+	if v == "" {
+		return tools.Names
+	}
+	if v == "none" {
+		return nil
+	}
+	var names []string
+	for _, n := range strings.Split(v, ",") {
+		if n = strings.TrimSpace(n); n != "" {
+			names = append(names, n)
+		}
+	}
+	if _, err := tools.ByName(names); err != nil {
+		p.fail("%s=%q: %v", name, v, err)
+	}
+	return names
+}

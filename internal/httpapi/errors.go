@@ -1,0 +1,101 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/lambda-agent/lambda-agent/internal/agent"
+	"github.com/lambda-agent/lambda-agent/internal/ddbhistory"
+)
+
+// Error is an answer other than success: an HTTP status and the body
+// {"error":{"code","message","details"?}}. The message says what was wrong,
+// for the caller to read.
+type Error struct {
+	Status  int    `json:"-"`
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	Details any    `json:"details,omitempty"`
+	// RetryAfter, in seconds, is sent as the Retry-After header when set.
+	RetryAfter int `json:"-"`
+	// err is the cause, for the log; callers never see it.
+	err error
+}
+
+func (e *Error) Error() string { return fmt.Sprintf("%d %s: %s", e.Status, e.Code, e.Message) }
+
+func (e *Error) Unwrap() error { return e.err }
+
+// badRequest is a 400 with the given code and message.
+func badRequest(code, format string, args ...any) *Error {
+	return &Error{Status: http.StatusBadRequest, Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// retryAfter is what 429 and 503 answers ask clients to wait, in seconds.
+const retryAfter = 5
+
+// errorFor maps an error from the agent or the store to its answer. It is the
+// one place that chooses status codes for them.
+func errorFor(err error) *Error {
+	var e *Error
+	if errors.As(err, &e) {
+		return e
+	}
+	var me *agent.ModelError
+	var se *agent.StructuredError
+	switch {
+	case errors.Is(err, agent.ErrInvalidInput):
+		return &Error{Status: http.StatusBadRequest, Code: "invalid_content", Message: trim(err), err: err}
+	case errors.Is(err, agent.ErrInvalidSchema):
+		return &Error{Status: http.StatusBadRequest, Code: "invalid_schema", Message: trim(err), err: err}
+	case errors.As(err, &se):
+		return &Error{
+			Status:  http.StatusUnprocessableEntity,
+			Code:    "structured_output_failed",
+			Message: fmt.Sprintf("the model gave no object valid against the schema in %d attempts: %s", se.Attempts, se.Reason),
+			Details: map[string]any{"attempts": se.Attempts, "errors": se.Problems},
+			err:     err,
+		}
+	case errors.Is(err, agent.ErrContextOverflow):
+		return &Error{Status: http.StatusRequestEntityTooLarge, Code: "context_overflow", Message: "the conversation no longer fits the model's context window, even reduced; start a new session or send less", err: err}
+	case errors.Is(err, agent.ErrDeadline), errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		return &Error{Status: http.StatusGatewayTimeout, Code: "timeout", Message: "the invocation ran out of time before the turn finished; nothing was saved, so the request can be retried", err: err}
+	case errors.As(err, &me) && me.Kind == agent.KindThrottled:
+		return &Error{Status: http.StatusTooManyRequests, Code: "throttled", Message: "the model is throttling requests; retry later", RetryAfter: retryAfter, err: err}
+	case errors.As(err, &me):
+		return &Error{Status: http.StatusBadGateway, Code: "model_error", Message: fmt.Sprintf("the model failed (%s): %s", me.Kind, me.Message), err: err}
+	case errors.Is(err, ddbhistory.ErrNotFound):
+		return &Error{Status: http.StatusNotFound, Code: "not_found", Message: "session not found", err: err}
+	case errors.Is(err, ddbhistory.ErrConflict):
+		return &Error{Status: http.StatusConflict, Code: "conflict", Message: "another turn on this session finished first; nothing was saved, so the request can be retried", err: err}
+	case errors.Is(err, ddbhistory.ErrThrottled):
+		return &Error{Status: http.StatusTooManyRequests, Code: "throttled", Message: "the session store is throttling requests; retry later", RetryAfter: retryAfter, err: err}
+	case errors.Is(err, ddbhistory.ErrTooLarge):
+		return &Error{Status: http.StatusRequestEntityTooLarge, Code: "too_large", Message: "the turn is too large to store: " + trim(err), err: err}
+	case errors.Is(err, ddbhistory.ErrInvalid):
+		return &Error{Status: http.StatusBadRequest, Code: "invalid_request", Message: trim(err), err: err}
+	}
+	// Anything else is a failure of the store or the platform, not of the
+	// request: a 503, so that clients retry.
+	return &Error{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "the service could not complete the request; retry later", RetryAfter: retryAfter, err: err}
+}
+
+// trim returns an error's message from the sentinel on, without the
+// prefixes that wrapping adds ("agent: ", "ddbhistory: commit x: "), which
+// mean nothing to callers.
+func trim(err error) string {
+	var tl *ddbhistory.TooLargeError
+	if errors.As(err, &tl) {
+		return tl.Error()
+	}
+	msg := err.Error()
+	for _, sentinel := range []error{agent.ErrInvalidInput, agent.ErrInvalidSchema, ddbhistory.ErrInvalid} {
+		if i := strings.Index(msg, sentinel.Error()); i >= 0 && errors.Is(err, sentinel) {
+			return msg[i:]
+		}
+	}
+	return msg
+}

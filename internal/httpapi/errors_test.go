@@ -1,0 +1,239 @@
+package httpapi_test
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/lambda-agent/lambda-agent/internal/agent"
+	"github.com/lambda-agent/lambda-agent/internal/conversetest"
+	"github.com/lambda-agent/lambda-agent/internal/ddbhistory"
+	"github.com/lambda-agent/lambda-agent/internal/httpapi"
+)
+
+// png is the smallest valid-looking image body; the stand-in checks only
+// that bytes are there.
+var png = base64.StdEncoding.EncodeToString([]byte("\x89PNG\r\n\x1a\n"))
+
+func TestBadInputGets4xxAndChangesNothing(t *testing.T) {
+	a := newAPI(t, map[string]string{"MAX_MESSAGE_BYTES": "1000"})
+	if r := a.chat(t, "", "victim", "hello"); r.status != 200 {
+		t.Fatal(r.raw)
+	}
+	before := a.transcript(t, "", "victim").raw
+	calls := a.model.Calls()
+
+	tests := []struct {
+		name    string
+		req     request
+		status  int
+		code    string
+		message string // a substring of the message
+	}{
+		{"malformed JSON", request{route: "chat-new.json", body: `{"session_id":"victim","message":`}, 400, "invalid_json", "truncated JSON"},
+		{"not JSON at all", request{route: "chat-new.json", body: `session_id=victim`}, 400, "invalid_json", "not valid JSON"},
+		{"not an object", request{route: "chat-new.json", body: `["victim"]`}, 400, "invalid_json", "must be"},
+		{"empty body", request{route: "chat-new.json", body: ``}, 400, "invalid_json", "empty"},
+		{"trailing data", request{route: "chat-new.json", body: `{"session_id":"victim","message":"x"} {}`}, 400, "invalid_json", "after the JSON value"},
+		{"unknown field", request{route: "chat-new.json", body: `{"session_id":"victim","mesage":"x"}`}, 400, "invalid_json", `unknown field "mesage"`},
+		{"wrong type", request{route: "chat-new.json", body: `{"session_id":"victim","message":42}`}, 400, "invalid_json", "message must be string"},
+		{"missing message", request{route: "chat-new.json", body: `{"session_id":"victim"}`}, 400, "invalid_request", "message is required"},
+		{"blank message", request{route: "chat-new.json", body: `{"session_id":"victim","message":" \n\t "}`}, 400, "invalid_request", "blank"},
+		{"message and content", request{route: "chat-new.json", body: `{"session_id":"victim","message":"x","content":[{"text":"y"}]}`}, 400, "invalid_request", "not both"},
+		{"bad session id", request{route: "chat-new.json", body: `{"session_id":"../etc/passwd","message":"x"}`}, 400, "invalid_session_id", "../etc/passwd"},
+		{"too long session id", request{route: "chat-new.json", body: `{"session_id":"` + strings.Repeat("a", 129) + `","message":"x"}`}, 400, "invalid_session_id", "128"},
+		{"bad base64", request{route: "chat-new.json", body: `{"session_id":"victim","content":[{"text":"look"},{"image":{"format":"png","source":{"bytes":"%%%not base64"}}}]}`}, 400, "invalid_base64", "content[1]"},
+		{"unsupported image format", request{route: "chat-new.json", body: `{"session_id":"victim","content":[{"text":"look"},{"image":{"format":"bmp","source":{"bytes":"` + png + `"}}}]}`}, 400, "invalid_content", `"bmp"`},
+		{"unsupported document format", request{route: "chat-new.json", body: `{"session_id":"victim","content":[{"text":"read"},{"document":{"format":"exe","name":"x","source":{"bytes":"` + png + `"}}}]}`}, 400, "invalid_content", `"exe"`},
+		{"document without text", request{route: "chat-new.json", body: `{"session_id":"victim","content":[{"document":{"format":"txt","name":"x","source":{"bytes":"` + png + `"}}}]}`}, 400, "invalid_content", "text block"},
+		{"tool use smuggled in", request{route: "chat-new.json", body: `{"session_id":"victim","content":[{"toolUse":{"toolUseId":"t","name":"calculator","input":{}}}]}`}, 400, "invalid_content", "only text, image and document"},
+		{"unknown block", request{route: "chat-new.json", body: `{"session_id":"victim","content":[{"video":{}}]}`}, 400, "invalid_json", `unknown field "video"`},
+		{"empty content", request{route: "chat-new.json", body: `{"session_id":"victim","content":[]}`}, 400, "invalid_request", "message is required"},
+		{"message over the limit", request{route: "chat-new.json", body: map[string]any{"session_id": "victim", "message": strings.Repeat("x", 1001)}}, 413, "message_too_large", "1001 bytes"},
+		{"body over the limit", request{route: "chat-new.json", body: `{"session_id":"victim","message":"` + strings.Repeat(`\u0000`, 100_000) + `"}`}, 413, "message_too_large", "the body is"},
+		{"bad idempotency key", request{route: "chat-new.json", body: `{"session_id":"victim","message":"x"}`, headers: map[string]string{"Idempotency-Key": strings.Repeat("k", 129)}}, 400, "invalid_idempotency_key", "128"},
+		{"idempotency key with spaces", request{route: "chat-new.json", body: `{"session_id":"victim","message":"x"}`, headers: map[string]string{"Idempotency-Key": "a b"}}, 400, "invalid_idempotency_key", "visible ASCII"},
+		{"bad limit", request{route: "session-get.json", session: "victim", query: map[string]string{"limit": "0"}}, 400, "invalid_limit", "limit"},
+		{"limit too big", request{route: "session-get.json", session: "victim", query: map[string]string{"limit": "1001"}}, 400, "invalid_limit", "1000"},
+		{"bad cursor", request{route: "session-get.json", session: "victim", query: map[string]string{"cursor": "!!!"}}, 400, "invalid_request", "cursor"},
+		{"bad path id", request{route: "session-delete.json", session: "a b"}, 400, "invalid_session_id", `"a b"`},
+		{"unknown session", request{route: "session-get.json", session: "nobody-here"}, 404, "not_found", "not found"},
+		{"invalid schema", request{route: "structured.json", body: `{"session_id":"victim","prompt":"p","schema":{"type":"object","properties":{"a":{"type":"strin"}}}}`}, 400, "invalid_schema", "invalid JSON Schema"},
+		{"schema with array root", request{route: "structured.json", body: `{"session_id":"victim","prompt":"p","schema":{"type":"array"}}`}, 400, "invalid_schema", `"type": "object"`},
+		{"schema reading files", request{route: "structured.json", body: `{"session_id":"victim","prompt":"p","schema":{"type":"object","$ref":"file:///etc/passwd"}}`}, 400, "invalid_schema", "not allowed"},
+		{"missing schema", request{route: "structured.json", body: `{"session_id":"victim","prompt":"p"}`}, 400, "invalid_schema", "schema is required"},
+		{"missing prompt", request{route: "structured.json", body: `{"session_id":"victim","schema":{"type":"object"}}`}, 400, "invalid_request", "prompt is required"},
+		{"bad tool name", request{route: "structured.json", body: `{"session_id":"victim","prompt":"p","name":"has space","schema":{"type":"object"}}`}, 400, "invalid_content", "name"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := a.invoke(t, tt.req)
+			if r.status != tt.status || r.errorCode() != tt.code || !strings.Contains(r.errorMessage(), tt.message) {
+				t.Errorf("got %d %s %q; want %d %s containing %q", r.status, r.errorCode(), r.errorMessage(), tt.status, tt.code, tt.message)
+			}
+		})
+	}
+	if after := a.transcript(t, "", "victim").raw; after != before {
+		t.Errorf("bad input changed the session:\nbefore %s\nafter  %s", before, after)
+	}
+	if a.model.Calls() != calls {
+		t.Errorf("bad input reached the model %d times", a.model.Calls()-calls)
+	}
+}
+
+func TestRoutes(t *testing.T) {
+	a := newAPI(t, nil)
+	e := fixture(t, "chat-new.json")
+	e.RouteKey, e.RawPath, e.RequestContext.HTTP.Method = "$default", "/nowhere", "GET"
+	r := a.serve(t, a.h.Chat, e)
+	if r.StatusCode != 404 || !strings.Contains(r.Body, "no_route") {
+		t.Errorf("unknown path: %d %s", r.StatusCode, r.Body)
+	}
+	e.RawPath, e.RequestContext.HTTP.Method = "/chat", "PUT"
+	r = a.serve(t, a.h.Chat, e)
+	if r.StatusCode != 405 || !strings.Contains(r.Body, "use POST") {
+		t.Errorf("wrong method: %d %s", r.StatusCode, r.Body)
+	}
+	// Without a RouteKey (a hand-written event, a $default route) the path
+	// says where a request goes, session id included.
+	e = fixture(t, "session-get.json")
+	e.RouteKey, e.PathParameters = "", nil
+	r = a.serve(t, a.h.Chat, e)
+	if r.StatusCode != 404 || !strings.Contains(r.Body, "session not found") {
+		t.Errorf("routing by path: %d %s", r.StatusCode, r.Body)
+	}
+	// The structured function serves only its route.
+	r = a.serve(t, a.h.Structured, fixture(t, "chat-new.json"))
+	if r.StatusCode != 404 {
+		t.Errorf("chat route on the structured function: %d", r.StatusCode)
+	}
+	// A body API Gateway base64-encoded is decoded.
+	e = fixture(t, "chat-continue.json")
+	e.Body, e.IsBase64Encoded = base64.StdEncoding.EncodeToString([]byte(e.Body)), true
+	if r := a.serve(t, a.h.Chat, e); r.StatusCode != 200 {
+		t.Errorf("base64 body: %d %s", r.StatusCode, r.Body)
+	}
+	e.Body = "###"
+	if r := a.serve(t, a.h.Chat, e); r.StatusCode != 400 || !strings.Contains(r.Body, "base64") {
+		t.Errorf("bad base64 body: %d %s", r.StatusCode, r.Body)
+	}
+}
+
+func (a *api) serve(t *testing.T, serve func(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error), e events.APIGatewayV2HTTPRequest) events.APIGatewayV2HTTPResponse {
+	t.Helper()
+	r, err := serve(t.Context(), e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func TestAuth(t *testing.T) {
+	a := newAPI(t, map[string]string{"REQUIRE_AUTH": "true"})
+	r := a.invoke(t, request{route: "chat-continue.json"})
+	if r.status != 401 || r.errorCode() != "unauthorized" {
+		t.Errorf("no claims: %d %s", r.status, r.raw)
+	}
+	if r := a.invoke(t, request{route: "session-get.json"}); r.status != 401 {
+		t.Errorf("GET without claims: %d", r.status)
+	}
+	if r := a.invoke(t, request{route: "chat-jwt.json"}); r.status != 200 {
+		t.Errorf("with the fixture's claims: %d %s", r.status, r.raw)
+	}
+	if r := a.invoke(t, request{route: "chat-continue.json", owner: strings.Repeat("s", 1025)}); r.status != 401 {
+		t.Errorf("oversized subject: %d", r.status)
+	}
+}
+
+func TestUpstreamFailures(t *testing.T) {
+	tests := []struct {
+		name       string
+		env        map[string]string
+		setup      func(*conversetest.Server)
+		timeout    time.Duration
+		status     int
+		code       string
+		retryAfter bool
+	}{
+		{"model keeps throttling", nil, func(s *conversetest.Server) {
+			s.Responder = func(*conversetest.Request) conversetest.Reply { return conversetest.Throttle() }
+		}, 30 * time.Second, 429, "throttled", true},
+		{"model keeps failing", nil, func(s *conversetest.Server) {
+			s.Responder = func(*conversetest.Request) conversetest.Reply { return conversetest.InternalError() }
+		}, 30 * time.Second, 502, "model_error", false},
+		{"model access denied", nil, func(s *conversetest.Server) { s.Enqueue(conversetest.AccessDenied()) }, 30 * time.Second, 502, "model_error", false},
+		{"model slower than the deadline", nil, func(s *conversetest.Server) {
+			s.Enqueue(conversetest.Text("late").WithDelay(10 * time.Second))
+		}, 4 * time.Second, 504, "timeout", false},
+		{"context overflow with no manager", map[string]string{"CONVERSATION_MANAGER": "none"}, func(s *conversetest.Server) {
+			s.Enqueue(conversetest.Overflow())
+		}, 30 * time.Second, 413, "context_overflow", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a := newAPI(t, tt.env)
+			if r := a.chat(t, "", "victim", "hello"); r.status != 200 {
+				t.Fatal(r.raw)
+			}
+			before := a.transcript(t, "", "victim").raw
+			tt.setup(a.model)
+			start := time.Now()
+			r := a.invokeCtx(t, t.Context(), request{route: "chat-new.json", body: map[string]any{"session_id": "victim", "message": "again"}}, tt.timeout)
+			if r.status != tt.status || r.errorCode() != tt.code {
+				t.Errorf("got %d %s, want %d %s: %s", r.status, r.errorCode(), tt.status, tt.code, r.raw)
+			}
+			if (r.headers["Retry-After"] != "") != tt.retryAfter {
+				t.Errorf("Retry-After %q", r.headers["Retry-After"])
+			}
+			if d := time.Since(start); d >= tt.timeout {
+				t.Errorf("answered after %s, past the %s deadline", d, tt.timeout)
+			}
+			a.model.Responder = conversetest.EchoResponder
+			if after := a.transcript(t, "", "victim").raw; after != before {
+				t.Errorf("the failed turn changed the session")
+			}
+		})
+	}
+}
+
+// panicky is an agent with a bug.
+type panicky struct{ httpapi.Agent }
+
+func (panicky) Run(context.Context, *agent.Conversation, []agent.ContentBlock) (*agent.Result, error) {
+	panic("nil pointer somewhere")
+}
+
+// failingStore is a store whose backend is down.
+type failingStore struct{ httpapi.Store }
+
+func (failingStore) Load(context.Context, ddbhistory.Key, string) (*ddbhistory.Session, error) {
+	return nil, errors.New("dial tcp: connection refused")
+}
+
+var (
+	_ httpapi.Agent = panicky{}
+	_ httpapi.Store = failingStore{}
+)
+
+func TestBugsAnd500(t *testing.T) {
+	a := newAPI(t, nil)
+	quiet := slog.New(slog.DiscardHandler)
+	h, err := httpapi.New(httpapi.Config{Agent: panicky{}, Store: a.store, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := h.Chat(t.Context(), fixture(t, "chat-new.json"))
+	if err != nil || resp.StatusCode != 500 || !strings.Contains(resp.Body, `"code":"internal"`) || strings.Contains(resp.Body, "nil pointer") {
+		t.Errorf("panic: %d %s %v", resp.StatusCode, resp.Body, err)
+	}
+	h, _ = httpapi.New(httpapi.Config{Agent: panicky{}, Store: failingStore{}, Logger: quiet})
+	resp, _ = h.Chat(t.Context(), fixture(t, "chat-new.json"))
+	if resp.StatusCode != 503 || resp.Headers["Retry-After"] == "" || strings.Contains(resp.Body, "connection refused") {
+		t.Errorf("store down: %d %s", resp.StatusCode, resp.Body)
+	}
+}

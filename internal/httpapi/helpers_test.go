@@ -1,0 +1,235 @@
+package httpapi_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-lambda-go/lambdacontext"
+	"github.com/lambda-agent/lambda-agent/internal/app"
+	"github.com/lambda-agent/lambda-agent/internal/conversetest"
+	"github.com/lambda-agent/lambda-agent/internal/ddbhistory"
+	"github.com/lambda-agent/lambda-agent/internal/ddblocal"
+	"github.com/lambda-agent/lambda-agent/internal/httpapi"
+)
+
+// api is a handler wired like a deployed function: the real agent talking to
+// the strict Converse stand-in through the SDK, and the real store talking to
+// an in-process DynamoDB.
+type api struct {
+	h     *httpapi.Handler
+	model *conversetest.Server
+	store *ddbhistory.Store
+	logs  *syncBuffer
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// newAPI builds the handler from environment-style settings, as a function
+// does at init. env overrides the defaults.
+func newAPI(t *testing.T, env map[string]string) *api {
+	t.Helper()
+	model := conversetest.NewServer()
+	t.Cleanup(func() {
+		if v := model.Violations(); len(v) > 0 {
+			t.Errorf("requests Bedrock would reject:\n%s", strings.Join(v, "\n"))
+		}
+		model.Close()
+	})
+	ddb, err := ddblocal.NewServer("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ddb.Close)
+	vars := map[string]string{"TABLE_NAME": "sessions", "MODEL_ID": "test-model"}
+	for k, v := range env {
+		vars[k] = v
+	}
+	cfg, err := app.FromEnv(func(k string) string { return vars[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := ddb.Client()
+	if err := ddbhistory.CreateTable(t.Context(), client, cfg.TableName); err != nil {
+		t.Fatal(err)
+	}
+	store, err := ddbhistory.New(client, ddbhistory.Config{Table: cfg.TableName, WindowHint: cfg.WindowSize + 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	agent, err := app.NewAgent(cfg, model.Client())
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &syncBuffer{}
+	h, err := httpapi.New(httpapi.Config{
+		Agent:           agent,
+		Store:           store,
+		RequireAuth:     cfg.RequireAuth,
+		MaxMessageBytes: cfg.MaxMessageBytes,
+		Logger:          slog.New(slog.NewJSONHandler(logs, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &api{h: h, model: model, store: store, logs: logs}
+}
+
+// fixture loads an event from events/, the samples `sam local invoke` uses.
+func fixture(t testing.TB, name string) events.APIGatewayV2HTTPRequest {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join("..", "..", "events", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var e events.APIGatewayV2HTTPRequest
+	if err := json.Unmarshal(raw, &e); err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	return e
+}
+
+// request builds an event from a fixture of the same route, with its body,
+// session and claims replaced.
+type request struct {
+	route   string // fixture file
+	body    any    // string is sent as is; anything else is JSON-encoded
+	session string // the {sessionId} of /sessions routes
+	owner   string // JWT subject; empty keeps the fixture's claims, if any
+	headers map[string]string
+	query   map[string]string
+}
+
+func (r request) event(t testing.TB) events.APIGatewayV2HTTPRequest {
+	t.Helper()
+	e := fixture(t, r.route)
+	if r.owner != "" {
+		e.RequestContext.Authorizer = &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{
+			JWT: &events.APIGatewayV2HTTPRequestContextAuthorizerJWTDescription{Claims: map[string]string{"sub": r.owner}},
+		}
+	}
+	switch b := r.body.(type) {
+	case nil:
+	case string:
+		e.Body = b
+	default:
+		raw, err := json.Marshal(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.Body = string(raw)
+	}
+	if r.session != "" {
+		e.PathParameters = map[string]string{"sessionId": r.session}
+		e.RawPath = "/sessions/" + r.session
+	}
+	for k, v := range r.headers {
+		e.Headers[strings.ToLower(k)] = v
+	}
+	if r.query != nil {
+		e.QueryStringParameters = r.query
+	}
+	return e
+}
+
+// response is a decoded answer.
+type response struct {
+	status  int
+	headers map[string]string
+	raw     string
+	body    map[string]any
+}
+
+func (r response) errorCode() string {
+	e, _ := r.body["error"].(map[string]any)
+	code, _ := e["code"].(string)
+	return code
+}
+
+func (r response) errorMessage() string {
+	e, _ := r.body["error"].(map[string]any)
+	msg, _ := e["message"].(string)
+	return msg
+}
+
+// invoke sends req to the function that serves its route, under a Lambda
+// context with a 30 s deadline, as API Gateway's would be.
+func (a *api) invoke(t testing.TB, req request) response {
+	t.Helper()
+	return a.invokeCtx(t, context.Background(), req, 30*time.Second)
+}
+
+func (a *api) invokeCtx(t testing.TB, ctx context.Context, req request, timeout time.Duration) response {
+	t.Helper()
+	e := req.event(t)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	ctx = lambdacontext.NewContext(ctx, &lambdacontext.LambdaContext{AwsRequestID: e.RequestContext.RequestID})
+	serve := a.h.Chat
+	if strings.HasPrefix(req.route, "structured") {
+		serve = a.h.Structured
+	}
+	resp, err := serve(ctx, e)
+	if err != nil {
+		t.Fatalf("handler returned an error: %v", err)
+	}
+	out := response{status: resp.StatusCode, headers: resp.Headers, raw: resp.Body}
+	if resp.Body != "" {
+		if err := json.Unmarshal([]byte(resp.Body), &out.body); err != nil {
+			t.Fatalf("status %d, body is not a JSON object: %q", resp.StatusCode, resp.Body)
+		}
+	}
+	if resp.StatusCode >= 400 {
+		if out.errorCode() == "" || out.errorMessage() == "" || resp.Headers["Content-Type"] != "application/json" {
+			t.Errorf("status %d without an error body {code, message}: %s", resp.StatusCode, resp.Body)
+		}
+	}
+	if resp.StatusCode == 500 {
+		t.Errorf("500 for %s: %s", req.route, resp.Body)
+	}
+	return out
+}
+
+// chat posts a message and returns the answer.
+func (a *api) chat(t testing.TB, owner, session, message string) response {
+	t.Helper()
+	body := map[string]any{"message": message}
+	if session != "" {
+		body["session_id"] = session
+	}
+	return a.invoke(t, request{route: "chat-new.json", body: body, owner: owner})
+}
+
+// transcript reads a session's whole transcript through GET.
+func (a *api) transcript(t testing.TB, owner, session string) response {
+	t.Helper()
+	return a.invoke(t, request{route: "session-get.json", session: session, owner: owner, query: map[string]string{"limit": "1000"}})
+}
+
+func messagesOf(r response) []any {
+	m, _ := r.body["messages"].([]any)
+	return m
+}
