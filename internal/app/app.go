@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/bedrockruntime"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -16,17 +15,14 @@ import (
 	"github.com/lambda-agent/lambda-agent/internal/tools"
 )
 
-// New builds the HTTP handler from cfg, with AWS clients made from awsCfg.
-// Endpoints come from awsCfg, so AWS_ENDPOINT_URL_DYNAMODB and
-// AWS_ENDPOINT_URL_BEDROCK_RUNTIME redirect the clients without any flag of
-// ours.
-func New(cfg *Config, awsCfg aws.Config, logger *slog.Logger) (*httpapi.Handler, error) {
-	bedrock := bedrockruntime.NewFromConfig(awsCfg)
+// New builds the HTTP handler from cfg, calling Bedrock and DynamoDB
+// through the given clients.
+func New(cfg *Config, bedrock agent.ConverseAPI, ddb ddbhistory.DynamoDBAPI, logger *slog.Logger) (*httpapi.Handler, error) {
 	a, err := NewAgent(cfg, bedrock)
 	if err != nil {
 		return nil, err
 	}
-	store, err := ddbhistory.New(dynamodb.NewFromConfig(awsCfg), ddbhistory.Config{
+	store, err := ddbhistory.New(ddb, ddbhistory.Config{
 		Table: cfg.TableName,
 		TTL:   time.Duration(cfg.SessionTTLDays) * 24 * time.Hour,
 		// The window after a turn: the manager's size, plus the turn's
@@ -92,25 +88,18 @@ func NewAgent(cfg *Config, client agent.ConverseAPI) (*agent.Agent, error) {
 }
 
 // FromEnvironment reads the configuration and the AWS settings from the
-// environment and builds the handler: what a function does at init.
+// environment and builds the handler: what a function does at init. The
+// clients' endpoints come from the SDK's standard settings, so
+// AWS_ENDPOINT_URL_DYNAMODB and AWS_ENDPOINT_URL_BEDROCK_RUNTIME redirect them
+// without any setting of ours.
 func FromEnvironment(ctx context.Context, getenv func(string) string, logger *slog.Logger) (*httpapi.Handler, error) {
 	cfg, err := FromEnv(getenv)
 	if err != nil {
 		return nil, err
 	}
-	awsCfg, err := LoadAWSConfig(ctx)
+	awsCfg, err := awsconfig.LoadDefaultConfig(ctx)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("load AWS configuration: %w", err)
 	}
-	return New(cfg, awsCfg, logger)
-}
-
-// LoadAWSConfig loads the SDK's standard configuration: region, credentials
-// and endpoint settings from the environment and shared files.
-func LoadAWSConfig(ctx context.Context) (aws.Config, error) {
-	cfg, err := awsconfig.LoadDefaultConfig(ctx)
-	if err != nil {
-		return aws.Config{}, fmt.Errorf("load AWS configuration: %w", err)
-	}
-	return cfg, nil
+	return New(cfg, bedrockruntime.NewFromConfig(awsCfg), dynamodb.NewFromConfig(awsCfg), logger)
 }

@@ -1,0 +1,35 @@
+// Command local runs the API on a laptop, without an AWS account: the
+// functions' four routes on 127.0.0.1:3000, an embedded DynamoDB, and Amazon
+// Bedrock when AWS credentials are found or an offline model otherwise.
+//
+//	go run ./cmd/local
+//	go run ./cmd/local -addr 127.0.0.1:8080 -offline
+//
+// The functions' environment variables (MODEL_ID, CONVERSATION_MANAGER, ...)
+// apply; AWS_ENDPOINT_URL_DYNAMODB and AWS_ENDPOINT_URL_BEDROCK_RUNTIME point
+// it at other endpoints.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/lambda-agent/lambda-agent/internal/localrun"
+)
+
+func main() {
+	addr := flag.String("addr", localrun.DefaultAddr, "address to listen on")
+	off := flag.Bool("offline", false, "use the offline model even when AWS credentials are found")
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	err := localrun.Run(ctx, localrun.Options{Addr: *addr, Offline: *off, Getenv: os.Getenv, Out: os.Stderr})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "local:", err)
+		os.Exit(1)
+	}
+}

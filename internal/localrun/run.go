@@ -1,0 +1,193 @@
+// Package localrun is the local run: the four routes of the two functions
+// served on a laptop without an AWS account, the way sam local start-api
+// does, by turning HTTP requests into API Gateway events for the same
+// handlers the Lambda functions run.
+//
+// DynamoDB is embedded (minidyn, in the process) unless
+// AWS_ENDPOINT_URL_DYNAMODB points elsewhere. Bedrock is the real service
+// when AWS credentials are found, or AWS_ENDPOINT_URL_BEDROCK_RUNTIME names
+// an endpoint; otherwise an offline model that speaks the Converse protocol
+// answers, and the run says so when it starts.
+package localrun
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
+	"github.com/aws/aws-sdk-go-v2/service/bedrockruntime"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/lambda-agent/lambda-agent/internal/app"
+	"github.com/lambda-agent/lambda-agent/internal/ddbhistory"
+	"github.com/lambda-agent/lambda-agent/internal/ddblocal"
+	"github.com/lambda-agent/lambda-agent/internal/httpapi"
+	"github.com/lambda-agent/lambda-agent/internal/offline"
+)
+
+// Options configure a local run.
+type Options struct {
+	// Addr is where to listen; empty means DefaultAddr.
+	Addr string
+	// Offline uses the offline model even when AWS credentials are found.
+	Offline bool
+	// Getenv reads the environment; the functions' variables apply.
+	Getenv func(string) string
+	// Out gets the banner and the logs.
+	Out io.Writer
+	// Ready, when set, is called with the base URL once the server listens.
+	Ready func(url string)
+}
+
+// Defaults of the local run, for the variables a deployment must set.
+const (
+	DefaultAddr    = "127.0.0.1:3000"
+	DefaultTable   = "lambda-agent-local"
+	DefaultModelID = "us.anthropic.claude-sonnet-4-5-20250929-v1:0"
+	offlineModelID = "offline"
+)
+
+// Run serves until ctx ends.
+func Run(ctx context.Context, opts Options) error {
+	logger := slog.New(slog.NewTextHandler(opts.Out, nil))
+	getenv := opts.Getenv
+	env := func(k, def string) string { return cmp.Or(getenv(k), def) }
+
+	awsCfg, err := awsconfig.LoadDefaultConfig(ctx,
+		awsconfig.WithRegion(env("AWS_REGION", env("AWS_DEFAULT_REGION", "us-east-1"))),
+		// Off a cloud host, the instance metadata service only makes the
+		// credential search slow.
+		awsconfig.WithEC2IMDSClientEnableState(imds.ClientDisabled),
+	)
+	if err != nil {
+		return fmt.Errorf("load AWS configuration: %w", err)
+	}
+
+	// DynamoDB: the one named by the SDK's settings, or an embedded one.
+	var ddb *dynamodb.Client
+	ddbWhere := getenv("AWS_ENDPOINT_URL_DYNAMODB")
+	if ddbWhere == "" {
+		srv, err := ddblocal.NewServer("")
+		if err != nil {
+			return err
+		}
+		defer srv.Close()
+		ddb = srv.Client()
+		ddbWhere = "embedded (in memory, " + srv.URL + ")"
+	} else {
+		ddb = dynamodb.NewFromConfig(awsCfg, func(o *dynamodb.Options) {
+			if !hasCredentials(ctx, awsCfg) {
+				o.Credentials = credentials.NewStaticCredentialsProvider("local", "local", "")
+			}
+		})
+	}
+
+	// Bedrock: the real service, an endpoint the SDK's settings name, or
+	// the offline model.
+	modelDefault := DefaultModelID
+	var bedrock *bedrockruntime.Client
+	var modelWhere string
+	switch {
+	case !opts.Offline && getenv("AWS_ENDPOINT_URL_BEDROCK_RUNTIME") != "":
+		bedrock = bedrockruntime.NewFromConfig(awsCfg, func(o *bedrockruntime.Options) {
+			if !hasCredentials(ctx, awsCfg) {
+				o.Credentials = credentials.NewStaticCredentialsProvider("local", "local", "")
+			}
+		})
+		modelWhere = "Bedrock at " + getenv("AWS_ENDPOINT_URL_BEDROCK_RUNTIME")
+	case !opts.Offline && hasCredentials(ctx, awsCfg):
+		bedrock = bedrockruntime.NewFromConfig(awsCfg)
+		modelWhere = "Amazon Bedrock in " + awsCfg.Region + " (AWS credentials found)"
+	default:
+		srv := offline.NewServer()
+		defer srv.Close()
+		bedrock = srv.Client()
+		modelDefault = offlineModelID
+		modelWhere = "the OFFLINE model: no AWS credentials found, so canned replies (echo, calculator, memory, time, structured output)"
+		if opts.Offline {
+			modelWhere = "the OFFLINE model (asked for), with canned replies"
+		}
+	}
+
+	cfg, err := app.FromEnv(func(k string) string {
+		switch k {
+		case "TABLE_NAME":
+			return env(k, DefaultTable)
+		case "MODEL_ID":
+			return env(k, modelDefault)
+		}
+		return getenv(k)
+	})
+	if err != nil {
+		return err
+	}
+	if err := ddbhistory.CreateTable(ctx, ddb, cfg.TableName); err != nil {
+		return err
+	}
+	h, err := app.New(cfg, bedrock, ddb, logger)
+	if err != nil {
+		return err
+	}
+
+	gw := NewGateway(logger)
+	Routes(gw, h)
+	ln, err := net.Listen("tcp", cmp.Or(opts.Addr, DefaultAddr))
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	url := "http://" + ln.Addr().String()
+	fmt.Fprintf(opts.Out, `lambda-agent local run on %s
+  routes:   POST /chat   GET /sessions/{sessionId}   DELETE /sessions/{sessionId}   POST /structured
+  model:    %s (MODEL_ID=%s)
+  dynamodb: %s, table %s
+  auth:     bearer JWTs are decoded but not verified, as with sam local; no token means owner "anonymous"
+`, url, modelWhere, cfg.ModelID, ddbWhere, cfg.TableName)
+
+	srv := &http.Server{Handler: gw, ReadHeaderTimeout: 10 * time.Second}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	if opts.Ready != nil {
+		opts.Ready(url)
+	}
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+	}
+	shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutdown); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// Routes puts the functions' routes on gw: the chat function's three and
+// the structured function's one.
+func Routes(gw *Gateway, h *httpapi.Handler) {
+	gw.Route(httpapi.RouteChat, h.Chat)
+	gw.Route(httpapi.RouteGetSession, h.Chat)
+	gw.Route(httpapi.RouteDeleteSession, h.Chat)
+	gw.Route(httpapi.RouteStructured, h.Structured)
+}
+
+// hasCredentials reports whether the SDK finds AWS credentials, without
+// waiting long for a source that does not answer.
+func hasCredentials(ctx context.Context, cfg aws.Config) bool {
+	if cfg.Credentials == nil {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	c, err := cfg.Credentials.Retrieve(ctx)
+	return err == nil && c.HasKeys()
+}
