@@ -1,0 +1,272 @@
+package deploytest
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/lambda-agent/lambda-agent/internal/app"
+)
+
+// resolver evaluates the template's intrinsic functions for one set of
+// parameter values, as CloudFormation would at deploy time.
+type resolver struct {
+	tp     *tmpl
+	params map[string]string
+}
+
+// newResolver takes the parameters' defaults, then overrides.
+func newResolver(t *testing.T, tp *tmpl, overrides map[string]string) *resolver {
+	t.Helper()
+	r := &resolver{tp: tp, params: map[string]string{}}
+	for name, p := range tp.Parameters {
+		if p.Default != nil {
+			r.params[name] = *p.Default
+		}
+	}
+	for name, v := range overrides {
+		p, ok := tp.Parameters[name]
+		if !ok {
+			t.Fatalf("no parameter %s", name)
+		}
+		if !p.allowed(t, v) {
+			t.Fatalf("%s=%q is not an allowed value", name, v)
+		}
+		r.params[name] = v
+	}
+	return r
+}
+
+func (r *resolver) value(v any) (string, error) {
+	switch v := v.(type) {
+	case string:
+		return v, nil
+	case map[string]any:
+		if name := refName(v); name != "" {
+			if p, ok := r.params[name]; ok {
+				return p, nil
+			}
+			if _, ok := r.tp.Resources[name]; ok {
+				return "resource-" + name, nil
+			}
+			return "", fmt.Errorf("Ref to unknown %s", name)
+		}
+		if args, ok := v["Fn::If"].([]any); ok && len(args) == 3 {
+			cond, _ := args[0].(string)
+			ok, err := r.condition(cond)
+			if err != nil {
+				return "", err
+			}
+			if ok {
+				return r.value(args[1])
+			}
+			return r.value(args[2])
+		}
+	}
+	return "", fmt.Errorf("cannot resolve %v", v)
+}
+
+func (r *resolver) condition(name string) (bool, error) {
+	c, ok := r.tp.Conditions[name]
+	if !ok {
+		return false, fmt.Errorf("no condition %s", name)
+	}
+	return r.eval(c)
+}
+
+func (r *resolver) eval(c any) (bool, error) {
+	m, _ := c.(map[string]any)
+	if len(m) != 1 {
+		return false, fmt.Errorf("cannot evaluate condition %v", c)
+	}
+	var args []any
+	for _, v := range m {
+		args, _ = v.([]any)
+	}
+	switch {
+	case m["Condition"] != nil:
+		name, _ := m["Condition"].(string)
+		return r.condition(name)
+	case m["Fn::Equals"] != nil && len(args) == 2:
+		a, err := r.value(args[0])
+		if err != nil {
+			return false, err
+		}
+		b, err := r.value(args[1])
+		return a == b, err
+	case m["Fn::Not"] != nil && len(args) == 1:
+		ok, err := r.eval(args[0])
+		return !ok, err
+	case m["Fn::And"] != nil, m["Fn::Or"] != nil:
+		and := m["Fn::And"] != nil
+		for _, a := range args {
+			ok, err := r.eval(a)
+			if err != nil {
+				return false, err
+			}
+			if ok != and {
+				return ok, nil
+			}
+		}
+		return and, nil
+	}
+	return false, fmt.Errorf("cannot evaluate condition %v", c)
+}
+
+// environment returns a function's environment variables as deployed.
+func (r *resolver) environment(t *testing.T, id string) map[string]string {
+	t.Helper()
+	vars, _ := get(r.tp.functionProperties(id), "Environment", "Variables").(map[string]any)
+	env := map[string]string{}
+	for k, v := range vars {
+		s, err := r.value(v)
+		if err != nil {
+			t.Fatalf("%s: %s: %v", id, k, err)
+		}
+		env[k] = s
+	}
+	return env
+}
+
+// readConfig runs the functions' configuration on env and returns it and the
+// variables it asked for.
+func readConfig(env map[string]string) (*app.Config, []string, error) {
+	var read []string
+	c, err := app.FromEnv(func(name string) string {
+		read = append(read, name)
+		return env[name]
+	})
+	slices.Sort(read)
+	return c, slices.Compact(read), err
+}
+
+// TestConfigReadsTemplate feeds the environment the template gives the
+// functions, for several sets of parameters, to their configuration: it must
+// be valid, and every variable set must be one the code reads.
+func TestConfigReadsTemplate(t *testing.T) {
+	tp := loadTemplate(t)
+	samOverrides := map[string]string{}
+	for _, o := range loadSamconfig(t).arrays["default.deploy.parameters"]["parameter_overrides"] {
+		k, v, _ := strings.Cut(o, "=")
+		samOverrides[k] = v
+	}
+	tests := []struct {
+		name      string
+		overrides map[string]string
+		check     func(t *testing.T, c *app.Config)
+	}{
+		{name: "defaults"},
+		{name: "samconfig", overrides: samOverrides},
+		{
+			name: "jwt",
+			overrides: map[string]string{
+				"JwtIssuer":   "https://issuer.example.com",
+				"JwtAudience": "client-a,client-b",
+			},
+			check: func(t *testing.T, c *app.Config) {
+				if !c.RequireAuth {
+					t.Error("RequireAuth = false with the JWT authorizer on")
+				}
+			},
+		},
+		{
+			name: "everything",
+			overrides: map[string]string{
+				"SystemPrompt":                "Be brief.",
+				"MaxTokens":                   "4096",
+				"Temperature":                 "0.5",
+				"MaxCycles":                   "999",
+				"Tools":                       "none",
+				"ContextWindowTokens":         "200000",
+				"ConversationManager":         "summarizing",
+				"WindowSize":                  "2",
+				"SummaryRatio":                "0.8",
+				"PreserveRecentMessages":      "0",
+				"SummarizerModelId":           "us.amazon.nova-lite-v1:0",
+				"SummarizerFoundationModelId": "amazon.nova-lite-v1:0",
+				"GuardrailId":                 "abc123def456",
+				"GuardrailVersion":            "1",
+				"RequireAuth":                 "true",
+			},
+			check: func(t *testing.T, c *app.Config) {
+				if c.Manager != "summarizing" || c.GuardrailVersion != "1" || len(c.Tools) != 0 || !c.RequireAuth {
+					t.Errorf("config = %+v", c)
+				}
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newResolver(t, tp, tt.overrides)
+			for id := range functions {
+				env := r.environment(t, id)
+				c, read, err := readConfig(env)
+				if err != nil {
+					t.Fatalf("%s: %v", id, err)
+				}
+				// Every variable set is read: a misspelt one would
+				// silently leave its setting at the default.
+				if diff := cmp.Diff(slices.Sorted(maps.Keys(env)), read); diff != "" {
+					t.Errorf("%s: variables set (-) and read (+):\n%s", id, diff)
+				}
+				if tt.check != nil {
+					tt.check(t, c)
+				}
+			}
+		})
+	}
+}
+
+// TestConfigAcceptsAllowedValues probes each parameter with values around
+// the code's bounds: whatever the parameter accepts, the code must accept
+// too, or a deployment would succeed and every invocation fail at init.
+func TestConfigAcceptsAllowedValues(t *testing.T) {
+	tp := loadTemplate(t)
+	probes := []string{
+		"", "-1", "0", "1", "2", "9", "10", "999", "1000", "1001", "9999", "10000", "10001",
+		"99999999", "100000000", "1048576", "1048577", "0.0", "0.05", "0.1", "0.5", "0.8", "0.85",
+		"1.0", "1.5", ".5", "1e3", " 1", "none", "calculator", "calculator,recall", "true",
+		"false", "DRAFT", "sliding", "summarizing",
+	}
+	// Parameters that the template's Rules tie to others are probed by
+	// TestConfigReadsTemplate in their valid combinations.
+	paired := []string{"GuardrailId", "GuardrailVersion", "JwtIssuer", "JwtAudience", "SummarizerFoundationModelId"}
+	for name, p := range tp.Parameters {
+		if slices.Contains(paired, name) {
+			continue
+		}
+		candidates := append(slices.Clone(probes), p.AllowedValues...)
+		candidates = append(candidates, p.MinValue, p.MaxValue)
+		for _, v := range candidates {
+			if !p.allowed(t, v) || (p.Type == "Number" && !numberInRange(p, v)) {
+				continue
+			}
+			r := newResolver(t, tp, map[string]string{name: v})
+			for id := range functions {
+				if _, _, err := readConfig(r.environment(t, id)); err != nil {
+					t.Errorf("%s=%q is allowed by the template, but %s's configuration says: %v", name, v, id, err)
+				}
+			}
+		}
+	}
+}
+
+// numberInRange reports whether v is a number within p's MinValue and
+// MaxValue, as CloudFormation checks a Number parameter.
+func numberInRange(p parameter, v string) bool {
+	var n, lo, hi float64
+	if _, err := fmt.Sscan(v, &n); err != nil || strings.TrimSpace(v) != v {
+		return false
+	}
+	if _, err := fmt.Sscan(p.MinValue, &lo); err == nil && n < lo {
+		return false
+	}
+	if _, err := fmt.Sscan(p.MaxValue, &hi); err == nil && n > hi {
+		return false
+	}
+	return true
+}

@@ -1,0 +1,2 @@
+// Package deploytest checks the deployment files: the SAM template and samconfig.toml.
+package deploytest

@@ -1,0 +1,464 @@
+package deploytest
+
+import (
+	"bytes"
+	"context"
+	"maps"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/lambda-agent/lambda-agent/internal/ddbhistory"
+	"github.com/lambda-agent/lambda-agent/internal/httpapi"
+	"github.com/lambda-agent/lambda-agent/internal/tools"
+)
+
+// envVars is the contract between the template and the functions'
+// configuration: exactly these variables are set, on both functions.
+var envVars = []string{
+	"TABLE_NAME",
+	"MODEL_ID",
+	"SYSTEM_PROMPT",
+	"MAX_TOKENS",
+	"TEMPERATURE",
+	"CONVERSATION_MANAGER",
+	"WINDOW_SIZE",
+	"SUMMARY_RATIO",
+	"PRESERVE_RECENT_MESSAGES",
+	"SUMMARIZER_MODEL_ID",
+	"CONTEXT_WINDOW_TOKENS",
+	"MAX_CYCLES",
+	"TOOLS",
+	"SESSION_TTL_DAYS",
+	"MAX_MESSAGE_BYTES",
+	"GUARDRAIL_ID",
+	"GUARDRAIL_VERSION",
+	"REQUIRE_AUTH",
+}
+
+// The functions: logical id and handler package.
+var functions = map[string]string{
+	"ChatFunction":       "functions/chat",
+	"StructuredFunction": "functions/structured",
+}
+
+const tableID = "SessionTable"
+
+func TestTableMatchesStore(t *testing.T) {
+	tp := loadTemplate(t)
+	if got := tp.ofType("AWS::DynamoDB::Table"); !slices.Equal(got, []string{tableID}) {
+		t.Fatalf("tables = %v, want [%s]", got, tableID)
+	}
+	table := tp.Resources[tableID]
+	props := table.Properties
+	want := ddbhistory.TableDefinition("x")
+
+	var gotKeys []types.KeySchemaElement
+	for _, e := range branches(props["KeySchema"]) {
+		gotKeys = append(gotKeys, types.KeySchemaElement{
+			AttributeName: aws.String(get(e, "AttributeName").(string)),
+			KeyType:       types.KeyType(get(e, "KeyType").(string)),
+		})
+	}
+	var gotAttrs []types.AttributeDefinition
+	for _, e := range branches(props["AttributeDefinitions"]) {
+		gotAttrs = append(gotAttrs, types.AttributeDefinition{
+			AttributeName: aws.String(get(e, "AttributeName").(string)),
+			AttributeType: types.ScalarAttributeType(get(e, "AttributeType").(string)),
+		})
+	}
+	ignore := cmpopts.IgnoreUnexported(types.KeySchemaElement{}, types.AttributeDefinition{})
+	if diff := cmp.Diff(want.KeySchema, gotKeys, ignore); diff != "" {
+		t.Errorf("KeySchema differs from ddbhistory.TableDefinition (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(want.AttributeDefinitions, gotAttrs, ignore); diff != "" {
+		t.Errorf("AttributeDefinitions differ from ddbhistory.TableDefinition (-want +got):\n%s", diff)
+	}
+	if got := props["BillingMode"]; got != string(want.BillingMode) {
+		t.Errorf("BillingMode = %v, want %s", got, want.BillingMode)
+	}
+
+	gotTTL := map[string]any{
+		"AttributeName": get(props, "TimeToLiveSpecification", "AttributeName"),
+		"Enabled":       get(props, "TimeToLiveSpecification", "Enabled"),
+	}
+	wantTTL := map[string]any{"AttributeName": ddbhistory.TTLAttribute, "Enabled": "true"}
+	if diff := cmp.Diff(wantTTL, gotTTL); diff != "" {
+		t.Errorf("TimeToLiveSpecification (-want +got):\n%s", diff)
+	}
+	if got := get(props, "PointInTimeRecoverySpecification", "PointInTimeRecoveryEnabled"); got != "true" {
+		t.Errorf("PointInTimeRecoveryEnabled = %v, want true", got)
+	}
+	if table.DeletionPolicy != "Retain" || table.UpdateReplacePolicy != "Retain" {
+		t.Errorf("DeletionPolicy, UpdateReplacePolicy = %q, %q; want Retain, Retain: sessions must outlive the stack",
+			table.DeletionPolicy, table.UpdateReplacePolicy)
+	}
+	if name, ok := props["TableName"]; ok {
+		t.Errorf("TableName = %v; leave it to CloudFormation so that stacks and replacements don't collide", name)
+	}
+}
+
+func TestEnvironment(t *testing.T) {
+	tp := loadTemplate(t)
+	want := slices.Sorted(slices.Values(envVars))
+	for id := range functions {
+		t.Run(id, func(t *testing.T) {
+			vars, _ := get(tp.functionProperties(id), "Environment", "Variables").(map[string]any)
+			var got []string
+			for k := range vars {
+				got = append(got, k)
+			}
+			slices.Sort(got)
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("environment variables (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(ref(tableID), vars["TABLE_NAME"]); diff != "" {
+				t.Errorf("TABLE_NAME (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(ref("ModelId"), vars["MODEL_ID"]); diff != "" {
+				t.Errorf("MODEL_ID (-want +got):\n%s", diff)
+			}
+			// The authorizer on means the functions must insist on claims.
+			if diff := cmp.Diff(fnIf("UseJwt", "true", ref("RequireAuth")), vars["REQUIRE_AUTH"]); diff != "" {
+				t.Errorf("REQUIRE_AUTH (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestFunctions(t *testing.T) {
+	tp := loadTemplate(t)
+	if got, want := tp.ofType("AWS::Serverless::Function"), slices.Sorted(maps.Keys(functions)); !slices.Equal(got, want) {
+		t.Fatalf("functions = %v, want %v", got, want)
+	}
+	for id, handler := range functions {
+		t.Run(id, func(t *testing.T) {
+			props := tp.functionProperties(id)
+			got := map[string]any{
+				"Runtime":       props["Runtime"],
+				"Architectures": props["Architectures"],
+				"CodeUri":       props["CodeUri"],
+				"Handler":       props["Handler"],
+				"Timeout":       props["Timeout"],
+				"LogFormat":     get(props, "LoggingConfig", "LogFormat"),
+				"BuildMethod":   get(tp.Resources[id].Metadata, "BuildMethod"),
+			}
+			want := map[string]any{
+				"Runtime":       "provided.al2023",
+				"Architectures": []any{"arm64"},
+				"CodeUri":       ".",
+				"Handler":       handler,
+				"Timeout":       "30", // HTTP API's integration timeout
+				"LogFormat":     "JSON",
+				"BuildMethod":   "go1.x",
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("function settings (-want +got):\n%s", diff)
+			}
+			if ev, ok := props["Events"]; ok {
+				t.Errorf("Events = %v; routes are raw ApiGatewayV2 resources so that the authorizer can be optional", ev)
+			}
+		})
+	}
+}
+
+// TestModuleRootHasNoGoFiles guards the build: with CodeUri "." sam build
+// first runs go build at the module root and turns to the Handler directory
+// only when that finds no Go files there.
+func TestModuleRootHasNoGoFiles(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("..", "..", "*.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) > 0 {
+		t.Errorf("Go files at the module root %v would stop sam build from building functions/<name>", files)
+	}
+}
+
+// statement is one IAM policy statement a function may get.
+type statement struct {
+	Actions   []string
+	Resources []any
+	Condition any
+}
+
+// statements returns every statement a function's role may hold, whatever
+// the conditions: both branches of each Fn::If.
+func (tp *tmpl) statements(t *testing.T, id string) []statement {
+	t.Helper()
+	var out []statement
+	for _, p := range branches(tp.functionProperties(id)["Policies"]) {
+		doc := p
+		if name := refName(p); name != "" {
+			r, ok := tp.Resources[name]
+			if !ok || r.Type != "AWS::IAM::ManagedPolicy" {
+				t.Errorf("%s: policy %v is not a managed policy of this template", id, p)
+				continue
+			}
+			doc = r.Properties["PolicyDocument"]
+		}
+		stmts := get(doc, "Statement")
+		if stmts == nil {
+			// A SAM policy template such as DynamoDBCrudPolicy grants more
+			// than the store uses; only explicit statements are allowed.
+			t.Errorf("%s: policy %v is not an explicit policy document", id, p)
+			continue
+		}
+		for _, s := range branches(stmts) {
+			m, _ := s.(map[string]any)
+			for _, k := range []string{"NotAction", "NotResource", "Principal"} {
+				if _, ok := m[k]; ok {
+					t.Errorf("%s: statement %v has %s", id, get(m, "Sid"), k)
+				}
+			}
+			if m["Effect"] != "Allow" {
+				t.Errorf("%s: statement %v: Effect = %v, want Allow", id, get(m, "Sid"), m["Effect"])
+			}
+			out = append(out, statement{
+				Actions:   strs(t, m["Action"]),
+				Resources: branches(m["Resource"]),
+				Condition: m["Condition"],
+			})
+		}
+	}
+	return out
+}
+
+func TestLeastPrivilege(t *testing.T) {
+	tp := loadTemplate(t)
+	wantDynamoDB := map[string][]string{
+		// Load (GetItem, Query), commit (TransactWriteItems of Puts), delete.
+		"ChatFunction": {"dynamodb:BatchWriteItem", "dynamodb:DeleteItem", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query"},
+		// Load and commit only.
+		"StructuredFunction": {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query"},
+	}
+	wantBedrock := []string{"bedrock:ApplyGuardrail", "bedrock:InvokeModel", "bedrock:InvokeModelWithResponseStream"}
+	const arn = "arn:${AWS::Partition}:bedrock:"
+	wantInvokeResources := []string{
+		arn + "${AWS::Region}::foundation-model/${ModelId}",
+		arn + "${AWS::Region}:${AWS::AccountId}:inference-profile/${ModelId}",
+		arn + "*::foundation-model/${FoundationModelId}",
+		arn + "${AWS::Region}::foundation-model/${SummarizerModelId}",
+		arn + "${AWS::Region}:${AWS::AccountId}:inference-profile/${SummarizerModelId}",
+		arn + "*::foundation-model/${SummarizerFoundationModelId}",
+	}
+	wantGuardrail := []string{arn + "${AWS::Region}:${AWS::AccountId}:guardrail/${GuardrailId}"}
+
+	for id := range functions {
+		t.Run(id, func(t *testing.T) {
+			var dynamo, bedrock, invokeResources, guardrailResources []string
+			for _, s := range tp.statements(t, id) {
+				service := ""
+				for _, a := range s.Actions {
+					if strings.Contains(a, "*") {
+						t.Errorf("action %q has a wildcard", a)
+					}
+					p, _, _ := strings.Cut(a, ":")
+					if service != "" && p != service {
+						t.Errorf("statement mixes %s and %s actions: %v", service, p, s.Actions)
+					}
+					service = p
+				}
+				for _, r := range s.Resources {
+					if r == "*" {
+						t.Errorf("statement with %v has Resource *", s.Actions)
+					}
+				}
+				switch service {
+				case "dynamodb":
+					dynamo = append(dynamo, s.Actions...)
+					if diff := cmp.Diff([]any{getAtt(tableID, "Arn")}, s.Resources); diff != "" {
+						t.Errorf("DynamoDB resources (-want +got):\n%s", diff)
+					}
+				case "bedrock":
+					bedrock = append(bedrock, s.Actions...)
+					var subs []string
+					for _, r := range s.Resources {
+						if sub(r) == "" {
+							t.Errorf("Bedrock resource %v is not an Fn::Sub ARN", r)
+						}
+						subs = append(subs, sub(r))
+					}
+					if slices.Contains(s.Actions, "bedrock:ApplyGuardrail") {
+						guardrailResources = append(guardrailResources, subs...)
+						continue
+					}
+					invokeResources = append(invokeResources, subs...)
+					// A foundation model in every Region is granted only
+					// through the stack's own inference profile.
+					for _, r := range subs {
+						if strings.Contains(r, ":bedrock:*:") && get(s.Condition, "ArnLike", "bedrock:InferenceProfileArn") == nil {
+							t.Errorf("%s is granted without the bedrock:InferenceProfileArn condition", r)
+						}
+					}
+				default:
+					t.Errorf("unexpected actions %v", s.Actions)
+				}
+			}
+			sortCompact := func(s []string) []string { slices.Sort(s); return slices.Compact(s) }
+			if diff := cmp.Diff(wantDynamoDB[id], sortCompact(dynamo)); diff != "" {
+				t.Errorf("DynamoDB actions (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(wantBedrock, sortCompact(bedrock)); diff != "" {
+				t.Errorf("Bedrock actions (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(sortCompact(wantInvokeResources), sortCompact(invokeResources)); diff != "" {
+				t.Errorf("Bedrock model resources (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(wantGuardrail, sortCompact(guardrailResources)); diff != "" {
+				t.Errorf("guardrail resources (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestRoutes(t *testing.T) {
+	tp := loadTemplate(t)
+	// The handlers dispatch on these route keys.
+	want := map[string]string{
+		httpapi.RouteChat:          "ChatFunction",
+		httpapi.RouteGetSession:    "ChatFunction",
+		httpapi.RouteDeleteSession: "ChatFunction",
+		httpapi.RouteStructured:    "StructuredFunction",
+	}
+	got := map[string]string{}
+	wantPermissions := map[string]string{} // SourceArn -> function
+	for _, id := range tp.ofType("AWS::ApiGatewayV2::Route") {
+		props := tp.Resources[id].Properties
+		key, _ := props["RouteKey"].(string)
+		if refName(props["ApiId"]) != "Api" {
+			t.Errorf("%s: ApiId = %v, want Ref Api", id, props["ApiId"])
+		}
+		if diff := cmp.Diff(fnIf("UseJwt", "JWT", "NONE"), props["AuthorizationType"]); diff != "" {
+			t.Errorf("%s: AuthorizationType (-want +got):\n%s", id, diff)
+		}
+		if diff := cmp.Diff(fnIf("UseJwt", ref("JwtAuthorizer"), noValue), props["AuthorizerId"]); diff != "" {
+			t.Errorf("%s: AuthorizerId (-want +got):\n%s", id, diff)
+		}
+		integration, ok := strings.CutPrefix(sub(props["Target"]), "integrations/${")
+		integration, ok2 := strings.CutSuffix(integration, "}")
+		if !ok || !ok2 || tp.Resources[integration].Type != "AWS::ApiGatewayV2::Integration" {
+			t.Errorf("%s: Target = %v, want integrations/${Integration}", id, props["Target"])
+			continue
+		}
+		ip := tp.Resources[integration].Properties
+		for k, v := range map[string]string{"IntegrationType": "AWS_PROXY", "PayloadFormatVersion": "2.0"} {
+			if ip[k] != v {
+				t.Errorf("%s: %s = %v, want %s", integration, k, ip[k], v)
+			}
+		}
+		fn := ""
+		if a, ok := get(ip, "IntegrationUri", "Fn::GetAtt").([]any); ok && len(a) == 2 && a[1] == "Arn" {
+			fn, _ = a[0].(string)
+		}
+		got[key] = fn
+
+		method, path, _ := strings.Cut(key, " ")
+		path = regexp.MustCompile(`\{[^}]+\}`).ReplaceAllString(path, "*")
+		wantPermissions["arn:${AWS::Partition}:execute-api:${AWS::Region}:${AWS::AccountId}:${Api}/*/"+method+path] = fn
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("routes -> functions (-want +got):\n%s", diff)
+	}
+
+	// Each route may invoke its function, and nothing else may.
+	gotPermissions := map[string]string{}
+	for _, id := range tp.ofType("AWS::Lambda::Permission") {
+		props := tp.Resources[id].Properties
+		if props["Principal"] != "apigateway.amazonaws.com" || props["Action"] != "lambda:InvokeFunction" {
+			t.Errorf("%s: Principal, Action = %v, %v", id, props["Principal"], props["Action"])
+		}
+		gotPermissions[sub(props["SourceArn"])] = refName(props["FunctionName"])
+	}
+	if diff := cmp.Diff(wantPermissions, gotPermissions); diff != "" {
+		t.Errorf("Lambda permissions, SourceArn -> function (-want +got):\n%s", diff)
+	}
+
+	auth := tp.Resources["JwtAuthorizer"]
+	if auth.Type != "AWS::ApiGatewayV2::Authorizer" || auth.Condition != "UseJwt" {
+		t.Fatalf("JwtAuthorizer: Type, Condition = %q, %q; want AWS::ApiGatewayV2::Authorizer, UseJwt", auth.Type, auth.Condition)
+	}
+	if auth.Properties["AuthorizerType"] != "JWT" {
+		t.Errorf("JwtAuthorizer: AuthorizerType = %v, want JWT", auth.Properties["AuthorizerType"])
+	}
+	if diff := cmp.Diff([]any{"$request.header.Authorization"}, auth.Properties["IdentitySource"]); diff != "" {
+		t.Errorf("JwtAuthorizer: IdentitySource (-want +got):\n%s", diff)
+	}
+	wantCond := map[string]any{"Fn::And": []any{
+		map[string]any{"Fn::Not": []any{map[string]any{"Fn::Equals": []any{ref("JwtIssuer"), ""}}}},
+		map[string]any{"Fn::Not": []any{map[string]any{"Fn::Equals": []any{ref("JwtAudience"), ""}}}},
+	}}
+	if diff := cmp.Diff(wantCond, tp.Conditions["UseJwt"]); diff != "" {
+		t.Errorf("condition UseJwt: the authorizer must be on exactly when both JwtIssuer and JwtAudience are set (-want +got):\n%s", diff)
+	}
+}
+
+func TestParameters(t *testing.T) {
+	tp := loadTemplate(t)
+	grouped := map[string]int{}
+	for _, g := range tp.Metadata.Interface.ParameterGroups {
+		for _, p := range g.Parameters {
+			grouped[p]++
+		}
+	}
+	for name, p := range tp.Parameters {
+		if grouped[name] != 1 {
+			t.Errorf("parameter %s is in %d parameter groups, want 1", name, grouped[name])
+		}
+		if p.Default != nil && !p.allowed(t, *p.Default) {
+			t.Errorf("parameter %s: its default %q is not an allowed value", name, *p.Default)
+		}
+	}
+	for name := range grouped {
+		if _, ok := tp.Parameters[name]; !ok {
+			t.Errorf("parameter group lists %s, which is not a parameter", name)
+		}
+	}
+
+	// The Tools parameter offers exactly the built-in tools.
+	toolsParam := tp.Parameters["Tools"]
+	if got, want := *toolsParam.Default, strings.Join(tools.Names, ","); got != want {
+		t.Errorf("Tools default = %q, want %q (tools.Names)", got, want)
+	}
+	for _, name := range tools.Names {
+		if !toolsParam.allowed(t, name) {
+			t.Errorf("Tools does not accept the built-in tool %q", name)
+		}
+	}
+	for _, bad := range []string{"calculator, recall", "calculator,", "bogus"} {
+		if toolsParam.allowed(t, bad) {
+			t.Errorf("Tools accepts %q", bad)
+		}
+	}
+}
+
+// TestCfnLint runs cfn-lint, which also runs the SAM transform, and wants
+// neither errors nor warnings.
+func TestCfnLint(t *testing.T) {
+	lint, err := exec.LookPath("cfn-lint")
+	if err != nil {
+		t.Skip("cfn-lint is not on PATH; install it (pip install cfn-lint) to lint template.yaml")
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	path, err := filepath.Abs(templatePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	cmd := exec.CommandContext(ctx, lint, path)
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err = cmd.Run()
+	if err != nil || out.Len() > 0 {
+		t.Errorf("cfn-lint %s: %v\n%s", templatePath, err, out.String())
+	}
+}
