@@ -1,0 +1,76 @@
+package app
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/lambda-agent/lambda-agent/internal/tools"
+)
+
+func env(vars map[string]string) func(string) string {
+	return func(k string) string { return vars[k] }
+}
+
+func TestFromEnvDefaults(t *testing.T) {
+	got, err := FromEnv(env(map[string]string{"TABLE_NAME": "t", "MODEL_ID": "m"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &Config{
+		TableName: "t", ModelID: "m", Manager: "sliding", WindowSize: 40, SummaryRatio: 0.3,
+		PreserveRecent: 10, MaxCycles: 20, Tools: tools.Names, SessionTTLDays: 30, MaxMessageBytes: 262144,
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("defaults (-want +got):\n%s", diff)
+	}
+}
+
+func TestFromEnvReadsEverything(t *testing.T) {
+	got, err := FromEnv(env(map[string]string{
+		"TABLE_NAME": "t", "MODEL_ID": "m", "SYSTEM_PROMPT": "be brief", "MAX_TOKENS": "1024",
+		"TEMPERATURE": "0.2", "CONVERSATION_MANAGER": "summarizing", "WINDOW_SIZE": "60",
+		"SUMMARY_RATIO": "0.5", "PRESERVE_RECENT_MESSAGES": "6", "SUMMARIZER_MODEL_ID": "small",
+		"CONTEXT_WINDOW_TOKENS": "200000", "MAX_CYCLES": "8", "TOOLS": "calculator, recall",
+		"SESSION_TTL_DAYS": "0", "MAX_MESSAGE_BYTES": "65536", "GUARDRAIL_ID": "g1",
+		"GUARDRAIL_VERSION": "3", "REQUIRE_AUTH": "true",
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	temp := 0.2
+	want := &Config{
+		TableName: "t", ModelID: "m", SystemPrompt: "be brief", MaxTokens: 1024, Temperature: &temp,
+		Manager: "summarizing", WindowSize: 60, SummaryRatio: 0.5, PreserveRecent: 6, SummarizerModelID: "small",
+		ContextWindowTokens: 200000, MaxCycles: 8, Tools: []string{"calculator", "recall"}, SessionTTLDays: 0,
+		MaxMessageBytes: 65536, GuardrailID: "g1", GuardrailVersion: "3", RequireAuth: true,
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+	none, err := FromEnv(env(map[string]string{"TABLE_NAME": "t", "MODEL_ID": "m", "TOOLS": "none"}))
+	if err != nil || len(none.Tools) != 0 {
+		t.Errorf("TOOLS=none: %v, %v", none.Tools, err)
+	}
+}
+
+func TestFromEnvReportsEveryProblem(t *testing.T) {
+	_, err := FromEnv(env(map[string]string{
+		"MAX_TOKENS": "-1", "TEMPERATURE": "1.5", "CONVERSATION_MANAGER": "fancy", "WINDOW_SIZE": "1",
+		"SUMMARY_RATIO": "0.9", "MAX_CYCLES": "0", "TOOLS": "calculator,shell", "SESSION_TTL_DAYS": "1.5",
+		"MAX_MESSAGE_BYTES": "lots", "GUARDRAIL_ID": "g", "REQUIRE_AUTH": "yes please",
+		"CONTEXT_WINDOW_TOKENS": "12",
+	}))
+	if err == nil {
+		t.Fatal("FromEnv accepted a broken environment")
+	}
+	for _, want := range []string{
+		"TABLE_NAME is required", "MODEL_ID is required", "MAX_TOKENS", "TEMPERATURE", "CONVERSATION_MANAGER",
+		"WINDOW_SIZE", "SUMMARY_RATIO", "MAX_CYCLES", `"shell"`, "SESSION_TTL_DAYS", "MAX_MESSAGE_BYTES",
+		"GUARDRAIL_ID and GUARDRAIL_VERSION", "REQUIRE_AUTH", "CONTEXT_WINDOW_TOKENS",
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the error does not mention %s:\n%v", want, err)
+		}
+	}
+}
