@@ -1,0 +1,201 @@
+// Package functions_test builds the Lambda functions as real bootstrap
+// binaries and invokes them with every sample event, the way sam local
+// invoke does, without Docker: through a Lambda Runtime API emulator, with
+// the SDK's endpoints pointed at in-test servers.
+package functions_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/lambda-agent/lambda-agent/internal/ddbhistory"
+	"github.com/lambda-agent/lambda-agent/internal/ddblocal"
+	"github.com/lambda-agent/lambda-agent/internal/lambdatest"
+	"github.com/lambda-agent/lambda-agent/internal/offline"
+)
+
+// build compiles each function once per test binary.
+var build = sync.OnceValues(func() (map[string]string, error) {
+	dir, err := os.MkdirTemp("", "functions-*")
+	if err != nil {
+		return nil, err
+	}
+	bins := map[string]string{}
+	for _, name := range []string{"chat", "structured"} {
+		out := filepath.Join(dir, name)
+		if err := os.MkdirAll(out, 0o755); err != nil {
+			return nil, err
+		}
+		bin, err := lambdatest.Build(context.Background(), "./"+name, out)
+		if err != nil {
+			return nil, err
+		}
+		bins[name] = bin
+	}
+	return bins, nil
+})
+
+// deployment is the two functions running against in-test DynamoDB and
+// Bedrock, reached only through the SDK's standard endpoint variables.
+type deployment struct {
+	fns map[string]*lambdatest.Function
+}
+
+// logs returns what both functions logged.
+func (d *deployment) logs() string { return d.fns["chat"].Logs() + d.fns["structured"].Logs() }
+
+func deploy(t *testing.T, extraEnv ...string) *deployment {
+	t.Helper()
+	bins, err := build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ddb, err := ddblocal.NewServer("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ddb.Close)
+	if err := ddbhistory.CreateTable(t.Context(), ddb.Client(), "sessions"); err != nil {
+		t.Fatal(err)
+	}
+	model := offline.NewServer()
+	t.Cleanup(func() {
+		if v := model.Violations(); len(v) > 0 {
+			t.Errorf("the functions sent requests Bedrock rejects:\n%s", strings.Join(v, "\n"))
+		}
+		model.Close()
+	})
+	env := append([]string{
+		"TABLE_NAME=sessions",
+		"MODEL_ID=us.anthropic.claude-sonnet-4-5-20250929-v1:0",
+		"AWS_REGION=us-east-1",
+		"AWS_ACCESS_KEY_ID=test",
+		"AWS_SECRET_ACCESS_KEY=test",
+		"AWS_ENDPOINT_URL_DYNAMODB=" + ddb.URL,
+		"AWS_ENDPOINT_URL_BEDROCK_RUNTIME=" + model.URL,
+		"AWS_LAMBDA_LOG_FORMAT=JSON",
+	}, extraEnv...)
+	d := &deployment{fns: map[string]*lambdatest.Function{}}
+	for name, bin := range bins {
+		fn, err := lambdatest.Start(t.Context(), bin, lambdatest.Config{Name: name, Env: env})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = fn.Close() })
+		d.fns[name] = fn
+	}
+	return d
+}
+
+// invoke sends an event file to a function and decodes its HTTP response.
+func (d *deployment) invoke(t *testing.T, fn, eventFile string) (events.APIGatewayV2HTTPResponse, map[string]any) {
+	t.Helper()
+	event, err := os.ReadFile(filepath.Join("..", "events", eventFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := d.fns[fn].Invoke(t.Context(), event, 30*time.Second)
+	if err != nil {
+		t.Fatalf("%s with %s: %v\nlogs:\n%s", fn, eventFile, err, d.fns[fn].Logs())
+	}
+	var resp events.APIGatewayV2HTTPResponse
+	if err := json.Unmarshal(out, &resp); err != nil {
+		t.Fatalf("%s: not an HTTP API response: %s", eventFile, out)
+	}
+	var body map[string]any
+	if resp.Body != "" {
+		if err := json.Unmarshal([]byte(resp.Body), &body); err != nil {
+			t.Fatalf("%s: body is not JSON: %q", eventFile, resp.Body)
+		}
+	}
+	return resp, body
+}
+
+func TestEveryEventThroughTheBuiltFunctions(t *testing.T) {
+	d := deploy(t)
+	steps := []struct {
+		fn, event string
+		status    int
+		check     func(body map[string]any) bool
+	}{
+		{"chat", "chat-new.json", 200, func(b map[string]any) bool {
+			return strings.HasPrefix(b["session_id"].(string), "s-") && strings.Contains(b["text"].(string), "Hello! What can you do?")
+		}},
+		{"chat", "chat-continue.json", 200, func(b map[string]any) bool {
+			return b["session_id"] == "demo-session" && strings.Contains(b["text"].(string), "seen 1 messages")
+		}},
+		{"chat", "chat-tool.json", 200, func(b map[string]any) bool {
+			return strings.Contains(b["text"].(string), "25*48 = 1200") && b["metrics"].(map[string]any)["tool_calls"] == 1.0
+		}},
+		{"chat", "chat-jwt.json", 200, func(b map[string]any) bool {
+			return b["session_id"] == "jwt-session" && len(b["messages"].([]any)) == 4 // remember tool round trip
+		}},
+		{"structured", "structured.json", 200, func(b map[string]any) bool {
+			data, _ := b["data"].(map[string]any)
+			return data["name"] != nil && data["born"] != nil && b["attempts"] == 1.0
+		}},
+		{"chat", "session-get.json", 200, func(b map[string]any) bool {
+			return b["session_id"] == "demo-session" && len(b["messages"].([]any)) == 2
+		}},
+		{"chat", "session-delete.json", 204, func(b map[string]any) bool { return b == nil }},
+		{"chat", "session-get.json", 404, func(b map[string]any) bool {
+			return b["error"].(map[string]any)["code"] == "not_found"
+		}},
+	}
+	for _, s := range steps {
+		resp, body := d.invoke(t, s.fn, s.event)
+		if resp.StatusCode != s.status || !s.check(body) {
+			t.Errorf("%s → %d %s; want %d", s.event, resp.StatusCode, resp.Body, s.status)
+		}
+	}
+	// The JWT event's session belongs to its subject, not to anonymous.
+	resp, _ := d.invoke(t, "chat", "chat-continue.json")
+	if resp.StatusCode != 200 {
+		t.Errorf("continue again: %d", resp.StatusCode)
+	}
+	// One JSON log line per request, with Lambda's request id.
+	var lines int
+	for _, l := range strings.Split(d.logs(), "\n") {
+		var rec map[string]any
+		if json.Unmarshal([]byte(l), &rec) != nil || rec["message"] != "request" {
+			continue
+		}
+		lines++
+		if rec["requestId"] == "" || rec["route"] == nil || rec["status"] == nil || rec["duration_ms"] == nil || rec["level"] == nil {
+			t.Errorf("log line lacks fields: %s", l)
+		}
+	}
+	if lines != len(steps)+1 {
+		t.Errorf("%d request log lines for %d invocations:\n%s", lines, len(steps)+1, d.logs())
+	}
+}
+
+func TestBadConfigurationFailsAtInit(t *testing.T) {
+	bins, err := build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fn, err := lambdatest.Start(t.Context(), bins["chat"], lambdatest.Config{Env: []string{"AWS_REGION=us-east-1", "CONVERSATION_MANAGER=fancy"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fn.Close()
+	_, err = fn.Invoke(t.Context(), []byte(`{}`), 5*time.Second)
+	var exit *lambdatest.ExitError
+	if !errors.As(err, &exit) {
+		t.Fatalf("err = %v, want the process to exit at init", err)
+	}
+	for _, want := range []string{"TABLE_NAME is required", "MODEL_ID is required", "CONVERSATION_MANAGER=", "fancy"} {
+		if !strings.Contains(fn.Logs(), want) {
+			t.Errorf("init failure does not say %s:\n%s", want, fn.Logs())
+		}
+	}
+}

@@ -1,0 +1,126 @@
+package lambdatest_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/lambda-agent/lambda-agent/internal/lambdatest"
+)
+
+// The binaries every test uses, built once per test binary by TestMain.
+var (
+	echoBin     string
+	scriptedBin string
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "lambdatest")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var wg sync.WaitGroup
+	var echoErr, scriptedErr error
+	wg.Go(func() { echoBin, echoErr = lambdatest.Build(ctx, "./echo", filepath.Join(dir, "echo")) })
+	wg.Go(func() {
+		scriptedBin, scriptedErr = lambdatest.Build(ctx, "./internal/scripted", filepath.Join(dir, "scripted"))
+	})
+	wg.Wait()
+	for _, err := range []error{echoErr, scriptedErr} {
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+	}
+	return m.Run()
+}
+
+// start starts bin and closes it when the test ends, checking that the
+// process was reaped and the Runtime API server closed. The function's
+// output goes to the test log.
+func start(t *testing.T, bin string, cfg lambdatest.Config) *lambdatest.Function {
+	t.Helper()
+	if cfg.Output == nil {
+		cfg.Output = t.Output()
+	}
+	f, err := lambdatest.Start(t.Context(), bin, cfg)
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	t.Cleanup(func() {
+		api := f.RuntimeAPI()
+		if err := f.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+		select {
+		case <-f.Exited():
+		default:
+			t.Errorf("process %d not reaped after Close", f.Pid())
+		}
+		if conn, err := net.DialTimeout("tcp", api, time.Second); err == nil {
+			conn.Close()
+			t.Errorf("runtime API %s still listening after Close", api)
+		}
+	})
+	return f
+}
+
+// action is an event for the scripted function.
+type action struct {
+	Action  string `json:"action"`
+	Message string `json:"message,omitempty"`
+	Code    int    `json:"code,omitempty"`
+	Sleep   string `json:"sleep,omitempty"`
+}
+
+// seen is the scripted function's answer to the "context" action.
+type seen struct {
+	RemainingMS int64             `json:"remainingMs"`
+	RequestID   string            `json:"requestId"`
+	FunctionARN string            `json:"functionArn"`
+	Env         map[string]string `json:"env"`
+}
+
+// mustJSON marshals v.
+func mustJSON(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent use, as Config.Output.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
