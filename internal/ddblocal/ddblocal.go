@@ -4,13 +4,17 @@
 //
 // minidyn does not enforce the 400 KB item limit and has no TTL operations;
 // the store enforces item sizes itself and treats expired items as absent, so
-// neither matters to it.
+// neither matters to it. It also sends no X-Amz-Crc32 header, which DynamoDB
+// puts on every response and the SDK checks; Server adds it.
 package ddblocal
 
 import (
+	"bytes"
 	"fmt"
+	"hash/crc32"
 	"net"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -40,12 +44,38 @@ func NewServer(addr string) (*Server, error) {
 	}
 	s := &Server{
 		URL:    "http://" + ln.Addr().String(),
-		srv:    &http.Server{Handler: server.NewServer(), ReadHeaderTimeout: 10 * time.Second},
+		srv:    &http.Server{Handler: withCRC32(server.NewServer()), ReadHeaderTimeout: 10 * time.Second},
 		client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}},
 	}
 	go s.srv.Serve(ln) // returns ErrServerClosed after Close
 	return s, nil
 }
+
+// withCRC32 adds DynamoDB's X-Amz-Crc32 header, the CRC-32 of the body, to
+// h's responses.
+func withCRC32(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rec := &recorder{header: http.Header{}, status: http.StatusOK}
+		h.ServeHTTP(rec, r)
+		for k, v := range rec.header {
+			w.Header()[k] = v
+		}
+		w.Header().Set("X-Amz-Crc32", strconv.FormatUint(uint64(crc32.ChecksumIEEE(rec.body.Bytes())), 10))
+		w.WriteHeader(rec.status)
+		_, _ = w.Write(rec.body.Bytes())
+	})
+}
+
+// recorder buffers a response.
+type recorder struct {
+	header http.Header
+	status int
+	body   bytes.Buffer
+}
+
+func (r *recorder) Header() http.Header         { return r.header }
+func (r *recorder) WriteHeader(status int)      { r.status = status }
+func (r *recorder) Write(b []byte) (int, error) { return r.body.Write(b) }
 
 // Close stops the server and closes its connections.
 func (s *Server) Close() {
