@@ -416,8 +416,11 @@ func TestRetriesStopBeforeTheDeadline(t *testing.T) {
 	start := time.Now()
 	_, err := a.Run(ctx, &agent.Conversation{}, input("hi"))
 	elapsed := time.Since(start)
-	if !agent.IsModelError(err, agent.KindThrottled) {
-		t.Errorf("err = %v, want the throttling error", err)
+	// Either no retry fit any more (the throttling error, a 429), or the
+	// reserve began while one was in flight (ErrDeadline, a 504); both
+	// leave the caller its reserve.
+	if !agent.IsModelError(err, agent.KindThrottled) && !errors.Is(err, agent.ErrDeadline) {
+		t.Errorf("err = %v, want the throttling error or ErrDeadline", err)
 	}
 	if elapsed > 700*time.Millisecond+100*time.Millisecond {
 		t.Errorf("gave up after %s, past the deadline less the reserve", elapsed)

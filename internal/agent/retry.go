@@ -42,8 +42,9 @@ func (p RetryPolicy) backoff(n int) time.Duration {
 
 // Retrying wraps m so that retryable failures are tried again, with
 // exponential backoff and full jitter, as long as the policy allows and the
-// context's deadline leaves time: a retry whose wait would end past the
-// deadline is not made, and the last failure is returned instead. Failures
+// context's deadline leaves time: a retry that would end past the deadline,
+// its wait plus a call as long as the last, is not made, and the last
+// failure is returned instead. Failures
 // that are not retryable, such as validation errors, access errors and a model
 // that does not exist, are returned at once.
 func Retrying(m Model, p RetryPolicy) Model {
@@ -58,7 +59,9 @@ type retrying struct {
 func (r *retrying) Converse(ctx context.Context, req *ModelRequest) (*ModelResponse, error) {
 	attempts := cmp.Or(r.policy.MaxAttempts, DefaultMaxAttempts)
 	for n := 1; ; n++ {
+		start := time.Now()
 		resp, err := r.model.Converse(ctx, req)
+		took := time.Since(start)
 		var me *ModelError
 		if err == nil || !errors.As(err, &me) || !me.Kind.Retryable() {
 			return resp, err
@@ -66,8 +69,10 @@ func (r *retrying) Converse(ctx context.Context, req *ModelRequest) (*ModelRespo
 		if n >= attempts {
 			return nil, fmt.Errorf("gave up after %d attempts: %w", n, err)
 		}
+		// A retry must fit before the deadline: its wait, and a call as
+		// long as the one that just failed.
 		wait := r.policy.backoff(n)
-		if d, ok := ctx.Deadline(); ok && time.Until(d) < wait {
+		if d, ok := ctx.Deadline(); ok && time.Until(d) < wait+took {
 			return nil, fmt.Errorf("no time left to retry after %d attempts: %w", n, err)
 		}
 		t := time.NewTimer(wait)
