@@ -161,21 +161,39 @@ func TestEveryEventThroughTheBuiltFunctions(t *testing.T) {
 	if resp.StatusCode != 200 {
 		t.Errorf("continue again: %d", resp.StatusCode)
 	}
-	// One JSON log line per request, with Lambda's request id.
-	var lines int
-	for _, l := range strings.Split(d.logs(), "\n") {
-		var rec map[string]any
-		if json.Unmarshal([]byte(l), &rec) != nil || rec["message"] != "request" {
-			continue
+	// One JSON log line per request, with Lambda's request id. The lines
+	// travel through the processes' stdout pipes, so they may trail the
+	// responses by a moment.
+	want := len(steps) + 1
+	var lines []string
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		lines = requestLines(d.logs())
+		if len(lines) >= want || time.Now().After(deadline) {
+			break
 		}
-		lines++
+	}
+	if len(lines) != want {
+		t.Errorf("%d request log lines for %d invocations:\n%s", len(lines), want, d.logs())
+	}
+	for _, l := range lines {
+		var rec map[string]any
+		_ = json.Unmarshal([]byte(l), &rec)
 		if rec["requestId"] == "" || rec["route"] == nil || rec["status"] == nil || rec["duration_ms"] == nil || rec["level"] == nil {
 			t.Errorf("log line lacks fields: %s", l)
 		}
 	}
-	if lines != len(steps)+1 {
-		t.Errorf("%d request log lines for %d invocations:\n%s", lines, len(steps)+1, d.logs())
+}
+
+// requestLines returns the JSON log lines that report a request.
+func requestLines(logs string) []string {
+	var out []string
+	for _, l := range strings.Split(logs, "\n") {
+		var rec map[string]any
+		if json.Unmarshal([]byte(l), &rec) == nil && rec["message"] == "request" {
+			out = append(out, l)
+		}
 	}
+	return out
 }
 
 func TestBadConfigurationFailsAtInit(t *testing.T) {
