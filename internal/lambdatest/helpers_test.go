@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"sync"
@@ -52,8 +51,7 @@ func run(m *testing.M) int {
 }
 
 // start starts bin and closes it when the test ends, checking that the
-// process was reaped and the Runtime API server closed. The function's
-// output goes to the test log.
+// process was reaped. The function's output goes to the test log.
 func start(t *testing.T, bin string, cfg lambdatest.Config) *lambdatest.Function {
 	t.Helper()
 	if cfg.Output == nil {
@@ -64,7 +62,9 @@ func start(t *testing.T, bin string, cfg lambdatest.Config) *lambdatest.Function
 		t.Fatalf("Start: %v", err)
 	}
 	t.Cleanup(func() {
-		api := f.RuntimeAPI()
+		// Whether the Runtime API's port still listens is not checked here:
+		// the tests run in parallel, and another one may already have been
+		// given the same port.
 		if err := f.Close(); err != nil {
 			t.Errorf("Close: %v", err)
 		}
@@ -72,10 +72,6 @@ func start(t *testing.T, bin string, cfg lambdatest.Config) *lambdatest.Function
 		case <-f.Exited():
 		default:
 			t.Errorf("process %d not reaped after Close", f.Pid())
-		}
-		if conn, err := net.DialTimeout("tcp", api, time.Second); err == nil {
-			conn.Close()
-			t.Errorf("runtime API %s still listening after Close", api)
 		}
 	})
 	return f
