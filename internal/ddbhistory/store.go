@@ -153,17 +153,9 @@ func (s *Store) Load(ctx context.Context, key Key, idempotencyKey string) (*Sess
 		return err
 	})
 	if idempotencyKey != "" {
-		g.Go(func() error {
-			out, err := s.client.GetItem(gctx, &dynamodb.GetItemInput{
-				TableName:      aws.String(s.cfg.Table),
-				Key:            item{PartitionKey: str(partitionKey(key)), SortKey: str(skIdempotency + idempotencyKey)},
-				ConsistentRead: aws.Bool(true),
-			}, s.retries)
-			if err != nil {
-				return classify(err)
-			}
-			replay = out.Item
-			return nil
+		g.Go(func() (err error) {
+			replay, err = s.getItem(gctx, partitionKey(key), skIdempotency+idempotencyKey)
+			return err
 		})
 	}
 	if err := g.Wait(); err != nil {
@@ -182,18 +174,27 @@ func (s *Store) Load(ctx context.Context, key Key, idempotencyKey string) (*Sess
 // ErrNotFound for the first, ErrNotFound and ErrIDTaken for the second, so
 // that a caller can refuse a new turn before running it.
 func (s *Store) checkClaim(ctx context.Context, key Key) error {
-	out, err := s.client.GetItem(ctx, &dynamodb.GetItemInput{
-		TableName:      aws.String(s.cfg.Table),
-		Key:            item{PartitionKey: str(claimKey(key.ID)), SortKey: str(skClaim)},
-		ConsistentRead: aws.Bool(true),
-	}, s.retries)
+	claim, err := s.getItem(ctx, claimKey(key.ID), skClaim)
 	switch {
 	case err != nil:
-		return classify(err)
-	case out.Item != nil && !expired(out.Item, s.cfg.Now()) && getS(out.Item, attrOwner) != key.Owner:
+		return err
+	case claim != nil && !expired(claim, s.cfg.Now()) && getS(claim, attrOwner) != key.Owner:
 		return fmt.Errorf("%w: %w", ErrNotFound, ErrIDTaken)
 	}
 	return ErrNotFound
+}
+
+// getItem reads one item, strongly consistently; nil when there is none.
+func (s *Store) getItem(ctx context.Context, pk, sk string) (item, error) {
+	out, err := s.client.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName:      aws.String(s.cfg.Table),
+		Key:            item{PartitionKey: str(pk), SortKey: str(sk)},
+		ConsistentRead: aws.Bool(true),
+	}, s.retries)
+	if err != nil {
+		return nil, classify(err)
+	}
+	return out.Item, nil
 }
 
 // loadWindow reads the session item and the window's messages: newest first,

@@ -51,17 +51,9 @@ func (s *Store) Transcript(ctx context.Context, key Key, cursor string, limit in
 		found = make(map[int]*storedMessage)
 	)
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error {
-		out, err := s.client.GetItem(gctx, &dynamodb.GetItemInput{
-			TableName:      aws.String(s.cfg.Table),
-			Key:            item{PartitionKey: str(pk), SortKey: str(skMeta)},
-			ConsistentRead: aws.Bool(true),
-		}, s.retries)
-		if err != nil {
-			return classify(err)
-		}
-		meta = out.Item
-		return nil
+	g.Go(func() (err error) {
+		meta, err = s.getItem(gctx, pk, skMeta)
+		return err
 	})
 	g.Go(func() error {
 		// The indexes are dense, so the page is an exact key range; its last
@@ -240,17 +232,9 @@ func (s *Store) Redact(ctx context.Context, key Key, index int, m agent.Message)
 	var meta, old item
 	g, gctx := errgroup.WithContext(ctx)
 	for sk, dst := range map[string]*item{skMeta: &meta, messageKey(index): &old} {
-		g.Go(func() error {
-			out, err := s.client.GetItem(gctx, &dynamodb.GetItemInput{
-				TableName:      aws.String(s.cfg.Table),
-				Key:            item{PartitionKey: str(pk), SortKey: str(sk)},
-				ConsistentRead: aws.Bool(true),
-			}, s.retries)
-			if err != nil {
-				return classify(err)
-			}
-			*dst = out.Item
-			return nil
+		g.Go(func() (err error) {
+			*dst, err = s.getItem(gctx, pk, sk)
+			return err
 		})
 	}
 	if err := g.Wait(); err != nil {

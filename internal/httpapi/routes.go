@@ -70,17 +70,23 @@ func windowOf(w agent.WindowState) Window {
 // maximum size.
 func (h *Handler) bodyLimit() int { return 2*h.cfg.MaxMessageBytes + 64<<10 }
 
-func (h *Handler) chat(ctx context.Context, req *events.APIGatewayV2HTTPRequest, rec *record) (int, []byte, error) {
+// decodeTurn returns the caller and decodes a turn's body into v.
+func (h *Handler) decodeTurn(req *events.APIGatewayV2HTTPRequest, v any) (string, *Error) {
 	owner, e := h.owner(req)
 	if e != nil {
-		return 0, nil, e
+		return "", e
 	}
 	raw, e := body(req, h.bodyLimit())
 	if e != nil {
-		return 0, nil, e
+		return "", e
 	}
+	return owner, decodeJSON(raw, v, "the body")
+}
+
+func (h *Handler) chat(ctx context.Context, req *events.APIGatewayV2HTTPRequest, rec *record) (int, []byte, error) {
 	var in ChatRequest
-	if e := decodeJSON(raw, &in, "the body"); e != nil {
+	owner, e := h.decodeTurn(req, &in)
+	if e != nil {
 		return 0, nil, e
 	}
 	input, e := content(in.Message, in.Content, h.cfg.MaxMessageBytes)
@@ -171,16 +177,9 @@ type StructuredResponse struct {
 }
 
 func (h *Handler) structured(ctx context.Context, req *events.APIGatewayV2HTTPRequest, rec *record) (int, []byte, error) {
-	owner, e := h.owner(req)
-	if e != nil {
-		return 0, nil, e
-	}
-	raw, e := body(req, h.bodyLimit())
-	if e != nil {
-		return 0, nil, e
-	}
 	var in StructuredRequest
-	if e := decodeJSON(raw, &in, "the body"); e != nil {
+	owner, e := h.decodeTurn(req, &in)
+	if e != nil {
 		return 0, nil, e
 	}
 	if in.Prompt == nil {
