@@ -50,7 +50,7 @@ func (s *syncBuffer) String() string {
 
 // newAPI builds the handler from environment-style settings, as a function
 // does at init. env overrides the defaults.
-func newAPI(t *testing.T, env map[string]string) *api {
+func newAPI(t testing.TB, env map[string]string) *api {
 	t.Helper()
 	model := conversetest.NewServer()
 	t.Cleanup(func() {

@@ -20,8 +20,9 @@ import (
 // -ldflags "-s -w". GOARCH is the host's, so the binary runs here. The rest
 // of the environment (GOFLAGS, GOCACHE, …) is inherited, so repeated builds
 // come from the build cache. dir is created if needed; a bootstrap already
-// there is replaced.
-func Build(ctx context.Context, pkg, dir string) (string, error) {
+// there is replaced. Extra build tags, such as a test's fault hooks, are
+// added to lambda.norpc.
+func Build(ctx context.Context, pkg, dir string, tags ...string) (string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("lambdatest: build %s: %w", pkg, err)
 	}
@@ -30,7 +31,7 @@ func Build(ctx context.Context, pkg, dir string) (string, error) {
 		return "", fmt.Errorf("lambdatest: build %s: %w", pkg, err)
 	}
 	cmd := exec.CommandContext(ctx, "go", "build",
-		"-tags", "lambda.norpc",
+		"-tags", strings.Join(append([]string{"lambda.norpc"}, tags...), ","),
 		"-trimpath",
 		"-ldflags", "-s -w",
 		"-o", out,

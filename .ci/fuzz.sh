@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Runs every fuzz target for a time budget: .ci/fuzz.sh 10s [REPORT.md]
+# With a report file, writes each target's execution count between the
+# "fuzz results" markers in it.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+budget=${1:-10s}
+report=${2:-}
+targets=(
+	"./internal/httpapi FuzzChatBody"
+	"./internal/httpapi FuzzEvent"
+	"./internal/agent FuzzWindow"
+	"./internal/tools FuzzEval"
+)
+rows=""
+for t in "${targets[@]}"; do
+	set -- $t
+	echo "--- fuzz $2 ($1) for $budget"
+	out=$(go test -run='^$' -fuzz="^$2\$" -fuzztime="$budget" "$1" 2>&1) || { echo "$out"; exit 1; }
+	execs=$(echo "$out" | grep -o 'execs: [0-9]*' | tail -1 | grep -o '[0-9]*' || echo 0)
+	echo "$execs executions, no failure"
+	rows="$rows| \`$2\` | \`$1\` | $budget | $execs | 0 |\n"
+done
+if [ -n "$report" ]; then
+	table=$(printf '%s\n\nLast run: %s, `.ci/fuzz.sh %s %s`.\n\n| target | package | budget | inputs tried | failures |\n|---|---|---|---|---|\n%b%s' \
+		'<!-- fuzz results: begin -->' "$(date -u +%F)" "$budget" "$report" "$rows" '<!-- fuzz results: end -->')
+	TABLE="$table" awk '
+		/<!-- fuzz results: begin -->/ { print ENVIRON["TABLE"]; skip = 1; next }
+		/<!-- fuzz results: end -->/ { skip = 0; next }
+		!skip { print }
+	' "$report" >"$report.tmp" && mv "$report.tmp" "$report"
+fi

@@ -1,0 +1,20 @@
+# Conveniences; the README's commands need only Go.
+.PHONY: test local bench fuzz reliability ci
+
+test:
+	go test -race ./...
+
+local:
+	go run ./cmd/local
+
+bench:
+	go run ./cmd/bench
+
+fuzz:
+	.ci/fuzz.sh 2m RELIABILITY.md
+
+reliability:
+	RELIABILITY_MD=$(CURDIR)/RELIABILITY.md go test -count=1 ./internal/reliability
+
+ci:
+	bash .ci/run

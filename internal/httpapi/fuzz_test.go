@@ -1,0 +1,84 @@
+package httpapi_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+)
+
+// checkAnswer fails unless resp is a success or a 4xx with an error body:
+// against models and stores that work, no input may cause a 5xx.
+func checkAnswer(t *testing.T, resp events.APIGatewayV2HTTPResponse, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("the handler returned an error: %v", err)
+	}
+	if resp.StatusCode >= 500 || resp.StatusCode < 200 {
+		t.Fatalf("status %d: %s", resp.StatusCode, resp.Body)
+	}
+	if resp.StatusCode >= 400 {
+		var body struct {
+			Error struct{ Code, Message string }
+		}
+		if json.Unmarshal([]byte(resp.Body), &body) != nil || body.Error.Code == "" || body.Error.Message == "" {
+			t.Fatalf("status %d without an error body: %q", resp.StatusCode, resp.Body)
+		}
+	}
+}
+
+func fuzzContext() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), 30*time.Second)
+}
+
+// FuzzChatBody sends arbitrary bodies and headers to POST /chat and POST
+// /structured. Seeds are in testdata/fuzz/FuzzChatBody.
+func FuzzChatBody(f *testing.F) {
+	f.Add(`{"message":"hi"}`, "", false)
+	f.Add(`{"session_id":"s1","content":[{"text":"look"},{"image":{"format":"png","source":{"bytes":"iVBORw0KGgo="}}}]}`, "k1", false)
+	f.Add(`{"session_id":"s1","message":`, "", false)
+	f.Add(`{"prompt":"p","schema":{"type":"object","properties":{"a":{"type":"string"}},"required":["a"]}}`, "", true)
+	f.Add(`{"prompt":"p","schema":{"type":"object","$ref":"#/$defs/x","$defs":{"x":{"$ref":"#/$defs/x"}}}}`, "", true)
+	a := newAPI(f, nil)
+	chat, structured := fixture(f, "chat-new.json"), fixture(f, "structured.json")
+	f.Fuzz(func(t *testing.T, body, idemKey string, toStructured bool) {
+		e, serve := chat, a.h.Chat
+		if toStructured {
+			e, serve = structured, a.h.Structured
+		}
+		e.Body = body
+		e.Headers = map[string]string{"content-type": "application/json", "idempotency-key": idemKey}
+		ctx, cancel := fuzzContext()
+		defer cancel()
+		resp, err := serve(ctx, e)
+		checkAnswer(t, resp, err)
+	})
+}
+
+// FuzzEvent sends arbitrary payload-2.0 events, whatever their route, path,
+// headers, claims and encoding, to both functions. Seeds are in
+// testdata/fuzz/FuzzEvent.
+func FuzzEvent(f *testing.F) {
+	for _, name := range []string{"chat-new.json", "chat-continue.json", "chat-tool.json", "chat-jwt.json", "structured.json", "session-get.json", "session-delete.json"} {
+		raw, err := json.Marshal(fixture(f, name))
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(raw)
+	}
+	a := newAPI(f, nil)
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		var e events.APIGatewayV2HTTPRequest
+		if json.Unmarshal(raw, &e) != nil {
+			t.Skip("not an event: the Lambda runtime would refuse it before the handler")
+		}
+		for _, serve := range []func(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error){a.h.Chat, a.h.Structured} {
+			ctx, cancel := fuzzContext()
+			resp, err := serve(ctx, e)
+			cancel()
+			checkAnswer(t, resp, err)
+		}
+	})
+}

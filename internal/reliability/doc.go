@@ -1,0 +1,10 @@
+// Package reliability holds the reliability suite: tests that inject what
+// production brings (concurrent turns, crashes, faults, deadlines, hostile
+// owners) and check that no turn is half-written, no message lost, and no
+// session left unusable. RELIABILITY.md lists each guarantee, the test that
+// proves it, and the last run's results, which
+//
+//	RELIABILITY_MD=RELIABILITY.md go test -count=1 ./internal/reliability
+//
+// writes into it.
+package reliability
