@@ -20,8 +20,9 @@
 // a claim, partition "id#" + session id, sort key "claim", holding the owner,
 // on the condition that no other owner holds a live claim; another owner's
 // first commit under that id then fails with ErrNotFound, so an id in use
-// never reveals that it exists. The claim expires with the session and is
-// renewed, at most twice per TTL, by the session's commits.
+// never reveals that it exists. The claim is written to live twice the TTL
+// and renewed by a commit when less than one TTL is left, so it outlives the
+// session item, and a session's commits write it at most once per TTL.
 //
 // Messages are JSON compressed with DEFLATE, in a binary attribute. A message
 // too large for one item (400 KB) is split into parts and reassembled on load,

@@ -387,13 +387,14 @@ func (s *Store) Commit(ctx context.Context, sess *Session, turn Turn) error {
 	if sess.Version == 0 {
 		created = now
 	}
-	// The claim on the session id is written with the first commit, and
-	// again whenever it has less than half its life left, so that a turn
-	// usually writes no more than its messages and the session item.
+	// The claim on the session id lives twice as long as the session item
+	// and is renewed whenever it has less than a TTL left, so it always
+	// outlives the session, while a turn usually writes no more than its
+	// messages and the session item.
 	claimedUntil := sess.claimedUntil
 	claimIndex := -1
-	if sess.Version == 0 || (claimedUntil > 0 && claimedUntil-now.Unix() < int64(s.cfg.TTL.Seconds())/2) {
-		claimedUntil = expires
+	if sess.Version == 0 || (claimedUntil > 0 && claimedUntil-now.Unix() < int64(s.cfg.TTL.Seconds())) {
+		claimedUntil = s.expiry(now, 2*s.cfg.TTL)
 		claimIndex = len(items)
 		put(item{
 			PartitionKey: str(claimKey(sess.ID)),

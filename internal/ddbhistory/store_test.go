@@ -553,6 +553,30 @@ func TestOwnersAreIsolated(t *testing.T) {
 	})
 }
 
+func TestIDClaimOutlivesAQuietSession(t *testing.T) {
+	runBackends(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b, ddbhistory.Config{TTL: time.Hour})
+		bob := ddbhistory.Key{Owner: "bob", ID: alice.ID}
+		sess := ddbhistory.NewSession(alice)
+		if err := e.store.Commit(t.Context(), sess, ddbhistory.Turn{Messages: turn(0)}); err != nil {
+			t.Fatal(err)
+		}
+		e.now.advance(25 * time.Minute)
+		if err := e.store.Commit(t.Context(), sess, ddbhistory.Turn{Messages: turn(1)}); err != nil {
+			t.Fatal(err)
+		}
+		// 65 minutes in, the session (last commit at 25) has 20 minutes left.
+		e.now.advance(40 * time.Minute)
+		if err := e.store.Commit(t.Context(), ddbhistory.NewSession(bob), ddbhistory.Turn{Messages: turn(9)}); !errors.Is(err, ddbhistory.ErrNotFound) {
+			t.Errorf("bob took the id of a live session: %v", err)
+		}
+		e.now.advance(time.Minute)
+		if err := e.store.Commit(t.Context(), sess, ddbhistory.Turn{Messages: turn(2)}); err != nil {
+			t.Errorf("alice's commit on her live session: %v", err)
+		}
+	})
+}
+
 func TestIDClaimFollowsTheSession(t *testing.T) {
 	runBackends(t, func(t *testing.T, b backend) {
 		e := newEnv(t, b, ddbhistory.Config{TTL: time.Hour})
@@ -572,8 +596,8 @@ func TestIDClaimFollowsTheSession(t *testing.T) {
 		if err := e.store.Commit(t.Context(), ddbhistory.NewSession(bob), ddbhistory.Turn{Messages: turn(9)}); !errors.Is(err, ddbhistory.ErrNotFound) {
 			t.Errorf("after 100 minutes of activity the id was free: %v", err)
 		}
-		// Once the session has expired, so has the claim.
-		e.now.advance(2 * time.Hour)
+		// Once the session and its claim have expired, the id is free.
+		e.now.advance(3 * time.Hour)
 		if err := e.store.Commit(t.Context(), ddbhistory.NewSession(bob), ddbhistory.Turn{Messages: turn(9)}); err != nil {
 			t.Errorf("bob's commit on an expired id: %v", err)
 		}
@@ -781,6 +805,35 @@ func TestZeroTTLNeverExpires(t *testing.T) {
 		got, err := e.store.Load(t.Context(), alice, "")
 		if err != nil || len(got.Conversation.Messages) != 4 || !got.ExpiresAt.IsZero() {
 			t.Errorf("after ten years: %+v, %v", got, err)
+		}
+	})
+}
+
+func TestDeleteRacingACommitDeletesNothing(t *testing.T) {
+	runBackends(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b, ddbhistory.Config{})
+		fill(t, e.store, alice, 4, 40)
+		// DynamoDB refuses the delete of an item a transaction is writing.
+		var once sync.Once
+		e.count.setFault(func(op string, _ []byte) *http.Response {
+			var resp *http.Response
+			if op == "DeleteItem" {
+				once.Do(func() {
+					resp = &http.Response{
+						StatusCode: 400,
+						Header:     http.Header{"Content-Type": {"application/x-amz-json-1.0"}},
+						Body:       io.NopCloser(strings.NewReader(`{"__type":"com.amazonaws.dynamodb.v20120810#TransactionConflictException","message":"Transaction is ongoing for the item"}`)),
+					}
+				})
+			}
+			return resp
+		})
+		if err := e.store.Delete(t.Context(), alice); !errors.Is(err, ddbhistory.ErrConflict) {
+			t.Errorf("err = %v, want ErrConflict", err)
+		}
+		e.count.setFault(nil)
+		if got, err := e.store.Load(t.Context(), alice, ""); err != nil || got.Count != 4 {
+			t.Errorf("the session after a conflicting delete: %+v, %v", got, err)
 		}
 	})
 }

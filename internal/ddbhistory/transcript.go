@@ -148,12 +148,12 @@ func (s *Store) Delete(ctx context.Context, key Key) error {
 		ExpressionAttributeNames:  map[string]string{"#pk": PartitionKey, "#ttl": TTLAttribute},
 		ExpressionAttributeValues: item{":zero": num(0), ":now": num(s.cfg.Now().Unix())},
 	}, s.retries)
-	missing := false
-	if err != nil {
-		if err = classify(err); !errors.Is(err, ErrConflict) {
-			return fmt.Errorf("ddbhistory: delete %s: %w", key.ID, err)
-		}
-		missing = true // the condition failed: there was no live session item
+	var failed *types.ConditionalCheckFailedException
+	missing := errors.As(err, &failed) // there was no live session item
+	if err != nil && !missing {
+		// A commit in flight on the session item conflicts with the delete:
+		// nothing is deleted, and the caller may retry.
+		return fmt.Errorf("ddbhistory: delete %s: %w", key.ID, classify(err))
 	}
 	keys, err := s.queryAll(ctx, &dynamodb.QueryInput{
 		TableName:                 aws.String(s.cfg.Table),
