@@ -280,6 +280,9 @@ func (t *turn) converse(ctx context.Context, req ModelRequest, extra ...Message)
 			return nil, err
 		}
 		req.Messages = t.conv.view(extra...)
+		if len(req.Tools) == 0 {
+			req.Messages = withoutToolBlocks(req.Messages)
+		}
 		resp, err := t.call(ctx, &req)
 		if !IsModelError(err, KindOverflow) && (err != nil || resp.StopReason != StopContextExceeded) {
 			return resp, err

@@ -790,3 +790,26 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		}
 	}
 }
+
+func TestToolHistoryWithToolsSwitchedOff(t *testing.T) {
+	// A session that used a tool, loaded by an agent that has no tools (a
+	// redeploy with TOOLS=none): Bedrock refuses tool blocks without a tool
+	// configuration, so they must reach it as text.
+	s := newServer(t)
+	s.Enqueue(conversetest.ToolUse("c1", "calculator", map[string]string{"expression": "6*7"}), conversetest.Text("42"))
+	withTools := newAgent(t, s, agent.Config{Tools: []agent.Tool{tools.Calculator()}})
+	conv := &agent.Conversation{}
+	res, err := withTools.Run(t.Context(), conv, input("6*7?"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	without := newAgent(t, s, agent.Config{})
+	s.Enqueue(conversetest.Text("still here"))
+	if _, err := without.Run(t.Context(), next(t, conv, res), input("and now?")); err != nil {
+		t.Fatalf("a session with tool history, without tools: %v", err)
+	}
+	last := s.Requests()[len(s.Requests())-1]
+	if last.ToolConfig != nil || !strings.Contains(last.Messages[1].Text(), "[called tool calculator") {
+		t.Errorf("request: toolConfig %v, message %q", last.ToolConfig, last.Messages[1].Text())
+	}
+}

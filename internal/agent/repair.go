@@ -67,6 +67,34 @@ func Repair(msgs []Message) []Message {
 	return out
 }
 
+// withoutToolBlocks returns msgs with tool uses and tool results turned into
+// text. Bedrock refuses such blocks in a request that offers no tools, which
+// is what a session that used tools meets once its tools are switched off.
+func withoutToolBlocks(msgs []Message) []Message {
+	out := make([]Message, len(msgs))
+	for i, m := range msgs {
+		out[i] = m
+		changed := false
+		for j, b := range m.Content {
+			var text string
+			switch {
+			case b.ToolUse != nil:
+				text = fmt.Sprintf("[called tool %s with %s]", b.ToolUse.Name, b.ToolUse.Input)
+			case b.ToolResult != nil:
+				text = "[" + resultText(b.ToolResult) + "]"
+			default:
+				continue
+			}
+			if !changed {
+				out[i] = m.clone()
+				changed = true
+			}
+			out[i].Content[j] = Text(text)
+		}
+	}
+	return out
+}
+
 // limitMedia keeps the latest MaxImages images and MaxDocuments documents,
 // which is all Bedrock accepts in one request, and turns older ones into
 // notes. It changes msgs in place, copying any tool result it changes.
