@@ -43,6 +43,10 @@ const (
 	attrParts       = "parts"
 	attrResponse    = "response"
 	attrClaimed     = "claimed_until"
+	attrStatus      = "status"
+	attrFingerprint = "fingerprint"
+	attrFirst       = "first"
+	attrToken       = "token"
 )
 
 type item = map[string]types.AttributeValue

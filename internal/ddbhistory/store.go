@@ -26,6 +26,7 @@ type DynamoDBAPI interface {
 	TransactWriteItems(context.Context, *dynamodb.TransactWriteItemsInput, ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error)
 	BatchWriteItem(context.Context, *dynamodb.BatchWriteItemInput, ...func(*dynamodb.Options)) (*dynamodb.BatchWriteItemOutput, error)
 	DeleteItem(context.Context, *dynamodb.DeleteItemInput, ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
+	PutItem(context.Context, *dynamodb.PutItemInput, ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
 }
 
 // Config configures a Store. Zero values mean the documented defaults.
@@ -120,12 +121,14 @@ type Session struct {
 	UpdatedAt    time.Time
 	// ExpiresAt is zero when the session never expires.
 	ExpiresAt time.Time
-	// Replay is the response stored with the idempotency key given to Load,
-	// when a turn with that key was committed.
-	Replay json.RawMessage
+	// Replay is what the idempotency key given to Load recorded, when a
+	// turn with that key was committed.
+	Replay *Replay
 
 	incarnation  string // tells this session from an earlier one with its key
 	claimedUntil int64  // when the claim on the session id expires; 0 never
+	idemKey      string // the idempotency key this turn holds; see Begin
+	idemToken    string // and the token of the hold
 }
 
 // NewSession returns a session that does not exist yet, for a first commit.
@@ -158,14 +161,17 @@ func (s *Store) Load(ctx context.Context, key Key, idempotencyKey string) (*Sess
 			return err
 		})
 	}
-	if err := g.Wait(); err != nil {
+	err := g.Wait()
+	if err != nil {
 		if errors.Is(err, ErrNotFound) {
 			err = s.checkClaim(ctx, key)
 		}
 		return nil, fmt.Errorf("ddbhistory: load %s: %w", key.ID, err)
 	}
-	if replay != nil && !expired(replay, s.cfg.Now()) && getS(replay, attrIncarnation) == sess.incarnation {
-		sess.Replay = getB(replay, attrResponse)
+	if replay != nil && !expired(replay, s.cfg.Now()) && getS(replay, attrStatus) == statusDone && getS(replay, attrIncarnation) == sess.incarnation {
+		if sess.Replay, err = decodeReplay(replay); err != nil {
+			return nil, fmt.Errorf("ddbhistory: load %s: %w", key.ID, err)
+		}
 	}
 	return sess, nil
 }
@@ -309,8 +315,11 @@ type Turn struct {
 	Window agent.WindowState
 	// State is the agent state after the turn.
 	State map[string]json.RawMessage
-	// IdempotencyKey, when set, stores Response for replays of the turn.
+	// IdempotencyKey, when set, stores Response for replays of the turn,
+	// with Fingerprint, which identifies the request, and where the turn's
+	// messages are.
 	IdempotencyKey string
+	Fingerprint    string
 	Response       json.RawMessage
 }
 
@@ -366,13 +375,22 @@ func (s *Store) Commit(ctx context.Context, sess *Session, turn Turn) error {
 		incarnation = newIncarnation()
 	}
 	if turn.IdempotencyKey != "" {
+		// The record may replace this turn's own hold on the key (Begin).
+		c := absentOrExpired(SortKey, now)
+		c.expr += " OR #token = :token"
+		c.names["#token"] = attrToken
+		c.values[":token"] = str(sess.idemToken)
 		put(item{
 			PartitionKey:    str(pk),
 			SortKey:         str(skIdempotency + turn.IdempotencyKey),
-			attrResponse:    bin(turn.Response),
+			attrStatus:      str(statusDone),
+			attrResponse:    bin(compress(turn.Response)),
+			attrFingerprint: str(turn.Fingerprint),
+			attrFirst:       num(sess.Count),
+			attrCount:       num(len(turn.Messages)),
 			attrIncarnation: str(incarnation),
 			TTLAttribute:    num(s.expiry(now, s.cfg.IdempotencyTTL)),
-		}, absentOrExpired(SortKey, now))
+		}, c)
 	}
 
 	window, err := json.Marshal(turn.Window)
@@ -452,6 +470,7 @@ func (s *Store) Commit(ctx context.Context, sess *Session, turn Turn) error {
 	}
 	sess.incarnation = incarnation
 	sess.Replay = nil
+	sess.idemKey, sess.idemToken = "", ""
 	return nil
 }
 

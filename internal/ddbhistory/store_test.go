@@ -279,9 +279,12 @@ func TestCancelledCommitChangesNothing(t *testing.T) {
 func TestIdempotentReplay(t *testing.T) {
 	runBackends(t, func(t *testing.T, b backend) {
 		e := newEnv(t, b, ddbhistory.Config{})
-		sess := ddbhistory.NewSession(alice)
-		response := json.RawMessage(`{"text":"answer 0"}`)
-		if err := e.store.Commit(t.Context(), sess, ddbhistory.Turn{Messages: turn(0), IdempotencyKey: "req-1", Response: response}); err != nil {
+		sess := fill(t, e.store, alice, 4, 40)
+		response := json.RawMessage(`{"text":"answer 9"}`)
+		if err := e.store.Begin(t.Context(), sess, "req-1", "fp-1"); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.store.Commit(t.Context(), sess, ddbhistory.Turn{Messages: turn(9), IdempotencyKey: "req-1", Fingerprint: "fp-1", Response: response}); err != nil {
 			t.Fatal(err)
 		}
 		e.count.reset()
@@ -289,17 +292,22 @@ func TestIdempotentReplay(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if string(got.Replay) != string(response) {
-			t.Errorf("replay %s, want %s", got.Replay, response)
+		want := &ddbhistory.Replay{Response: response, Fingerprint: "fp-1", First: 4, Count: 2}
+		if diff := cmp.Diff(want, got.Replay); diff != "" {
+			t.Errorf("replay (-want +got):\n%s", diff)
 		}
 		if requests, _, _, _ := e.count.reset(); requests != 2 {
 			t.Errorf("load with a key took %d requests, want 2", requests)
 		}
 		other, err := e.store.Load(t.Context(), alice, "req-2")
 		if err != nil || other.Replay != nil {
-			t.Errorf("another key: replay %s, err %v", other.Replay, err)
+			t.Errorf("another key: replay %v, err %v", other.Replay, err)
 		}
-		// A retried request that does run again cannot store a second turn.
+		// A retry that runs anyway can neither hold the key nor store a turn.
+		var inUse *ddbhistory.KeyInUseError
+		if err := e.store.Begin(t.Context(), other, "req-1", "fp-1"); !errors.As(err, &inUse) || !inUse.Committed || inUse.Fingerprint != "fp-1" {
+			t.Errorf("Begin on a used key: %v", err)
+		}
 		if err := e.store.Commit(t.Context(), other, ddbhistory.Turn{Messages: turn(1), IdempotencyKey: "req-1", Response: json.RawMessage(`{}`)}); !errors.Is(err, ddbhistory.ErrConflict) {
 			t.Errorf("second commit with the key: %v, want ErrConflict", err)
 		}
@@ -307,8 +315,45 @@ func TestIdempotentReplay(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(page.Messages) != 2 || page.Session.Version != 1 {
+		if len(page.Messages) != 6 || page.Session.Version != 2 {
 			t.Errorf("replaying wrote something: %d messages, version %d", len(page.Messages), page.Session.Version)
+		}
+	})
+}
+
+func TestIdempotencyHolds(t *testing.T) {
+	runBackends(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b, ddbhistory.Config{})
+		first, second := ddbhistory.NewSession(alice), ddbhistory.NewSession(alice)
+		if err := e.store.Begin(t.Context(), first, "k", "fp-a"); err != nil {
+			t.Fatal(err)
+		}
+		// While the first request runs, a retry is refused, and told whose.
+		var inUse *ddbhistory.KeyInUseError
+		if err := e.store.Begin(t.Context(), second, "k", "fp-b"); !errors.As(err, &inUse) || inUse.Committed || inUse.Fingerprint != "fp-a" {
+			t.Errorf("Begin on a held key: %v", err)
+		}
+		// A failed turn releases the key, and the retry may run.
+		if err := e.store.Release(t.Context(), first); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.store.Begin(t.Context(), second, "k", "fp-b"); err != nil {
+			t.Errorf("Begin after Release: %v", err)
+		}
+		// Releasing a hold that is not ours does nothing.
+		if err := e.store.Release(t.Context(), first); err != nil {
+			t.Errorf("second Release: %v", err)
+		}
+		if err := e.store.Begin(t.Context(), first, "k", "fp-a"); !errors.Is(err, ddbhistory.ErrKeyInUse) {
+			t.Errorf("the other hold was freed: %v", err)
+		}
+		// A hold whose process died expires.
+		e.now.advance(ddbhistory.DefaultHoldTTL + time.Second)
+		if err := e.store.Begin(t.Context(), first, "k", "fp-a"); err != nil {
+			t.Errorf("Begin after the hold expired: %v", err)
+		}
+		if err := e.store.Commit(t.Context(), first, ddbhistory.Turn{Messages: turn(0), IdempotencyKey: "k", Fingerprint: "fp-a", Response: json.RawMessage(`1`)}); err != nil {
+			t.Errorf("Commit replacing its own hold: %v", err)
 		}
 	})
 }
@@ -326,7 +371,7 @@ func TestIdempotencyKeyExpires(t *testing.T) {
 			t.Fatal(err)
 		}
 		if got.Replay != nil {
-			t.Errorf("expired key replayed %s", got.Replay)
+			t.Errorf("expired key replayed %s", got.Replay.Response)
 		}
 		// And the key may be used again.
 		if err := e.store.Commit(t.Context(), got, ddbhistory.Turn{Messages: turn(1), IdempotencyKey: "k", Response: json.RawMessage(`2`)}); err != nil {
@@ -386,7 +431,7 @@ func TestExpiry(t *testing.T) {
 			t.Fatal(err)
 		}
 		if got.Replay != nil || len(got.Conversation.Messages) != 2 || got.Conversation.Messages[0].Text() != "question 5" {
-			t.Errorf("re-created session: replay %s, messages %+v", got.Replay, got.Conversation.Messages)
+			t.Errorf("re-created session: replay %v, messages %+v", got.Replay, got.Conversation.Messages)
 		}
 	})
 }

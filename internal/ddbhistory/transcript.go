@@ -97,6 +97,10 @@ func (s *Store) Transcript(ctx context.Context, key Key, cursor string, limit in
 	return page, nil
 }
 
+// CursorAt returns the cursor of the transcript page that starts at message
+// index i, such as the first message of a turn that Replay locates.
+func CursorAt(i int) string { return encodeCursor(i) }
+
 // Cursors are opaque to callers; inside they are the next message index.
 func encodeCursor(i int) string {
 	return base64.RawURLEncoding.EncodeToString([]byte(strconv.Itoa(i)))

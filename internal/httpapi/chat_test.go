@@ -1,6 +1,8 @@
 package httpapi_test
 
 import (
+	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -347,5 +349,67 @@ func TestLogsOneLinePerRequest(t *testing.T) {
 	}
 	if bad["status"] != 400.0 || bad["outcome"] != "invalid_session_id" || bad["level"] != "WARN" {
 		t.Errorf("failure line: %s", lines[1])
+	}
+}
+
+func TestIdempotencyKeyWhileTheFirstRequestRuns(t *testing.T) {
+	a := newAPI(t, nil)
+	a.model.Enqueue(conversetest.Text("slow answer").WithDelay(300 * time.Millisecond))
+	req := request{route: "chat-new.json", body: map[string]any{"session_id": "held", "message": "once"}, headers: map[string]string{"Idempotency-Key": "k-1"}}
+	first := make(chan response, 1)
+	go func() { first <- a.invoke(t, req) }()
+	for a.model.Calls() == 0 {
+		time.Sleep(5 * time.Millisecond)
+	}
+	// A retry while the first runs must not run the turn again.
+	retry := a.invoke(t, req)
+	if retry.status != 409 || retry.errorCode() != "in_progress" || retry.headers["Retry-After"] == "" {
+		t.Errorf("retry while running: %d %s", retry.status, retry.raw)
+	}
+	got := <-first
+	if got.status != 200 {
+		t.Fatalf("first: %d %s", got.status, got.raw)
+	}
+	if a.model.Calls() != 1 {
+		t.Errorf("the model was called %d times", a.model.Calls())
+	}
+	// Once it has committed, the retry gets its response.
+	if again := a.invoke(t, req); again.raw != got.raw || again.headers["Idempotent-Replayed"] != "true" {
+		t.Errorf("retry after commit: %d %s", again.status, again.raw)
+	}
+	// The key for another request is refused, whatever it asks.
+	other := request{route: "chat-new.json", body: map[string]any{"session_id": "held", "message": "something else"}, headers: map[string]string{"Idempotency-Key": "k-1"}}
+	if r := a.invoke(t, other); r.status != 422 || r.errorCode() != "idempotency_key_reused" {
+		t.Errorf("key reused for another request: %d %s", r.status, r.raw)
+	}
+	structured := request{route: "structured.json", body: map[string]any{"session_id": "held", "prompt": "once", "schema": map[string]any{"type": "object"}}, headers: map[string]string{"Idempotency-Key": "k-1"}}
+	if r := a.invoke(t, structured); r.status != 422 {
+		t.Errorf("key reused on another route: %d %s", r.status, r.raw)
+	}
+}
+
+func TestFailedTurnReleasesItsIdempotencyKey(t *testing.T) {
+	a := newAPI(t, nil)
+	a.model.Enqueue(conversetest.AccessDenied())
+	req := request{route: "chat-new.json", body: map[string]any{"session_id": "retry-me", "message": "hello"}, headers: map[string]string{"Idempotency-Key": "k-2"}}
+	if r := a.invoke(t, req); r.status != 502 {
+		t.Fatalf("first attempt: %d %s", r.status, r.raw)
+	}
+	if r := a.invoke(t, req); r.status != 200 {
+		t.Errorf("retry after a failure: %d %s", r.status, r.raw)
+	}
+}
+
+func TestBigTurnWithIdempotencyKey(t *testing.T) {
+	a := newAPI(t, nil)
+	img := base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{0x89, 'P', 'N', 'G', 1, 2, 3, 4}, 30_000)) // 240 KB
+	req := request{route: "chat-new.json", headers: map[string]string{"Idempotency-Key": "k-3"},
+		body: `{"session_id":"pictures","content":[{"text":"what is this?"},{"image":{"format":"png","source":{"bytes":"` + img + `"}}}]}`}
+	first := a.invoke(t, req)
+	if first.status != 200 {
+		t.Fatalf("%d %s", first.status, first.raw)
+	}
+	if again := a.invoke(t, req); again.raw != first.raw {
+		t.Errorf("the replay of a big turn differs: %d, %d bytes", again.status, len(again.raw))
 	}
 }

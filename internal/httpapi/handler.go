@@ -19,15 +19,21 @@ import (
 )
 
 // Store is the session store, as the handlers use it. *ddbhistory.Store
-// implements it; its errors are the ddbhistory sentinels.
+// implements it; its errors are the ddbhistory sentinels and types. It must
+// be safe for concurrent use: one Handler serves concurrent requests, and a
+// Session is used by one request at a time.
 type Store interface {
 	Load(ctx context.Context, key ddbhistory.Key, idempotencyKey string) (*ddbhistory.Session, error)
+	Begin(ctx context.Context, sess *ddbhistory.Session, idempotencyKey, fingerprint string) error
+	Release(ctx context.Context, sess *ddbhistory.Session) error
 	Commit(ctx context.Context, sess *ddbhistory.Session, turn ddbhistory.Turn) error
 	Transcript(ctx context.Context, key ddbhistory.Key, cursor string, limit int) (*ddbhistory.Page, error)
 	Delete(ctx context.Context, key ddbhistory.Key) error
 }
 
-// Agent runs turns. *agent.Agent implements it.
+// Agent runs turns. *agent.Agent implements it. It must be safe for
+// concurrent use, and leave the Conversation it is given unchanged; its
+// errors are the agent sentinels and types.
 type Agent interface {
 	Run(ctx context.Context, conv *agent.Conversation, input []agent.ContentBlock) (*agent.Result, error)
 	Structured(ctx context.Context, conv *agent.Conversation, req agent.StructuredRequest) (*agent.StructuredResult, error)

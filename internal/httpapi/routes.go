@@ -2,8 +2,11 @@ package httpapi
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"time"
@@ -70,22 +73,23 @@ func windowOf(w agent.WindowState) Window {
 // maximum size.
 func (h *Handler) bodyLimit() int { return 2*h.cfg.MaxMessageBytes + 64<<10 }
 
-// decodeTurn returns the caller and decodes a turn's body into v.
-func (h *Handler) decodeTurn(req *events.APIGatewayV2HTTPRequest, v any) (string, *Error) {
+// decodeTurn returns the caller and the body of a turn's request, decoded
+// into v.
+func (h *Handler) decodeTurn(req *events.APIGatewayV2HTTPRequest, v any) (string, []byte, *Error) {
 	owner, e := h.owner(req)
 	if e != nil {
-		return "", e
+		return "", nil, e
 	}
 	raw, e := body(req, h.bodyLimit())
 	if e != nil {
-		return "", e
+		return "", nil, e
 	}
-	return owner, decodeJSON(raw, v, "the body")
+	return owner, raw, decodeJSON(raw, v, "the body")
 }
 
 func (h *Handler) chat(ctx context.Context, req *events.APIGatewayV2HTTPRequest, rec *record) (int, []byte, error) {
 	var in ChatRequest
-	owner, e := h.decodeTurn(req, &in)
+	owner, raw, e := h.decodeTurn(req, &in)
 	if e != nil {
 		return 0, nil, e
 	}
@@ -93,50 +97,93 @@ func (h *Handler) chat(ctx context.Context, req *events.APIGatewayV2HTTPRequest,
 	if e != nil {
 		return 0, nil, e
 	}
-	return h.turn(ctx, req, rec, owner, in.SessionID, func(sess *ddbhistory.Session) (*agent.Result, any, error) {
-		res, err := h.cfg.Agent.Run(ctx, &sess.Conversation, input)
-		if err != nil {
-			return nil, nil, err
-		}
-		return res, ChatResponse{
-			SessionID:  sess.ID,
-			Text:       res.Text,
-			Messages:   res.Messages,
-			StopReason: res.StopReason,
-			Usage:      res.Usage,
-			Metrics:    metricsOf(res),
-			Window:     windowOf(res.Window),
-		}, nil
-	})
+	return h.turn(ctx, req, rec, owner, turnSpec{route: RouteChat, body: raw, named: in.SessionID,
+		run: func(sess *ddbhistory.Session) (*agent.Result, any, any, error) {
+			res, err := h.cfg.Agent.Run(ctx, &sess.Conversation, input)
+			if err != nil {
+				return nil, nil, nil, err
+			}
+			answer := ChatResponse{
+				SessionID:  sess.ID,
+				Text:       res.Text,
+				Messages:   res.Messages,
+				StopReason: res.StopReason,
+				Usage:      res.Usage,
+				Metrics:    metricsOf(res),
+				Window:     windowOf(res.Window),
+			}
+			stored := answer
+			stored.Messages = nil // replays read them from the transcript
+			return res, answer, stored, nil
+		}})
+}
+
+// storeMargin is how long before the invocation's deadline store calls
+// give up, so that there is always time to answer.
+const storeMargin = 500 * time.Millisecond
+
+// storeContext returns the context for store calls: ctx, ending storeMargin
+// before its deadline.
+func storeContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if d, ok := ctx.Deadline(); ok {
+		return context.WithDeadline(ctx, d.Add(-storeMargin))
+	}
+	return context.WithCancel(ctx)
+}
+
+// turnSpec is one route's turn: its request and how to run it.
+type turnSpec struct {
+	route string
+	body  []byte  // the request body, which the idempotency fingerprint covers
+	named *string // the session the request names, if any
+	// run runs the turn and returns the result, the answer, and the form
+	// of the answer to store for replays.
+	run func(*ddbhistory.Session) (res *agent.Result, answer, stored any, err error)
 }
 
 // turn runs one turn on a session and commits it: load (or start) the
-// session, answer a replayed idempotency key from the store, run, encode the
-// answer, commit it with the turn. Nothing is written unless the whole turn
-// succeeded.
-func (h *Handler) turn(ctx context.Context, req *events.APIGatewayV2HTTPRequest, rec *record, owner string, named *string,
-	run func(*ddbhistory.Session) (*agent.Result, any, error)) (int, []byte, error) {
+// session, answer a replayed idempotency key from the store, hold the key,
+// run, encode the answer, commit it with the turn. Nothing is written unless
+// the whole turn succeeded.
+func (h *Handler) turn(ctx context.Context, req *events.APIGatewayV2HTTPRequest, rec *record, owner string, spec turnSpec) (int, []byte, error) {
 	idemKey, e := idempotencyKey(req)
 	if e != nil {
 		return 0, nil, e
 	}
-	id, e := sessionID(named, owner, idemKey)
+	id, e := sessionID(spec.named, owner, idemKey)
 	if e != nil {
 		return 0, nil, e
 	}
 	rec.sessionID = id
 	key := ddbhistory.Key{Owner: owner, ID: id}
-	sess, err := h.cfg.Store.Load(ctx, key, idemKey)
+	fp := fingerprint(spec.route, spec.body)
+	storeCtx, cancel := storeContext(ctx)
+	defer cancel()
+
+	sess, err := h.cfg.Store.Load(storeCtx, key, idemKey)
 	switch {
 	case errors.Is(err, ddbhistory.ErrNotFound) && !errors.Is(err, ddbhistory.ErrIDTaken):
 		sess = ddbhistory.NewSession(key) // created by the commit, under the caller
 	case err != nil:
 		return 0, nil, err
 	case sess.Replay != nil:
-		rec.replayed = true
-		return http.StatusOK, sess.Replay, nil
+		return h.replay(storeCtx, key, spec.route, fp, sess.Replay, rec)
 	}
-	res, answer, err := run(sess)
+	if idemKey != "" {
+		if err := h.cfg.Store.Begin(storeCtx, sess, idemKey, fp); err != nil {
+			return h.keyInUse(storeCtx, key, idemKey, spec.route, fp, err, rec)
+		}
+		defer func() {
+			// Free the key of a turn that did not commit, so a retry need
+			// not wait for the hold to expire; its own context, because
+			// the request's may be what ended the turn.
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+			defer cancel()
+			_ = h.cfg.Store.Release(rctx, sess)
+		}()
+	}
+
+	res, answer, stored, err := spec.run(sess)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -145,17 +192,84 @@ func (h *Handler) turn(ctx context.Context, req *events.APIGatewayV2HTTPRequest,
 	if err != nil {
 		return 0, nil, err
 	}
-	err = h.cfg.Store.Commit(ctx, sess, ddbhistory.Turn{
+	var replay []byte
+	if idemKey != "" {
+		if replay, err = json.Marshal(stored); err != nil {
+			return 0, nil, err
+		}
+	}
+	err = h.cfg.Store.Commit(storeCtx, sess, ddbhistory.Turn{
 		Messages:       res.Messages,
 		Window:         res.Window,
 		State:          res.State,
 		IdempotencyKey: idemKey,
-		Response:       out,
+		Fingerprint:    fp,
+		Response:       replay,
 	})
-	if err != nil {
+	switch {
+	case err != nil && storeCtx.Err() != nil:
+		return 0, nil, &Error{Status: http.StatusGatewayTimeout, Code: "timeout", Message: "the invocation ran out of time while the turn was being saved, so it may or may not be stored; retry with the same Idempotency-Key to find out", err: err}
+	case err != nil:
 		return 0, nil, err
 	}
 	return http.StatusOK, out, nil
+}
+
+// fingerprint identifies a request, so that an idempotency key reused for
+// another request is told apart from a retry.
+func fingerprint(route string, body []byte) string {
+	h := sha256.New()
+	h.Write([]byte(route + "\n"))
+	h.Write(body)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// keyInUse answers a request whose idempotency key another request holds or
+// has used.
+func (h *Handler) keyInUse(ctx context.Context, key ddbhistory.Key, idemKey, route, fp string, err error, rec *record) (int, []byte, error) {
+	var inUse *ddbhistory.KeyInUseError
+	switch {
+	case !errors.As(err, &inUse):
+		return 0, nil, err
+	case inUse.Fingerprint != fp:
+		return 0, nil, keyReused()
+	case inUse.Committed:
+		// The first request committed between our load and our hold.
+		if sess, err := h.cfg.Store.Load(ctx, key, idemKey); err == nil && sess.Replay != nil {
+			return h.replay(ctx, key, route, fp, sess.Replay, rec)
+		}
+	}
+	return 0, nil, &Error{Status: http.StatusConflict, Code: "in_progress", Message: "a request with this Idempotency-Key is still running; retry shortly to get its response", RetryAfter: 2, err: err}
+}
+
+func keyReused() *Error {
+	return &Error{Status: http.StatusUnprocessableEntity, Code: "idempotency_key_reused", Message: "this Idempotency-Key was used for a different request; use a new key for a new request"}
+}
+
+// replay answers with the response of the turn an idempotency key recorded.
+// A chat response is stored without its messages, which the transcript
+// holds already; they are read back from it.
+func (h *Handler) replay(ctx context.Context, key ddbhistory.Key, route, fp string, r *ddbhistory.Replay, rec *record) (int, []byte, error) {
+	if r.Fingerprint != fp {
+		return 0, nil, keyReused()
+	}
+	body := []byte(r.Response)
+	if route == RouteChat {
+		var resp ChatResponse
+		if err := json.Unmarshal(body, &resp); err != nil {
+			return 0, nil, fmt.Errorf("httpapi: decode a stored response: %w", err)
+		}
+		page, err := h.cfg.Store.Transcript(ctx, key, ddbhistory.CursorAt(r.First), max(r.Count, 1))
+		if err != nil {
+			return 0, nil, err
+		}
+		resp.Messages = page.Messages
+		if body, err = json.Marshal(resp); err != nil {
+			return 0, nil, err
+		}
+	}
+	rec.replayed = true
+	return http.StatusOK, body, nil
 }
 
 // StructuredRequest is the body of POST /structured.
@@ -178,7 +292,7 @@ type StructuredResponse struct {
 
 func (h *Handler) structured(ctx context.Context, req *events.APIGatewayV2HTTPRequest, rec *record) (int, []byte, error) {
 	var in StructuredRequest
-	owner, e := h.decodeTurn(req, &in)
+	owner, raw, e := h.decodeTurn(req, &in)
 	if e != nil {
 		return 0, nil, e
 	}
@@ -196,24 +310,26 @@ func (h *Handler) structured(ctx context.Context, req *events.APIGatewayV2HTTPRe
 	if err != nil {
 		return 0, nil, err
 	}
-	return h.turn(ctx, req, rec, owner, in.SessionID, func(sess *ddbhistory.Session) (*agent.Result, any, error) {
-		res, err := h.cfg.Agent.Structured(ctx, &sess.Conversation, agent.StructuredRequest{
-			Prompt:      prompt,
-			Schema:      schema,
-			Name:        in.Name,
-			Description: in.Description,
-		})
-		if err != nil {
-			return nil, nil, err
-		}
-		return &res.Result, StructuredResponse{
-			SessionID: sess.ID,
-			Data:      res.Data,
-			Attempts:  res.Attempts,
-			Usage:     res.Usage,
-			Metrics:   metricsOf(&res.Result),
-		}, nil
-	})
+	return h.turn(ctx, req, rec, owner, turnSpec{route: RouteStructured, body: raw, named: in.SessionID,
+		run: func(sess *ddbhistory.Session) (*agent.Result, any, any, error) {
+			res, err := h.cfg.Agent.Structured(ctx, &sess.Conversation, agent.StructuredRequest{
+				Prompt:      prompt,
+				Schema:      schema,
+				Name:        in.Name,
+				Description: in.Description,
+			})
+			if err != nil {
+				return nil, nil, nil, err
+			}
+			answer := StructuredResponse{
+				SessionID: sess.ID,
+				Data:      res.Data,
+				Attempts:  res.Attempts,
+				Usage:     res.Usage,
+				Metrics:   metricsOf(&res.Result),
+			}
+			return &res.Result, answer, answer, nil
+		}})
 }
 
 // SessionResponse is the answer to GET /sessions/{sessionId}: one page of
@@ -250,7 +366,9 @@ func (h *Handler) getSession(ctx context.Context, req *events.APIGatewayV2HTTPRe
 		}
 		limit = n
 	}
-	page, err := h.cfg.Store.Transcript(ctx, key, req.QueryStringParameters["cursor"], limit)
+	storeCtx, cancel := storeContext(ctx)
+	defer cancel()
+	page, err := h.cfg.Store.Transcript(storeCtx, key, req.QueryStringParameters["cursor"], limit)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -289,7 +407,9 @@ func (h *Handler) deleteSession(ctx context.Context, req *events.APIGatewayV2HTT
 	if e != nil {
 		return 0, nil, e
 	}
-	if err := h.cfg.Store.Delete(ctx, key); err != nil {
+	storeCtx, cancel := storeContext(ctx)
+	defer cancel()
+	if err := h.cfg.Store.Delete(storeCtx, key); err != nil {
 		return 0, nil, err
 	}
 	return http.StatusNoContent, nil, nil
