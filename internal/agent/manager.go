@@ -252,13 +252,6 @@ func truncateResult(r *ToolResultBlock, limit int) *ToolResultBlock {
 	return out
 }
 
-func cmpDefault[T int | float64](v, def T) T {
-	if v == 0 {
-		return def
-	}
-	return v
-}
-
 // Summarizing replaces the oldest messages with a summary written by a
 // model. The summary lives in WindowState and is shown at the head of the
 // window; the stored messages stay as they were.

@@ -33,7 +33,7 @@ func CompileSchema(raw json.RawMessage) (*Schema, error) {
 	}
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalidSchema, err)
+		return nil, fmt.Errorf("%w: %w", ErrInvalidSchema, err)
 	}
 	root, ok := doc.(map[string]any)
 	if !ok {
@@ -47,11 +47,11 @@ func CompileSchema(raw json.RawMessage) (*Schema, error) {
 	c.UseLoader(noLoader{})
 	const url = "mem:///schema.json"
 	if err := c.AddResource(url, doc); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalidSchema, err)
+		return nil, fmt.Errorf("%w: %w", ErrInvalidSchema, err)
 	}
 	compiled, err := c.Compile(url)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalidSchema, err)
+		return nil, fmt.Errorf("%w: %w", ErrInvalidSchema, err)
 	}
 	return &Schema{raw: bytes.Clone(raw), compiled: compiled}, nil
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/lambda-agent/lambda-agent/internal/agent"
+	"github.com/lambda-agent/lambda-agent/internal/httpapi"
 	"github.com/lambda-agent/lambda-agent/internal/tools"
 )
 
@@ -25,7 +26,7 @@ type Config struct {
 	// the length at which the summarizing manager summarizes.
 	WindowSize          int
 	SummaryRatio        float64 // SUMMARY_RATIO, default 0.3, in [0.1, 0.8]
-	PreserveRecent      int     // PRESERVE_RECENT_MESSAGES, default 10
+	PreserveRecent      int     // PRESERVE_RECENT_MESSAGES, default 10, at least 1
 	SummarizerModelID   string  // SUMMARIZER_MODEL_ID; empty means MODEL_ID
 	ContextWindowTokens int     // CONTEXT_WINDOW_TOKENS; 0 turns proactive reduction off
 	MaxCycles           int     // MAX_CYCLES, default 20
@@ -33,17 +34,20 @@ type Config struct {
 	// of them, and "none" none.
 	Tools            []string
 	SessionTTLDays   int    // SESSION_TTL_DAYS, default 30; 0 keeps sessions forever
-	MaxMessageBytes  int    // MAX_MESSAGE_BYTES, default 262144
+	MaxMessageBytes  int    // MAX_MESSAGE_BYTES, default 262144, at most MaxMessageBytes
 	GuardrailID      string // GUARDRAIL_ID
 	GuardrailVersion string // GUARDRAIL_VERSION
 	RequireAuth      bool   // REQUIRE_AUTH, default false
 }
 
-// Defaults for Config.
-const (
-	DefaultMaxMessageBytes = 256 << 10
-	DefaultSessionTTLDays  = 30
-)
+// DefaultSessionTTLDays is SESSION_TTL_DAYS's default.
+const DefaultSessionTTLDays = 30
+
+// MaxMessageBytes is the largest MAX_MESSAGE_BYTES. A turn is committed in
+// one DynamoDB transaction of at most 4 MB, and its request and response pass
+// through Lambda's 6 MB limit as base64 and JSON: a message of 2 MiB leaves
+// room for the rest of the turn in both.
+const MaxMessageBytes = 2 << 20
 
 // FromEnv reads the configuration with getenv, usually os.Getenv. An empty
 // variable is an unset one. It reports every invalid variable at once, so a
@@ -58,12 +62,12 @@ func FromEnv(getenv func(string) string) (*Config, error) {
 		Temperature:         p.fraction("TEMPERATURE", 0, 1),
 		Manager:             p.choice("CONVERSATION_MANAGER", "sliding", "sliding", "summarizing", "none"),
 		WindowSize:          p.integer("WINDOW_SIZE", agent.DefaultWindowSize, 2, 10_000),
-		PreserveRecent:      p.integer("PRESERVE_RECENT_MESSAGES", agent.DefaultPreserveRecent, 0, 10_000),
+		PreserveRecent:      p.integer("PRESERVE_RECENT_MESSAGES", agent.DefaultPreserveRecent, 1, 10_000),
 		SummarizerModelID:   getenv("SUMMARIZER_MODEL_ID"),
 		ContextWindowTokens: p.integer("CONTEXT_WINDOW_TOKENS", 0, 1000, 100_000_000),
 		MaxCycles:           p.integer("MAX_CYCLES", agent.DefaultMaxCycles, 1, 1000),
 		SessionTTLDays:      p.integer("SESSION_TTL_DAYS", DefaultSessionTTLDays, 0, 36_500),
-		MaxMessageBytes:     p.integer("MAX_MESSAGE_BYTES", DefaultMaxMessageBytes, 1, 5<<20),
+		MaxMessageBytes:     p.integer("MAX_MESSAGE_BYTES", httpapi.DefaultMaxMessageBytes, 1, MaxMessageBytes),
 		GuardrailID:         getenv("GUARDRAIL_ID"),
 		GuardrailVersion:    getenv("GUARDRAIL_VERSION"),
 		RequireAuth:         p.boolean("REQUIRE_AUTH"),

@@ -71,8 +71,6 @@ func classify(err error) error {
 				return fmt.Errorf("%w: %s", ErrConflict, canceled.ErrorMessage())
 			case "ThrottlingError", "ProvisionedThroughputExceeded", "RequestLimitExceeded":
 				return fmt.Errorf("%w: %s", ErrThrottled, canceled.ErrorMessage())
-			case "ValidationError":
-				return fmt.Errorf("%w: %s", ErrInvalid, aws.ToString(r.Message))
 			}
 		}
 		return err
@@ -86,10 +84,6 @@ func classify(err error) error {
 		return fmt.Errorf("%w: %w", ErrConflict, err)
 	case "ThrottlingException", "ProvisionedThroughputExceededException", "RequestLimitExceeded":
 		return fmt.Errorf("%w: %w", ErrThrottled, err)
-	case "ValidationException":
-		// The store checks sizes and keys before it writes, so this is a
-		// request it should not have made; it must not reach callers raw.
-		return fmt.Errorf("%w: DynamoDB rejected the request: %s", ErrInvalid, api.ErrorMessage())
 	}
 	return err
 }

@@ -23,8 +23,8 @@ const (
 	// partBytes is how much of a message body one item carries, leaving room
 	// for the keys (the owner may be long) and the other attributes.
 	partBytes = MaxItemBytes - 8*1024
-	// maxOwnerBytes bounds the owner, and so the partition key.
-	maxOwnerBytes = 1024
+	// MaxOwnerBytes bounds the owner, and so the partition key.
+	MaxOwnerBytes = 1024
 )
 
 // Attribute names.

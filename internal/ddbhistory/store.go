@@ -99,8 +99,8 @@ func ValidID(id string) bool { return idPattern.MatchString(id) }
 
 func (k Key) validate() error {
 	switch {
-	case k.Owner == "" || len(k.Owner) > maxOwnerBytes || !utf8.ValidString(k.Owner):
-		return fmt.Errorf("%w: owner must be 1 to %d bytes of UTF-8", ErrInvalid, maxOwnerBytes)
+	case k.Owner == "" || len(k.Owner) > MaxOwnerBytes || !utf8.ValidString(k.Owner):
+		return fmt.Errorf("%w: owner must be 1 to %d bytes of UTF-8", ErrInvalid, MaxOwnerBytes)
 	case !ValidID(k.ID):
 		return fmt.Errorf("%w: session id %q does not match %s", ErrInvalid, k.ID, idPattern)
 	}

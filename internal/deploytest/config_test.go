@@ -185,7 +185,7 @@ func TestConfigReadsTemplate(t *testing.T) {
 				"ConversationManager":         "summarizing",
 				"WindowSize":                  "2",
 				"SummaryRatio":                "0.8",
-				"PreserveRecentMessages":      "0",
+				"PreserveRecentMessages":      "1",
 				"SummarizerModelId":           "us.amazon.nova-lite-v1:0",
 				"SummarizerFoundationModelId": "amazon.nova-lite-v1:0",
 				"GuardrailId":                 "abc123def456",

@@ -29,8 +29,8 @@ const maxIdempotencyKey = 128
 func (h *Handler) owner(req *events.APIGatewayV2HTTPRequest) (string, *Error) {
 	if a := req.RequestContext.Authorizer; a != nil && a.JWT != nil {
 		if sub := a.JWT.Claims["sub"]; sub != "" {
-			if len(sub) > 1024 {
-				return "", &Error{Status: http.StatusUnauthorized, Code: "unauthorized", Message: "the token's subject is longer than 1024 bytes"}
+			if len(sub) > ddbhistory.MaxOwnerBytes {
+				return "", &Error{Status: http.StatusUnauthorized, Code: "unauthorized", Message: fmt.Sprintf("the token's subject is longer than %d bytes", ddbhistory.MaxOwnerBytes)}
 			}
 			return sub, nil
 		}
