@@ -47,6 +47,10 @@ type Config struct {
 	// MaxReductions caps the reductions made to retry one overflowing call;
 	// 0 means DefaultMaxReductions.
 	MaxReductions int
+	// MaxStateBytes caps the agent state, which is persisted with the
+	// session and read and written on every turn; 0 means
+	// DefaultMaxStateBytes. A tool's Set past it fails, and the model is told.
+	MaxStateBytes int
 	// Hooks are called at points of every turn.
 	Hooks Hooks
 }
@@ -59,6 +63,7 @@ const (
 	DefaultReserve         = 3 * time.Second
 	DefaultReduceAt        = 0.8
 	DefaultMaxReductions   = 10
+	DefaultMaxStateBytes   = 64 << 10
 )
 
 // Agent runs turns. It keeps no conversation of its own: each turn starts from
@@ -82,7 +87,7 @@ func New(cfg Config) (*Agent, error) {
 		return nil, errors.New("agent: Model is required")
 	}
 	if cfg.MaxCycles < 0 || cfg.ToolConcurrency < 0 || cfg.ToolTimeout < 0 || cfg.Reserve < 0 ||
-		cfg.ContextWindowTokens < 0 || cfg.MaxReductions < 0 {
+		cfg.ContextWindowTokens < 0 || cfg.MaxReductions < 0 || cfg.MaxStateBytes < 0 {
 		return nil, errors.New("agent: negative limit in Config")
 	}
 	if cfg.ReduceAt < 0 || cfg.ReduceAt > 1 {
@@ -94,6 +99,7 @@ func New(cfg Config) (*Agent, error) {
 	cfg.Reserve = cmp.Or(cfg.Reserve, DefaultReserve)
 	cfg.ReduceAt = cmp.Or(cfg.ReduceAt, DefaultReduceAt)
 	cfg.MaxReductions = cmp.Or(cfg.MaxReductions, DefaultMaxReductions)
+	cfg.MaxStateBytes = cmp.Or(cfg.MaxStateBytes, DefaultMaxStateBytes)
 	if cfg.Manager == nil {
 		cfg.Manager = SlidingWindow{}
 	}
@@ -144,6 +150,23 @@ type Metrics struct {
 	Duration     time.Duration
 }
 
+// guardrailText stands for an input a guardrail intervened on.
+const guardrailText = "[This message was withheld: a guardrail intervened on this turn.]"
+
+// redactedInput is the input message m with its content replaced by a note;
+// the error results that answer an interrupted tool use stay, so the history
+// remains valid.
+func redactedInput(m Message) Message {
+	out := Message{Role: m.Role}
+	for _, b := range m.Content {
+		if b.ToolResult != nil {
+			out.Content = append(out.Content, b)
+		}
+	}
+	out.Content = append(out.Content, Text(guardrailText))
+	return out
+}
+
 // maxCyclesText closes a turn that reached the cycle cap, so that the
 // history still ends with an assistant message.
 const maxCyclesText = "I stopped here because this turn reached its limit of %d model calls. Ask me to continue if you want me to go on."
@@ -154,7 +177,8 @@ const maxCyclesText = "I stopped here because this turn reached its limit of %d 
 // meant to be persisted.
 //
 // Errors are ErrInvalidInput, ErrContextOverflow, ErrDeadline, a *ModelError,
-// or the context's error when ctx was cancelled.
+// or the context's error when ctx was cancelled; once the turn has begun they
+// come in a *TurnError that says what it used.
 func (a *Agent) Run(ctx context.Context, conv *Conversation, input []ContentBlock) (*Result, error) {
 	before(ctx, a.cfg.Hooks.BeforeInvocation, &BeforeInvocationEvent{Conversation: conv, Input: input})
 	res, err := a.run(ctx, conv, input)
@@ -217,7 +241,9 @@ type turn struct {
 }
 
 func (a *Agent) newTurn(conv *Conversation) *turn {
-	return &turn{a: a, conv: conv.clone(), state: NewState(conv.State), start: time.Now()}
+	state := NewState(conv.State)
+	state.limit = a.cfg.MaxStateBytes
+	return &turn{a: a, conv: conv.clone(), state: state, start: time.Now()}
 }
 
 func (t *turn) add(ctx context.Context, m Message) {
@@ -243,6 +269,12 @@ func (t *turn) userMessage(input []ContentBlock) Message {
 
 func (t *turn) finish(stop StopReason, text string) *Result {
 	t.metrics.Duration = time.Since(t.start)
+	if stop == StopGuardrailIntervened {
+		// The guardrail may have blocked the input. Kept, it would be sent
+		// and blocked again on every later turn, and the session would be
+		// stuck; it is stored as a note instead.
+		t.added[0] = redactedInput(t.added[0])
+	}
 	return &Result{
 		Messages:   t.added,
 		Text:       text,
@@ -259,12 +291,25 @@ func (t *turn) finish(stop StopReason, text string) *Result {
 func (t *turn) fail(ctx, work context.Context, err error) error {
 	switch {
 	case ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded):
-		return fmt.Errorf("agent: %w", ctx.Err())
+		err = ctx.Err()
 	case work.Err() != nil:
-		return fmt.Errorf("agent: %w (reserve %s)", ErrDeadline, t.a.cfg.Reserve)
+		err = fmt.Errorf("%w (reserve %s)", ErrDeadline, t.a.cfg.Reserve)
 	}
-	return fmt.Errorf("agent: %w", err)
+	t.metrics.Duration = time.Since(t.start)
+	return &TurnError{Err: fmt.Errorf("agent: %w", err), Usage: t.usage, Metrics: t.metrics}
 }
+
+// TurnError is a turn that failed after it began, with what it had used:
+// the tokens are billed whether or not the turn is kept. It wraps the cause.
+type TurnError struct {
+	Err     error
+	Usage   Usage
+	Metrics Metrics
+}
+
+func (e *TurnError) Error() string { return e.Err.Error() }
+
+func (e *TurnError) Unwrap() error { return e.Err }
 
 // converse calls the model with the current window, followed by extra
 // messages that are not part of the history. It lets the manager keep the
@@ -375,42 +420,42 @@ var (
 // a text block beside any document. Errors wrap ErrInvalidInput.
 func ValidateInput(input []ContentBlock) error {
 	if len(input) == 0 {
-		return fmt.Errorf("%w: no content", ErrInvalidInput)
+		return invalidInput("no content")
 	}
 	var images, docs, texts int
 	for i, b := range input {
 		switch {
 		case b.ToolUse != nil || b.ToolResult != nil || b.Reasoning != nil:
-			return fmt.Errorf("%w: content[%d]: only text, image and document blocks are accepted", ErrInvalidInput, i)
+			return invalidInput("content[%d]: only text, image and document blocks are accepted", i)
 		case b.Image != nil && b.Document == nil && b.Text == "":
 			images++
 			if err := checkMedia(b.Image.Format, imageFormats, b.Image.Source, MaxImageBytes); err != nil {
-				return fmt.Errorf("%w: content[%d]: image: %v", ErrInvalidInput, i, err)
+				return invalidInput("content[%d]: image: %v", i, err)
 			}
 		case b.Document != nil && b.Image == nil && b.Text == "":
 			docs++
 			if err := checkMedia(b.Document.Format, documentFormats, b.Document.Source, MaxDocumentBytes); err != nil {
-				return fmt.Errorf("%w: content[%d]: document: %v", ErrInvalidInput, i, err)
+				return invalidInput("content[%d]: document: %v", i, err)
 			}
 			if len(b.Document.Name) > 200 || !documentNamePattern.MatchString(b.Document.Name) {
-				return fmt.Errorf("%w: content[%d]: document name %q must be 1-200 letters, digits, single spaces, hyphens, parentheses or square brackets", ErrInvalidInput, i, b.Document.Name)
+				return invalidInput("content[%d]: document name %q must be 1-200 letters, digits, single spaces, hyphens, parentheses or square brackets", i, b.Document.Name)
 			}
 		case b.Image == nil && b.Document == nil:
 			if strings.TrimSpace(b.Text) == "" {
-				return fmt.Errorf("%w: content[%d]: text is blank", ErrInvalidInput, i)
+				return invalidInput("content[%d]: text is blank", i)
 			}
 			texts++
 		default:
-			return fmt.Errorf("%w: content[%d]: a block must have exactly one of text, image or document", ErrInvalidInput, i)
+			return invalidInput("content[%d]: a block must have exactly one of text, image or document", i)
 		}
 	}
 	switch {
 	case images > MaxImages:
-		return fmt.Errorf("%w: %d images; at most %d", ErrInvalidInput, images, MaxImages)
+		return invalidInput("%d images; at most %d", images, MaxImages)
 	case docs > MaxDocuments:
-		return fmt.Errorf("%w: %d documents; at most %d", ErrInvalidInput, docs, MaxDocuments)
+		return invalidInput("%d documents; at most %d", docs, MaxDocuments)
 	case docs > 0 && texts == 0:
-		return fmt.Errorf("%w: a document needs a text block beside it", ErrInvalidInput)
+		return invalidInput("a document needs a text block beside it")
 	}
 	return nil
 }

@@ -160,6 +160,35 @@ var (
 	ErrStructuredOutput = errors.New("structured output failed")
 )
 
+// InputError is a request the agent refuses. Kind is ErrInvalidInput or
+// ErrInvalidSchema; Reason says what is wrong, for the caller to read.
+type InputError struct {
+	Kind   error
+	Reason string
+	// Err is the cause, when there is one, such as the schema compiler's.
+	Err error
+}
+
+func (e *InputError) Error() string { return e.Kind.Error() + ": " + e.Reason }
+
+// Is makes errors.Is(err, e.Kind) true.
+func (e *InputError) Is(target error) bool { return target == e.Kind }
+
+func (e *InputError) Unwrap() error { return e.Err }
+
+func invalidInput(format string, args ...any) error {
+	return newInputError(ErrInvalidInput, format, args...)
+}
+
+func invalidSchema(format string, args ...any) error {
+	return newInputError(ErrInvalidSchema, format, args...)
+}
+
+func newInputError(kind error, format string, args ...any) *InputError {
+	err := fmt.Errorf(format, args...)
+	return &InputError{Kind: kind, Reason: err.Error(), Err: errors.Unwrap(err)}
+}
+
 // IsModelError reports whether err is a model failure of the given kind.
 func IsModelError(err error, kind ErrorKind) bool {
 	var me *ModelError

@@ -29,29 +29,29 @@ var ErrInvalidSchema = errors.New("invalid JSON Schema")
 // an error rather than a read, because schemas come from callers.
 func CompileSchema(raw json.RawMessage) (*Schema, error) {
 	if len(raw) > maxSchemaBytes {
-		return nil, fmt.Errorf("%w: larger than %d bytes", ErrInvalidSchema, maxSchemaBytes)
+		return nil, invalidSchema("larger than %d bytes", maxSchemaBytes)
 	}
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidSchema, err)
+		return nil, invalidSchema("%w", err)
 	}
 	root, ok := doc.(map[string]any)
 	if !ok {
-		return nil, fmt.Errorf("%w: the root must be a JSON object", ErrInvalidSchema)
+		return nil, invalidSchema("the root must be a JSON object")
 	}
 	if t, _ := root["type"].(string); t != "object" {
-		return nil, fmt.Errorf(`%w: the root must have "type": "object"`, ErrInvalidSchema)
+		return nil, invalidSchema(`the root must have "type": "object"`)
 	}
 	c := jsonschema.NewCompiler()
 	c.DefaultDraft(jsonschema.Draft2020)
 	c.UseLoader(noLoader{})
 	const url = "mem:///schema.json"
 	if err := c.AddResource(url, doc); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidSchema, err)
+		return nil, invalidSchema("%w", err)
 	}
 	compiled, err := c.Compile(url)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidSchema, err)
+		return nil, invalidSchema("%w", err)
 	}
 	return &Schema{raw: bytes.Clone(raw), compiled: compiled}, nil
 }

@@ -3,8 +3,10 @@ package agent
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"sync"
 )
 
@@ -13,9 +15,13 @@ import (
 // caller never shares memory with the store. A State is safe for concurrent
 // use, which matters because tools run concurrently.
 type State struct {
-	mu sync.Mutex
-	m  map[string]json.RawMessage
+	mu    sync.Mutex
+	m     map[string]json.RawMessage
+	limit int // total bytes of keys and values Set may reach; 0 is no limit
 }
+
+// ErrStateFull is returned by Set when the state would grow past its limit.
+var ErrStateFull = errors.New("agent state full")
 
 // NewState returns a State holding a copy of m.
 func NewState(m map[string]json.RawMessage) *State {
@@ -41,16 +47,36 @@ func (s *State) Get(key string, v any) (bool, error) {
 	return true, nil
 }
 
-// Set stores v under key. v must be encodable as JSON.
+// Set stores v under key. v must be encodable as JSON, and the state must
+// stay within its limit (Config.MaxStateBytes for a turn's state): it is
+// persisted with the session and read and written on every turn.
 func (s *State) Set(key string, v any) error {
 	raw, err := json.Marshal(v)
 	if err != nil {
 		return fmt.Errorf("agent: state %q: %w", key, err)
 	}
 	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.limit > 0 {
+		size := s.sizeLocked() - len(s.m[key]) + len(raw)
+		if _, ok := s.m[key]; !ok {
+			size += len(key)
+		}
+		if size > s.limit {
+			return fmt.Errorf("agent: state %q: %w: it would be %d bytes; at most %d", key, ErrStateFull, size, s.limit)
+		}
+	}
 	s.m[key] = raw
-	s.mu.Unlock()
 	return nil
+}
+
+// sizeLocked is the total size of keys and values.
+func (s *State) sizeLocked() int {
+	n := 0
+	for k, v := range s.m {
+		n += len(k) + len(v)
+	}
+	return n
 }
 
 // Delete removes key.
@@ -75,9 +101,5 @@ func (s *State) Snapshot() map[string]json.RawMessage {
 func (s *State) Keys() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	keys := make([]string, 0, len(s.m))
-	for k := range maps.Keys(s.m) {
-		keys = append(keys, k)
-	}
-	return keys
+	return slices.Collect(maps.Keys(s.m))
 }

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -86,5 +87,25 @@ func TestStateConcurrentUse(t *testing.T) {
 	wg.Wait()
 	if got := len(s.Keys()); got != 50 {
 		t.Errorf("%d keys, want 50", got)
+	}
+}
+
+func TestStateLimit(t *testing.T) {
+	s := NewState(map[string]json.RawMessage{"old": json.RawMessage(`"0123456789"`)})
+	s.limit = 40
+	if err := s.Set("a", "12345678"); err != nil { // 3+12 + 1+10 = 26
+		t.Fatal(err)
+	}
+	if err := s.Set("b", "123456789012345"); !errors.Is(err, ErrStateFull) { // would be 44
+		t.Errorf("Set past the limit: %v", err)
+	}
+	if err := s.Set("a", "1"); err != nil { // replacing a value frees its room
+		t.Errorf("Set that shrinks: %v", err)
+	}
+	if err := s.Set("b", "123456789012345"); err != nil { // 3+12 + 1+3 + 1+17 = 37
+		t.Errorf("Set within the limit: %v", err)
+	}
+	if _, ok := s.Snapshot()["b"]; !ok {
+		t.Error("b was not stored")
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 )
 
 // StructuredRequest asks the model for one object that is valid against a
@@ -82,11 +83,11 @@ func (a *Agent) structured(ctx context.Context, conv *Conversation, req Structur
 		return nil, err
 	}
 	if req.Schema == nil {
-		return nil, fmt.Errorf("agent: %w: no schema", ErrInvalidSchema)
+		return nil, invalidSchema("no schema")
 	}
 	name := cmp.Or(req.Name, DefaultStructuredName)
 	if !toolNamePattern.MatchString(name) {
-		return nil, fmt.Errorf("agent: %w: name %q does not match %s", ErrInvalidInput, name, toolNamePattern)
+		return nil, invalidInput("name %q does not match %s", name, toolNamePattern)
 	}
 	description := cmp.Or(req.Description, "Return the answer as an object that matches the input schema.")
 	spec := ToolSpec{Name: name, Description: description, InputSchema: req.Schema.Raw()}
@@ -126,7 +127,8 @@ func (a *Agent) structured(ctx context.Context, conv *Conversation, req Structur
 		msg := answer(resp)
 		attempts = append(attempts, msg, feedback(msg, name, fail.Problems))
 	}
-	return nil, fmt.Errorf("agent: %w", fail)
+	t.metrics.Duration = time.Since(t.start)
+	return nil, &TurnError{Err: fmt.Errorf("agent: %w", fail), Usage: t.usage, Metrics: t.metrics}
 }
 
 func (t *turn) structuredResult(ctx context.Context, data json.RawMessage, attempts int) (*StructuredResult, error) {

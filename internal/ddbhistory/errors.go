@@ -30,6 +30,19 @@ var (
 	ErrInvalid = errors.New("invalid argument")
 )
 
+// ArgumentError is an argument the store refuses; it matches ErrInvalid, and
+// Reason says what is wrong.
+type ArgumentError struct{ Reason string }
+
+func (e *ArgumentError) Error() string { return ErrInvalid.Error() + ": " + e.Reason }
+
+// Is makes errors.Is(err, ErrInvalid) true.
+func (e *ArgumentError) Is(target error) bool { return target == ErrInvalid }
+
+func invalidArgument(format string, args ...any) error {
+	return &ArgumentError{Reason: fmt.Sprintf(format, args...)}
+}
+
 // TooLargeError says what did not fit and by how much. Nothing was written.
 type TooLargeError struct {
 	What  string

@@ -82,7 +82,7 @@ func (s *Store) Begin(ctx context.Context, sess *Session, idempotencyKey, finger
 		return err
 	}
 	if idempotencyKey == "" {
-		return fmt.Errorf("%w: no idempotency key", ErrInvalid)
+		return invalidArgument("no idempotency key")
 	}
 	if err := validIdempotencyKey(idempotencyKey); err != nil {
 		return err

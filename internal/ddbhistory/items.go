@@ -196,39 +196,69 @@ type storedMessage struct {
 // decode reassembles and decodes the message. It fails when parts are
 // missing, which happens only when some expired before the first item.
 func (s *storedMessage) decode() (agent.Message, error) {
+	m, _, err := s.decodeSized()
+	return m, err
+}
+
+// decodeSized is decode, also returning the size of the message's JSON.
+func (s *storedMessage) decodeSized() (agent.Message, int, error) {
 	body := getB(s.first, attrBody)
 	if n := int(getN(s.first, attrParts)); n > 1 {
 		body = bytes.Clone(body)
 		for p := 1; p < n; p++ {
 			part, ok := s.parts[p]
 			if !ok {
-				return agent.Message{}, fmt.Errorf("part %d of %d is missing", p, n)
+				return agent.Message{}, 0, fmt.Errorf("part %d of %d is missing", p, n)
 			}
 			body = append(body, part...)
 		}
 	}
 	raw, err := decompress(body)
 	if err != nil {
-		return agent.Message{}, fmt.Errorf("decompress: %w", err)
+		return agent.Message{}, 0, fmt.Errorf("decompress: %w", err)
 	}
 	var m agent.Message
 	if err := json.Unmarshal(raw, &m); err != nil {
-		return agent.Message{}, fmt.Errorf("decode: %w", err)
+		return agent.Message{}, 0, fmt.Errorf("decode: %w", err)
 	}
-	return m, nil
+	return m, len(raw), nil
 }
 
-// collectMessages groups message items by index, skipping expired ones.
-func collectMessages(items []item, now time.Time, into map[int]*storedMessage) {
+// messageSet is the message items a read found, by index.
+type messageSet struct {
+	found map[int]*storedMessage
+	// expired holds the indexes whose first item has expired: absent by
+	// rule, unlike a message the read did not see.
+	expired map[int]bool
+}
+
+func newMessageSet() *messageSet {
+	return &messageSet{found: map[int]*storedMessage{}, expired: map[int]bool{}}
+}
+
+// complete reports whether message i was found whole, first item included.
+func (ms *messageSet) complete(i int) bool {
+	sm := ms.found[i]
+	return sm != nil && sm.first != nil
+}
+
+// add groups message items by index, leaving expired ones out.
+func (ms *messageSet) add(items []item, now time.Time) {
 	for _, it := range items {
 		index, part, ok := parseMessageKey(getS(it, SortKey))
-		if !ok || expired(it, now) {
+		if !ok {
 			continue
 		}
-		sm := into[index]
+		if expired(it, now) {
+			if part == 0 {
+				ms.expired[index] = true
+			}
+			continue
+		}
+		sm := ms.found[index]
 		if sm == nil {
 			sm = &storedMessage{parts: map[int][]byte{}}
-			into[index] = sm
+			ms.found[index] = sm
 		}
 		if part == 0 {
 			sm.first = it

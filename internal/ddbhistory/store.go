@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"time"
 	"unicode/utf8"
 
@@ -100,9 +101,9 @@ func ValidID(id string) bool { return idPattern.MatchString(id) }
 func (k Key) validate() error {
 	switch {
 	case k.Owner == "" || len(k.Owner) > MaxOwnerBytes || !utf8.ValidString(k.Owner):
-		return fmt.Errorf("%w: owner must be 1 to %d bytes of UTF-8", ErrInvalid, MaxOwnerBytes)
+		return invalidArgument("owner must be 1 to %d bytes of UTF-8", MaxOwnerBytes)
 	case !ValidID(k.ID):
-		return fmt.Errorf("%w: session id %q does not match %s", ErrInvalid, k.ID, idPattern)
+		return invalidArgument("session id %q does not match %s", k.ID, idPattern)
 	}
 	return nil
 }
@@ -152,7 +153,14 @@ func (s *Store) Load(ctx context.Context, key Key, idempotencyKey string) (*Sess
 	)
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() (err error) {
-		sess, err = s.loadWindow(gctx, key)
+		// A read that overlapped a commit is read again. A message that
+		// stays unseen is gone (deleted by hand, say): the last read
+		// starts the window after it rather than fail every turn.
+		for attempt := range 3 {
+			if sess, err = s.loadWindow(gctx, key, attempt == 2); !errors.Is(err, errUnseen) {
+				return err
+			}
+		}
 		return err
 	})
 	if idempotencyKey != "" {
@@ -206,7 +214,7 @@ func (s *Store) getItem(ctx context.Context, pk, sk string) (item, error) {
 // loadWindow reads the session item and the window's messages: newest first,
 // so that the first page ends with the session item and holds the window
 // whenever it is no longer than the hint.
-func (s *Store) loadWindow(ctx context.Context, key Key) (*Session, error) {
+func (s *Store) loadWindow(ctx context.Context, key Key, skipUnseen bool) (*Session, error) {
 	pk := partitionKey(key)
 	now := s.cfg.Now()
 	in := &dynamodb.QueryInput{
@@ -232,12 +240,12 @@ func (s *Store) loadWindow(ctx context.Context, key Key) (*Session, error) {
 		return nil, err
 	}
 	from := sess.Conversation.Window.Removed
-	found := make(map[int]*storedMessage)
-	collectMessages(out.Items[1:], now, found)
+	msgs := newMessageSet()
+	msgs.add(out.Items[1:], now)
 	// Read on only when the first page stopped before the window's first
 	// message: at the hint, or at 1 MB. In descending order a message's parts
 	// come before it, so that message is complete once it is found.
-	if start := out.LastEvaluatedKey; start != nil && from < sess.Count && (found[from] == nil || found[from].first == nil) {
+	if start := out.LastEvaluatedKey; start != nil && from < sess.Count && !msgs.complete(from) {
 		in.Limit = nil
 		in.ExpressionAttributeValues[":lo"] = str(messageKey(from))
 		for start != nil {
@@ -246,37 +254,48 @@ func (s *Store) loadWindow(ctx context.Context, key Key) (*Session, error) {
 			if err != nil {
 				return nil, classify(err)
 			}
-			collectMessages(out.Items, now, found)
+			msgs.add(out.Items, now)
 			start = out.LastEvaluatedKey
 		}
 	}
-	sess.Conversation.Messages, sess.Conversation.Window.Removed = window(found, from, sess.Count)
+	window, removed, err := msgs.window(from, sess.Count, skipUnseen)
+	if err != nil {
+		return nil, err
+	}
+	sess.Conversation.Messages, sess.Conversation.Window.Removed = window, removed
 	return sess, nil
 }
 
+// errUnseen is a message the session item counts but a read did not see: a
+// commit landed while the read ran (a Query is not isolated from a
+// transaction), and reading again sees it.
+var errUnseen = errors.New("a counted message was not seen")
+
 // window returns the active window from the messages found: the longest run
-// of messages that could be read, ending with the newest. A message missing
-// in the middle (expired, or not decodable) moves the window's start past it,
-// so that the window's first index is still Removed.
-func window(found map[int]*storedMessage, from, count int) ([]agent.Message, int) {
+// of messages ending with the newest. An expired message, or one that cannot
+// be decoded, moves the window's start past it, so that the window's first
+// index is still the start it returns. A message that was not seen at all is
+// errUnseen, for the load to be read again rather than lose context, unless
+// skipUnseen treats it as expired.
+func (ms *messageSet) window(from, count int, skipUnseen bool) ([]agent.Message, int, error) {
 	var msgs []agent.Message
 	start := count
 	for i := count - 1; i >= from; i-- {
-		sm := found[i]
-		if sm == nil || sm.first == nil {
-			break
+		if !ms.complete(i) {
+			if ms.expired[i] || skipUnseen {
+				break
+			}
+			return nil, 0, fmt.Errorf("%w: message %d of %d", errUnseen, i, count)
 		}
-		m, err := sm.decode()
+		m, err := ms.found[i].decode()
 		if err != nil {
 			break
 		}
 		msgs = append(msgs, m)
 		start = i
 	}
-	for i, j := 0, len(msgs)-1; i < j; i, j = i+1, j-1 {
-		msgs[i], msgs[j] = msgs[j], msgs[i]
-	}
-	return msgs, start
+	slices.Reverse(msgs)
+	return msgs, start, nil
 }
 
 func decodeMeta(key Key, it item) (*Session, error) {
@@ -343,7 +362,7 @@ func (s *Store) Commit(ctx context.Context, sess *Session, turn Turn) error {
 	now := s.cfg.Now()
 	count := sess.Count + len(turn.Messages)
 	if w := turn.Window; w.Removed < 0 || w.Removed > count {
-		return fmt.Errorf("%w: window starts at message %d of %d", ErrInvalid, w.Removed, count)
+		return invalidArgument("window starts at message %d of %d", w.Removed, count)
 	}
 	pk := partitionKey(sess.Key)
 	expires := s.expiry(now, s.cfg.TTL)
@@ -479,14 +498,14 @@ const maxIdempotencyKey = 256
 
 func validIdempotencyKey(k string) error {
 	if len(k) > maxIdempotencyKey || !utf8.ValidString(k) {
-		return fmt.Errorf("%w: an idempotency key must be at most %d bytes of UTF-8", ErrInvalid, maxIdempotencyKey)
+		return invalidArgument("an idempotency key must be at most %d bytes of UTF-8", maxIdempotencyKey)
 	}
 	return nil
 }
 
 func (sess *Session) validate() error {
 	if sess == nil {
-		return fmt.Errorf("%w: nil session", ErrInvalid)
+		return invalidArgument("nil session")
 	}
 	return sess.Key.validate()
 }

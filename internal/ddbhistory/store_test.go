@@ -882,3 +882,80 @@ func TestDeleteRacingACommitDeletesNothing(t *testing.T) {
 		}
 	})
 }
+
+func TestAMessageMissingFromTheWindow(t *testing.T) {
+	runBackends(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b, ddbhistory.Config{})
+		fill(t, e.store, alice, 10, 40)
+		// Message 7 disappears (deleted by hand): loads read again, in case
+		// a commit was landing, then start the window after it.
+		if _, err := e.client.DeleteItem(t.Context(), &dynamodb.DeleteItemInput{
+			TableName: aws.String(e.table),
+			Key: map[string]types.AttributeValue{
+				"pk": &types.AttributeValueMemberS{Value: "s#alice#chat-1"},
+				"sk": &types.AttributeValueMemberS{Value: "m#0000000007"},
+			},
+		}); err != nil {
+			t.Fatal(err)
+		}
+		e.count.reset()
+		got, err := e.store.Load(t.Context(), alice, "")
+		if err != nil {
+			t.Fatalf("a session missing a message cannot load: %v", err)
+		}
+		if requests, _, _, _ := e.count.reset(); requests != 3 {
+			t.Errorf("%d requests; want 3, two reads and a third that skips the gap", requests)
+		}
+		if got.Conversation.Window.Removed != 8 || len(got.Conversation.Messages) != 2 {
+			t.Errorf("window from %d, %d messages; want from 8, 2", got.Conversation.Window.Removed, len(got.Conversation.Messages))
+		}
+		// The transcript skips it, and its pages still move on.
+		var all []agent.Message
+		for cursor := ""; ; {
+			page, err := e.store.Transcript(t.Context(), alice, cursor, 3)
+			if err != nil {
+				t.Fatal(err)
+			}
+			all = append(all, page.Messages...)
+			if cursor = page.NextCursor; cursor == "" {
+				break
+			}
+		}
+		if len(all) != 9 {
+			t.Errorf("%d messages over the pages, want 9", len(all))
+		}
+	})
+}
+
+func TestTranscriptPagesStayUnderLambdasResponseLimit(t *testing.T) {
+	e := newEnv(t, backends()[0], ddbhistory.Config{})
+	sess := ddbhistory.NewSession(alice)
+	// Six messages of about 1.3 MB of JSON each (1 MB images, base64).
+	for i := range 3 {
+		msgs := []agent.Message{
+			{Role: agent.RoleUser, Content: []agent.ContentBlock{agent.Text(fmt.Sprint("picture ", i)), {Image: &agent.ImageBlock{Format: "png", Source: agent.Source{Bytes: randomBytes(1_000_000)}}}}},
+			{Role: agent.RoleAssistant, Content: []agent.ContentBlock{agent.Text(strings.Repeat("a long description ", 70_000))}},
+		}
+		if err := e.store.Commit(t.Context(), sess, ddbhistory.Turn{Messages: msgs}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var pages, total int
+	for cursor := ""; ; pages++ {
+		page, err := e.store.Transcript(t.Context(), alice, cursor, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, _ := json.Marshal(page.Messages)
+		if len(raw) > 5<<20 {
+			t.Errorf("page %d is %d bytes of JSON", pages, len(raw))
+		}
+		total += len(page.Messages)
+		if cursor = page.NextCursor; cursor == "" {
+			break
+		}
+	}
+	if total != 6 || pages < 1 {
+		t.Errorf("%d messages over %d pages", total, pages+1)
+	}
+}

@@ -27,8 +27,12 @@ type Page struct {
 	NextCursor string
 }
 
-// MaxPageSize bounds Transcript's limit.
-const MaxPageSize = 1000
+// Bounds on a transcript page: messages, and bytes of message JSON, which
+// keeps a page well within Lambda's 6 MB response limit.
+const (
+	MaxPageSize  = 1000
+	MaxPageBytes = 4 << 20
+)
 
 // Transcript reads the full transcript of a session, oldest first, limit
 // messages at a time. cursor is "" for the first page and a Page's NextCursor
@@ -38,7 +42,7 @@ func (s *Store) Transcript(ctx context.Context, key Key, cursor string, limit in
 		return nil, err
 	}
 	if limit < 1 || limit > MaxPageSize {
-		return nil, fmt.Errorf("%w: limit %d is not between 1 and %d", ErrInvalid, limit, MaxPageSize)
+		return nil, invalidArgument("limit %d is not between 1 and %d", limit, MaxPageSize)
 	}
 	from, err := decodeCursor(cursor)
 	if err != nil {
@@ -47,8 +51,8 @@ func (s *Store) Transcript(ctx context.Context, key Key, cursor string, limit in
 	pk := partitionKey(key)
 	now := s.cfg.Now()
 	var (
-		meta  item
-		found = make(map[int]*storedMessage)
+		meta item
+		msgs = newMessageSet()
 	)
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() (err error) {
@@ -67,7 +71,7 @@ func (s *Store) Transcript(ctx context.Context, key Key, cursor string, limit in
 			ExpressionAttributeValues: item{":pk": str(pk), ":lo": str(messageKey(from)), ":hi": str(messageKey(from+limit-1) + "#~")},
 			ConsistentRead:            aws.Bool(true),
 		})
-		collectMessages(items, now, found)
+		msgs.add(items, now)
 		return err
 	})
 	if err := g.Wait(); err != nil {
@@ -81,15 +85,29 @@ func (s *Store) Transcript(ctx context.Context, key Key, cursor string, limit in
 		return nil, fmt.Errorf("ddbhistory: transcript %s: %w", key.ID, err)
 	}
 	page := &Page{Session: sess}
-	end := min(from+limit, sess.Count)
+	end, size := min(from+limit, sess.Count), 0
 	for i := from; i < end; i++ {
-		sm := found[i]
-		if sm == nil || sm.first == nil {
+		if !msgs.complete(i) {
+			if msgs.expired[i] || i == from {
+				continue // absent; the first of a page is skipped so pages move on
+			}
+			// Counted by the session item but not seen by the query, which
+			// ran beside a commit: the page ends here, and the next starts
+			// with it.
+			end = i
+			break
+		}
+		m, n, err := msgs.found[i].decodeSized()
+		if err != nil {
 			continue
 		}
-		if m, err := sm.decode(); err == nil {
-			page.Messages = append(page.Messages, m)
+		// Keep a page within Lambda's 6 MB response, whatever the messages.
+		if len(page.Messages) > 0 && size+n > MaxPageBytes {
+			end = i
+			break
 		}
+		size += n
+		page.Messages = append(page.Messages, m)
 	}
 	if end < sess.Count {
 		page.NextCursor = encodeCursor(end)
@@ -116,7 +134,7 @@ func decodeCursor(c string) (int, error) {
 			return i, nil
 		}
 	}
-	return 0, fmt.Errorf("%w: malformed cursor %q", ErrInvalid, c)
+	return 0, invalidArgument("malformed cursor %q", c)
 }
 
 // queryAll runs a query to its last page.
@@ -248,7 +266,7 @@ func (s *Store) Redact(ctx context.Context, key Key, index int, m agent.Message)
 		return fmt.Errorf("ddbhistory: redact %s message %d: %w", key.ID, index, ErrNotFound)
 	}
 	if role := getS(old, attrRole); role != string(m.Role) {
-		return fmt.Errorf("%w: message %d is a %s message, not %s", ErrInvalid, index, role, m.Role)
+		return invalidArgument("message %d is a %s message, not %s", index, role, m.Role)
 	}
 	its, err := messageItems(pk, index, m, getN(old, TTLAttribute), time.UnixMilli(getN(old, attrCreated)))
 	if err != nil {

@@ -178,6 +178,15 @@ func TestStructuredOutputFailure(t *testing.T) {
 	if tr := a.transcript(t, "", "demo-structured"); tr.status != 404 {
 		t.Errorf("a failed structured turn was stored: %d %s", tr.status, tr.raw)
 	}
+	// The failed turn's tokens are billed, so its log line reports them.
+	lines := strings.Split(strings.TrimSpace(a.logs.String()), "\n")
+	var failed map[string]any
+	if err := json.Unmarshal([]byte(lines[0]), &failed); err != nil {
+		t.Fatal(err)
+	}
+	if failed["status"] != 422.0 || failed["input_tokens"] == nil || failed["model_calls"] != 3.0 {
+		t.Errorf("log line of the failed turn: %s", lines[0])
+	}
 }
 
 func TestRacingTurnsGet409AndLoseNothing(t *testing.T) {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strings"
 
 	"github.com/lambda-agent/lambda-agent/internal/agent"
 	"github.com/lambda-agent/lambda-agent/internal/ddbhistory"
@@ -44,13 +43,18 @@ func errorFor(err error) *Error {
 	if errors.As(err, &e) {
 		return e
 	}
-	var me *agent.ModelError
-	var se *agent.StructuredError
+	var (
+		ie *agent.InputError
+		me *agent.ModelError
+		se *agent.StructuredError
+		tl *ddbhistory.TooLargeError
+		ae *ddbhistory.ArgumentError
+	)
 	switch {
-	case errors.Is(err, agent.ErrInvalidInput):
-		return &Error{Status: http.StatusBadRequest, Code: "invalid_content", Message: trim(err), err: err}
-	case errors.Is(err, agent.ErrInvalidSchema):
-		return &Error{Status: http.StatusBadRequest, Code: "invalid_schema", Message: trim(err), err: err}
+	case errors.As(err, &ie) && ie.Kind == agent.ErrInvalidSchema:
+		return &Error{Status: http.StatusBadRequest, Code: "invalid_schema", Message: ie.Error(), err: err}
+	case errors.As(err, &ie):
+		return &Error{Status: http.StatusBadRequest, Code: "invalid_content", Message: ie.Error(), err: err}
 	case errors.As(err, &se):
 		return &Error{
 			Status:  http.StatusUnprocessableEntity,
@@ -73,29 +77,12 @@ func errorFor(err error) *Error {
 		return &Error{Status: http.StatusConflict, Code: "conflict", Message: "another turn on this session finished first; nothing was saved, so the request can be retried", err: err}
 	case errors.Is(err, ddbhistory.ErrThrottled):
 		return &Error{Status: http.StatusTooManyRequests, Code: "throttled", Message: "the session store is throttling requests; retry later", RetryAfter: retryAfter, err: err}
-	case errors.Is(err, ddbhistory.ErrTooLarge):
-		return &Error{Status: http.StatusRequestEntityTooLarge, Code: "too_large", Message: "the turn is too large to store: " + trim(err), err: err}
-	case errors.Is(err, ddbhistory.ErrInvalid):
-		return &Error{Status: http.StatusBadRequest, Code: "invalid_request", Message: trim(err), err: err}
+	case errors.As(err, &tl):
+		return &Error{Status: http.StatusRequestEntityTooLarge, Code: "too_large", Message: "the turn is too large to store: " + tl.Error(), err: err}
+	case errors.As(err, &ae):
+		return &Error{Status: http.StatusBadRequest, Code: "invalid_request", Message: ae.Error(), err: err}
 	}
 	// Anything else is a failure of the store or the platform, not of the
 	// request: a 503, so that clients retry.
 	return &Error{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "the service could not complete the request; retry later", RetryAfter: retryAfter, err: err}
-}
-
-// trim returns an error's message from the sentinel on, without the
-// prefixes that wrapping adds ("agent: ", "ddbhistory: commit x: "), which
-// mean nothing to callers.
-func trim(err error) string {
-	var tl *ddbhistory.TooLargeError
-	if errors.As(err, &tl) {
-		return tl.Error()
-	}
-	msg := err.Error()
-	for _, sentinel := range []error{agent.ErrInvalidInput, agent.ErrInvalidSchema, ddbhistory.ErrInvalid} {
-		if i := strings.Index(msg, sentinel.Error()); i >= 0 && errors.Is(err, sentinel) {
-			return msg[i:]
-		}
-	}
-	return msg
 }

@@ -138,6 +138,10 @@ func (h *Handler) serve(ctx context.Context, req *events.APIGatewayV2HTTPRequest
 	}
 	status, body, err := serve(ctx, req, rec)
 	if err != nil {
+		var te *agent.TurnError
+		if errors.As(err, &te) { // a failed turn's tokens are billed too
+			rec.result = &agent.Result{Usage: te.Usage, Metrics: te.Metrics}
+		}
 		return errorResponse(errorFor(err), rec)
 	}
 	rec.outcome = "ok"
@@ -223,8 +227,10 @@ func (h *Handler) log(ctx context.Context, route string, status int, rec *record
 		attrs = append(attrs, slog.Bool("replayed", true))
 	}
 	if r := rec.result; r != nil {
+		if r.StopReason != "" {
+			attrs = append(attrs, slog.String("stop_reason", string(r.StopReason)))
+		}
 		attrs = append(attrs,
-			slog.String("stop_reason", string(r.StopReason)),
 			slog.Int("input_tokens", r.Usage.InputTokens),
 			slog.Int("output_tokens", r.Usage.OutputTokens),
 			slog.Int("model_calls", r.Metrics.ModelCalls),

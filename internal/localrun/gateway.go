@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -35,6 +36,8 @@ type Gateway struct {
 // maxBody is API Gateway's payload limit.
 const maxBody = 10 << 20
 
+var errBodyTooLarge = errors.New("the body is too large")
+
 // NewGateway returns a Gateway with no routes.
 func NewGateway(logger *slog.Logger) *Gateway {
 	return &Gateway{mux: http.NewServeMux(), Timeout: 30 * time.Second, Logger: logger}
@@ -54,7 +57,14 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) { g.mux.Serv
 func (g *Gateway) invoke(w http.ResponseWriter, r *http.Request, key string, h Handler) {
 	ev, err := Event(r, key)
 	if err != nil {
-		http.Error(w, `{"error":{"code":"invalid_body","message":"`+err.Error()+`"}}`, http.StatusRequestEntityTooLarge)
+		status := http.StatusBadRequest
+		if errors.Is(err, errBodyTooLarge) {
+			status = http.StatusRequestEntityTooLarge
+		}
+		body, _ := json.Marshal(map[string]any{"error": map[string]string{"code": "invalid_body", "message": err.Error()}})
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		_, _ = w.Write(body)
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), g.Timeout)
@@ -105,7 +115,7 @@ func Event(r *http.Request, key string) (events.APIGatewayV2HTTPRequest, error) 
 		return events.APIGatewayV2HTTPRequest{}, fmt.Errorf("read the body: %w", err)
 	}
 	if len(body) > maxBody {
-		return events.APIGatewayV2HTTPRequest{}, fmt.Errorf("the body is over %d bytes", maxBody)
+		return events.APIGatewayV2HTTPRequest{}, fmt.Errorf("%w: over %d bytes", errBodyTooLarge, maxBody)
 	}
 	now := time.Now()
 	ev := events.APIGatewayV2HTTPRequest{
