@@ -53,7 +53,7 @@ func toBedrockBlock(b ContentBlock) (types.ContentBlock, error) {
 		doc, err := toBedrockDocument(b.Document)
 		return &types.ContentBlockMemberDocument{Value: doc}, err
 	case b.ToolUse != nil:
-		input, err := toDocument(b.ToolUse.Input)
+		input, err := toDocument(b.ToolUse.Input, true)
 		if err != nil {
 			return nil, fmt.Errorf("tool use %s: %w", b.ToolUse.ToolUseID, err)
 		}
@@ -130,11 +130,15 @@ func toBedrockToolResult(r *ToolResultBlock) (types.ToolResultBlock, error) {
 	for i, c := range r.Content {
 		switch {
 		case c.JSON != nil:
-			doc, err := toDocument(c.JSON)
-			if err != nil {
+			doc, err := toDocument(c.JSON, false)
+			switch {
+			case errors.Is(err, errEmptyKey):
+				out.Content[i] = &types.ToolResultContentBlockMemberText{Value: string(c.JSON)}
+			case err != nil:
 				return out, fmt.Errorf("tool result %s: %w", r.ToolUseID, err)
+			default:
+				out.Content[i] = &types.ToolResultContentBlockMemberJson{Value: doc}
 			}
-			out.Content[i] = &types.ToolResultContentBlockMemberJson{Value: doc}
 		case c.Image != nil:
 			img, err := toBedrockImage(c.Image)
 			if err != nil {
@@ -281,7 +285,7 @@ func toBedrockTools(specs []ToolSpec, choice ToolChoice) (*types.ToolConfigurati
 	}
 	cfg := &types.ToolConfiguration{Tools: make([]types.Tool, len(specs))}
 	for i, s := range specs {
-		schema, err := toDocument(s.InputSchema)
+		schema, err := toDocument(s.InputSchema, false)
 		if err != nil {
 			return nil, fmt.Errorf("tool %s: schema: %w", s.Name, err)
 		}
@@ -307,7 +311,11 @@ func toBedrockTools(specs []ToolSpec, choice ToolChoice) (*types.ToolConfigurati
 // through json.Number and smithy's document.Number rather than float64. Empty
 // input becomes an empty object, which is what Bedrock expects of a tool input
 // the model sent without arguments.
-func toDocument(raw json.RawMessage) (document.Interface, error) {
+//
+// The SDK cannot send an object with an empty key: its encoder refuses one,
+// and the request serializer drops the error and sends invalid JSON. Such a
+// key is errEmptyKey here, or, with renameEmpty, is sent as emptyKeyName.
+func toDocument(raw json.RawMessage, renameEmpty bool) (document.Interface, error) {
 	if len(bytes.TrimSpace(raw)) == 0 {
 		return document.NewLazyDocument(map[string]any{}), nil
 	}
@@ -317,23 +325,47 @@ func toDocument(raw json.RawMessage) (document.Interface, error) {
 	if err := dec.Decode(&v); err != nil {
 		return nil, fmt.Errorf("decode JSON: %w", err)
 	}
-	return document.NewLazyDocument(exactNumbers(v)), nil
+	v, err := forDocument(v, renameEmpty)
+	if err != nil {
+		return nil, err
+	}
+	return document.NewLazyDocument(v), nil
 }
 
-func exactNumbers(v any) any {
+var errEmptyKey = errors.New("an object key is empty, which the AWS SDK cannot send")
+
+// emptyKeyName stands for an empty key in what is sent.
+const emptyKeyName = "(empty key)"
+
+// forDocument prepares a decoded JSON value for the SDK's document encoder:
+// exact numbers, and no empty keys.
+func forDocument(v any, renameEmpty bool) (any, error) {
 	switch v := v.(type) {
 	case json.Number:
-		return smithydocument.Number(v)
+		return smithydocument.Number(v), nil
 	case map[string]any:
+		if e, ok := v[""]; ok {
+			if !renameEmpty {
+				return nil, errEmptyKey
+			}
+			delete(v, "")
+			v[emptyKeyName] = e
+		}
 		for k, e := range v {
-			v[k] = exactNumbers(e)
+			var err error
+			if v[k], err = forDocument(e, renameEmpty); err != nil {
+				return nil, err
+			}
 		}
 	case []any:
 		for i, e := range v {
-			v[i] = exactNumbers(e)
+			var err error
+			if v[i], err = forDocument(e, renameEmpty); err != nil {
+				return nil, err
+			}
 		}
 	}
-	return v
+	return v, nil
 }
 
 func fromDocument(d document.Interface) (json.RawMessage, error) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"github.com/lambda-agent/lambda-agent/internal/conversetest"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/service/bedrockruntime/types"
@@ -128,7 +129,7 @@ func TestJSONRoundTrip(t *testing.T) {
 
 func TestExactNumbersSurviveDocuments(t *testing.T) {
 	in := json.RawMessage(`{"big":12345678901234567890,"small":0.1,"neg":-3e-7}`)
-	doc, err := toDocument(in)
+	doc, err := toDocument(in, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,5 +168,36 @@ func TestUnknownUnionMembers(t *testing.T) {
 	}
 	if _, err := toBedrockMessage(Message{Role: RoleUser, Content: []ContentBlock{{}}}); !errors.Is(err, ErrUnsupportedContent) {
 		t.Errorf("empty block: err = %v, want ErrUnsupportedContent", err)
+	}
+}
+
+func TestEmptyKeysNeverReachTheSDK(t *testing.T) {
+	// The SDK cannot encode an object with an empty key, and sends invalid
+	// JSON if asked to: tool inputs rename it, tool results become text, and
+	// schemas are refused.
+	s := conversetest.NewServer()
+	defer s.Close()
+	m, err := NewBedrock(s.Client(), BedrockConfig{ModelID: "m"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs := []Message{
+		UserText("go"),
+		{Role: RoleAssistant, Content: []ContentBlock{{ToolUse: &ToolUseBlock{ToolUseID: "t", Name: "x", Input: json.RawMessage(`{"":1,"a":{"":[{"":2}]}}`)}}}},
+		{Role: RoleUser, Content: []ContentBlock{{ToolResult: &ToolResultBlock{ToolUseID: "t", Content: []ToolResultContent{{JSON: json.RawMessage(`{"":"v"}`)}}}}}},
+	}
+	schema := json.RawMessage(`{"type":"object"}`)
+	if _, err := m.Converse(t.Context(), &ModelRequest{Messages: msgs, Tools: []ToolSpec{{Name: "x", InputSchema: schema}}}); err != nil {
+		t.Fatalf("Converse: %v", err)
+	}
+	req := s.Requests()[0]
+	if got := string(req.Messages[1].Content[0].ToolUse.Input); got != `{"(empty key)":1,"a":{"(empty key)":[{"(empty key)":2}]}}` {
+		t.Errorf("tool input sent as %s", got)
+	}
+	if got := req.Messages[2].Content[0].ToolResult.Content[0].Text; got != `{"":"v"}` {
+		t.Errorf("tool result sent as %q", got)
+	}
+	if _, err := CompileSchema(json.RawMessage(`{"type":"object","properties":{"":{"type":"string"}}}`)); !errors.Is(err, ErrInvalidSchema) {
+		t.Errorf("a schema with an empty key: %v", err)
 	}
 }

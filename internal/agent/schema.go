@@ -35,6 +35,9 @@ func CompileSchema(raw json.RawMessage) (*Schema, error) {
 	if err != nil {
 		return nil, invalidSchema("%w", err)
 	}
+	if hasEmptyKey(doc) {
+		return nil, invalidSchema("%v", errEmptyKey)
+	}
 	root, ok := doc.(map[string]any)
 	if !ok {
 		return nil, invalidSchema("the root must be a JSON object")
@@ -100,6 +103,27 @@ func flatten(u *jsonschema.OutputUnit) []string {
 		out = slices.DeleteFunc(out, func(s string) bool { return strings.HasSuffix(s, ": validation failed") })
 	}
 	return out
+}
+
+func hasEmptyKey(v any) bool {
+	switch v := v.(type) {
+	case map[string]any:
+		if _, ok := v[""]; ok {
+			return true
+		}
+		for _, e := range v {
+			if hasEmptyKey(e) {
+				return true
+			}
+		}
+	case []any:
+		for _, e := range v {
+			if hasEmptyKey(e) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 type noLoader struct{}
