@@ -47,14 +47,13 @@ func BenchmarkTurnCost(b *testing.B) {
 						b.Fatal(err)
 					}
 				}
-				rcu, wcu := e.count.units()
-				requests, sent, received, _ := e.count.reset()
+				u := e.count.reset()
 				n := float64(b.N)
-				b.ReportMetric(float64(requests)/n, "requests/turn")
-				b.ReportMetric(float64(sent)/n, "sent-B/turn")
-				b.ReportMetric(float64(received)/n, "recv-B/turn")
-				b.ReportMetric(rcu/n, "RCU/turn")
-				b.ReportMetric(wcu/n, "WCU/turn")
+				b.ReportMetric(float64(u.Requests)/n, "requests/turn")
+				b.ReportMetric(float64(u.Sent)/n, "sent-B/turn")
+				b.ReportMetric(float64(u.Received)/n, "recv-B/turn")
+				b.ReportMetric(u.RCU/n, "RCU/turn")
+				b.ReportMetric(u.WCU/n, "WCU/turn")
 			})
 		}
 	}

@@ -4,15 +4,12 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"encoding/base64"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -54,149 +51,37 @@ func backends() []backend {
 	return bs
 }
 
-// counter counts the requests and bytes a client sends and receives, and can
+// counter meters what a client sends and receives (ddblocal.Meter), and can
 // inject faults.
 type counter struct {
-	next http.RoundTripper
+	meter ddblocal.Meter
 
-	requests, sent, received atomic.Int64
-	mu                       sync.Mutex
-	ops                      []string
-	rcu, wcu                 float64
+	mu sync.Mutex
 	// fault, when set, may answer a request instead of the server.
 	fault func(op string, body []byte) *http.Response
 }
 
 func (c *counter) RoundTrip(r *http.Request) (*http.Response, error) {
-	op := r.Header.Get("X-Amz-Target")
-	op = op[strings.LastIndex(op, ".")+1:]
 	c.mu.Lock()
-	c.ops = append(c.ops, op)
 	fault := c.fault
 	c.mu.Unlock()
-	c.requests.Add(1)
-	c.sent.Add(r.ContentLength)
 	if fault != nil {
 		body, err := io.ReadAll(r.Body)
 		if err != nil {
 			return nil, err
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
-		if resp := fault(op, body); resp != nil {
+		target := r.Header.Get("X-Amz-Target")
+		if resp := fault(target[strings.LastIndex(target, ".")+1:], body); resp != nil {
 			resp.Request = r
 			return resp, nil
 		}
 	}
-	var reqBody []byte
-	if r.Body != nil {
-		var err error
-		if reqBody, err = io.ReadAll(r.Body); err != nil {
-			return nil, err
-		}
-		r.Body = io.NopCloser(bytes.NewReader(reqBody))
-	}
-	resp, err := c.next.RoundTrip(r)
-	if err != nil {
-		return nil, err
-	}
-	body, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if err != nil {
-		return nil, err
-	}
-	c.received.Add(int64(len(body)))
-	resp.Body = io.NopCloser(bytes.NewReader(body))
-	if resp.StatusCode == http.StatusOK {
-		rcu, wcu := capacity(op, reqBody, body)
-		c.mu.Lock()
-		c.rcu += rcu
-		c.wcu += wcu
-		c.mu.Unlock()
-	}
-	return resp, nil
+	return c.meter.RoundTrip(r)
 }
 
-// capacity computes the read and write capacity units a successful request
-// consumed, from the items on the wire, by DynamoDB's rules: strongly
-// consistent reads cost 1 RCU per 4 KB (a query rounds its total, GetItem its
-// item), writes 1 WCU per KB per item, doubled in transactions.
-func capacity(op string, req, resp []byte) (rcu, wcu float64) {
-	type wireItem = map[string]map[string]json.RawMessage
-	units := func(bytes, unit int) float64 { return float64(max(1, (bytes+unit-1)/unit)) }
-	switch op {
-	case "Query":
-		var out struct{ Items []wireItem }
-		_ = json.Unmarshal(resp, &out)
-		total := 0
-		for _, it := range out.Items {
-			total += wireSize(it)
-		}
-		return units(total, 4096), 0
-	case "GetItem":
-		var out struct{ Item wireItem }
-		_ = json.Unmarshal(resp, &out)
-		return units(wireSize(out.Item), 4096), 0
-	case "TransactWriteItems":
-		var in struct {
-			TransactItems []struct {
-				Put    *struct{ Item wireItem }
-				Update *struct{ Key wireItem }
-				Delete *struct{ Key wireItem }
-			}
-		}
-		_ = json.Unmarshal(req, &in)
-		for _, ti := range in.TransactItems {
-			switch {
-			case ti.Put != nil:
-				wcu += 2 * units(wireSize(ti.Put.Item), 1024)
-			default:
-				wcu += 2 // an update or delete of a small item
-			}
-		}
-		return 0, wcu
-	case "BatchWriteItem", "DeleteItem", "PutItem", "UpdateItem":
-		return 0, 1
-	}
-	return 0, 0
-}
-
-// wireSize is the size of an item in DynamoDB's JSON: names plus values.
-func wireSize(it map[string]map[string]json.RawMessage) int {
-	n := 0
-	for name, v := range it {
-		n += len(name)
-		for typ, raw := range v {
-			var s string
-			switch typ {
-			case "S", "N":
-				_ = json.Unmarshal(raw, &s)
-				n += len(s)
-			case "B":
-				_ = json.Unmarshal(raw, &s)
-				n += base64.StdEncoding.DecodedLen(len(s))
-			default:
-				n += len(raw)
-			}
-		}
-	}
-	return n
-}
-
-// reset zeroes the counts and returns what they were.
-func (c *counter) reset() (requests, sent, received int64, ops []string) {
-	c.mu.Lock()
-	ops, c.ops = c.ops, nil
-	c.rcu, c.wcu = 0, 0
-	c.mu.Unlock()
-	return c.requests.Swap(0), c.sent.Swap(0), c.received.Swap(0), ops
-}
-
-// units returns the capacity consumed since the last reset.
-func (c *counter) units() (rcu, wcu float64) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.rcu, c.wcu
-}
+// reset returns what was used since the last reset.
+func (c *counter) reset() ddblocal.Usage { return c.meter.Take() }
 
 func (c *counter) setFault(f func(op string, body []byte) *http.Response) {
 	c.mu.Lock()
@@ -244,9 +129,9 @@ func (c *clock) advance(d time.Duration) {
 func newEnv(t testing.TB, b backend, cfg ddbhistory.Config) *env {
 	t.Helper()
 	opts := b.opts(t)
-	cnt := &counter{next: http.DefaultTransport}
+	cnt := &counter{}
 	if hc, ok := opts.HTTPClient.(*http.Client); ok && hc.Transport != nil {
-		cnt.next = hc.Transport
+		cnt.meter.Next = hc.Transport
 	}
 	opts.HTTPClient = &http.Client{Transport: cnt}
 	// Quick retries, so that throttling tests do not wait for the SDK's

@@ -95,7 +95,8 @@ func TestLoadCostDoesNotGrowWithHistory(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			requests, sent, received, _ := e.count.reset()
+			u := e.count.reset()
+			requests, sent, received := int64(u.Requests), int64(u.Sent), int64(u.Received)
 			if len(sess.Conversation.Messages) != 40 || sess.Conversation.Window.Removed != stored-40 {
 				t.Fatalf("stored %d: window of %d from %d", stored, len(sess.Conversation.Messages), sess.Conversation.Window.Removed)
 			}
@@ -128,7 +129,7 @@ func TestWindowLongerThanTheHint(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if requests, _, _, _ := e.count.reset(); requests != 2 {
+		if requests := e.count.reset().Requests; requests != 2 {
 			t.Errorf("%d requests, want 2", requests)
 		}
 		msgs := sess.Conversation.Messages
@@ -296,7 +297,7 @@ func TestIdempotentReplay(t *testing.T) {
 		if diff := cmp.Diff(want, got.Replay); diff != "" {
 			t.Errorf("replay (-want +got):\n%s", diff)
 		}
-		if requests, _, _, _ := e.count.reset(); requests != 2 {
+		if requests := e.count.reset().Requests; requests != 2 {
 			t.Errorf("load with a key took %d requests, want 2", requests)
 		}
 		other, err := e.store.Load(t.Context(), alice, "req-2")
@@ -531,7 +532,7 @@ func TestBigContent(t *testing.T) {
 		if !errors.Is(err, ddbhistory.ErrTooLarge) || !errors.As(err, &tl) || tl.Limit != ddbhistory.MaxTransactionBytes {
 			t.Errorf("err = %v, want ErrTooLarge for 4 MB", err)
 		}
-		if requests, _, _, _ := e.count.reset(); requests != 0 {
+		if requests := e.count.reset().Requests; requests != 0 {
 			t.Errorf("%d requests were sent for a refused turn", requests)
 		}
 		var many []agent.Message
@@ -753,15 +754,22 @@ func TestThrottling(t *testing.T) {
 			t.Fatalf("commit through two throttles: %v", err)
 		}
 		// Throttled on every attempt: a typed error, and nothing written.
-		e.count.setFault(func(string, []byte) *http.Response { return throttle() })
-		e.count.reset()
+		attempts := 0
+		e.count.setFault(func(string, []byte) *http.Response {
+			mu.Lock()
+			defer mu.Unlock()
+			attempts++
+			return throttle()
+		})
 		err := e.store.Commit(t.Context(), sess, ddbhistory.Turn{Messages: turn(2)})
 		if !errors.Is(err, ddbhistory.ErrThrottled) {
 			t.Errorf("err = %v, want ErrThrottled", err)
 		}
-		if requests, _, _, _ := e.count.reset(); requests != 3 {
-			t.Errorf("%d attempts, want 3", requests)
+		mu.Lock()
+		if attempts != 3 {
+			t.Errorf("%d attempts, want 3", attempts)
 		}
+		mu.Unlock()
 		if _, err := e.store.Load(t.Context(), alice, ""); !errors.Is(err, ddbhistory.ErrThrottled) {
 			t.Errorf("load: %v, want ErrThrottled", err)
 		}
@@ -794,7 +802,7 @@ func TestInvalidArguments(t *testing.T) {
 	if err := e.store.Commit(t.Context(), ddbhistory.NewSession(alice), ddbhistory.Turn{Messages: turn(0), Window: agent.WindowState{Removed: 3}}); !errors.Is(err, ddbhistory.ErrInvalid) {
 		t.Errorf("window past the end: %v", err)
 	}
-	if requests, _, _, _ := e.count.reset(); requests != 0 {
+	if requests := e.count.reset().Requests; requests != 0 {
 		t.Errorf("%d requests for invalid arguments", requests)
 	}
 }
@@ -903,7 +911,7 @@ func TestAMessageMissingFromTheWindow(t *testing.T) {
 		if err != nil {
 			t.Fatalf("a session missing a message cannot load: %v", err)
 		}
-		if requests, _, _, _ := e.count.reset(); requests != 3 {
+		if requests := e.count.reset().Requests; requests != 3 {
 			t.Errorf("%d requests; want 3, two reads and a third that skips the gap", requests)
 		}
 		if got.Conversation.Window.Removed != 8 || len(got.Conversation.Messages) != 2 {
