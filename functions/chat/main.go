@@ -1,7 +1,8 @@
 // Command chat is the chat function: POST /chat, and GET and DELETE
 // /sessions/{sessionId}, behind API Gateway's HTTP API. It only wires things
 // up: the configuration is read and checked, and the AWS clients are built,
-// once at init; the handler lives in internal/httpapi.
+// once at init; the handler lives in internal/httpapi. It takes no schemas,
+// so it does without a schema compiler and the start-up cost of one.
 package main
 
 import (
@@ -15,7 +16,7 @@ import (
 
 func main() {
 	logger := lambdacontext.NewLogger()
-	h, err := app.FromEnvironment(context.Background(), os.Getenv, logger)
+	h, err := app.FromEnvironment(context.Background(), os.Getenv, nil, logger)
 	if err != nil {
 		logger.Error("init failed", "error", err)
 		os.Exit(1)

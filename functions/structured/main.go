@@ -10,11 +10,12 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-lambda-go/lambdacontext"
 	"github.com/lambda-agent/lambda-agent/internal/app"
+	"github.com/lambda-agent/lambda-agent/internal/schema"
 )
 
 func main() {
 	logger := lambdacontext.NewLogger()
-	h, err := app.FromEnvironment(context.Background(), os.Getenv, logger)
+	h, err := app.FromEnvironment(context.Background(), os.Getenv, schema.Compile, logger)
 	if err != nil {
 		logger.Error("init failed", "error", err)
 		os.Exit(1)

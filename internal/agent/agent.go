@@ -78,7 +78,7 @@ type Agent struct {
 
 type registered struct {
 	tool   Tool
-	schema *Schema
+	schema *toolSchema
 }
 
 // New returns an Agent, or an error that says what is wrong with cfg.
@@ -112,7 +112,7 @@ func New(cfg Config) (*Agent, error) {
 		if _, dup := a.tools[spec.Name]; dup {
 			return nil, fmt.Errorf("agent: two tools are named %q", spec.Name)
 		}
-		schema, err := CompileSchema(spec.InputSchema)
+		schema, err := compileToolSchema(spec.InputSchema)
 		if err != nil {
 			return nil, fmt.Errorf("agent: tool %s: %w", spec.Name, err)
 		}

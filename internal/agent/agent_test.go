@@ -229,7 +229,7 @@ func TestToolFailuresGoBackToTheModel(t *testing.T) {
 	s := newServer(t)
 	s.Enqueue(
 		conversetest.ToolUse("u1", "no_such_tool", map[string]any{}).
-			WithToolUse("u2", "calculator", map[string]any{"expr": "1+1"}).
+			WithToolUse("u2", "calculator", map[string]any{}).
 			WithToolUse("u3", "boom", map[string]any{}).
 			WithToolUse("u4", "panicky", map[string]any{}).
 			WithToolUse("u5", "stuck", map[string]any{}).
@@ -249,7 +249,7 @@ func TestToolFailuresGoBackToTheModel(t *testing.T) {
 		text   string
 	}{
 		{agent.ToolError, `There is no tool named "no_such_tool"`},
-		{agent.ToolError, "missing property 'expression'"},
+		{agent.ToolError, `missing properties: ["expression"]`},
 		{agent.ToolError, "The tool failed: disk on fire"},
 		{agent.ToolError, "nil map"},
 		{agent.ToolError, "did not finish within 50ms"},

@@ -197,7 +197,7 @@ func TestEmptyKeysNeverReachTheSDK(t *testing.T) {
 	if got := req.Messages[2].Content[0].ToolResult.Content[0].Text; got != `{"":"v"}` {
 		t.Errorf("tool result sent as %q", got)
 	}
-	if _, err := CompileSchema(json.RawMessage(`{"type":"object","properties":{"":{"type":"string"}}}`)); !errors.Is(err, ErrInvalidSchema) {
+	if _, err := compileToolSchema(json.RawMessage(`{"type":"object","properties":{"":{"type":"string"}}}`)); !errors.Is(err, ErrInvalidSchema) {
 		t.Errorf("a schema with an empty key: %v", err)
 	}
 }

@@ -4,105 +4,40 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"fmt"
-	"slices"
-	"strings"
 
-	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/google/jsonschema-go/jsonschema"
 )
 
-// Schema is a compiled JSON Schema (draft 2020-12 unless it says otherwise).
-// It is safe for concurrent use.
-type Schema struct {
-	raw      json.RawMessage
-	compiled *jsonschema.Schema
+// Schema is a compiled JSON Schema: the schema of a structured output, which
+// internal/schema compiles from what a caller supplies. Implementations must
+// be safe for concurrent use.
+type Schema interface {
+	// Raw returns the schema's JSON, as the model is given it.
+	Raw() json.RawMessage
+	// Validate checks a JSON value against the schema. It returns nil or the
+	// violations, one line each, for the model to read.
+	Validate(value json.RawMessage) []string
 }
 
-// maxSchemaBytes bounds the schemas callers may supply.
-const maxSchemaBytes = 64 << 10
-
-// ErrInvalidSchema is returned by CompileSchema; the message says what is wrong.
+// ErrInvalidSchema is the kind of the *InputError for a schema that cannot be
+// used; its Reason says what is wrong.
 var ErrInvalidSchema = errors.New("invalid JSON Schema")
 
-// CompileSchema compiles a JSON Schema whose root describes an object. The
-// schema may not refer to anything outside itself: a $ref to a file or URL is
-// an error rather than a read, because schemas come from callers.
-func CompileSchema(raw json.RawMessage) (*Schema, error) {
-	if len(raw) > maxSchemaBytes {
-		return nil, invalidSchema("larger than %d bytes", maxSchemaBytes)
-	}
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
-	if err != nil {
-		return nil, invalidSchema("%w", err)
-	}
-	if hasEmptyKey(doc) {
-		return nil, invalidSchema("%v", errEmptyKey)
-	}
+// CheckSchemaDocument checks what Bedrock needs of a decoded schema beyond
+// its validity: the root is an object with "type": "object", and no object
+// in it has an empty key, which the AWS SDK cannot send.
+func CheckSchemaDocument(doc any) error {
 	root, ok := doc.(map[string]any)
 	if !ok {
-		return nil, invalidSchema("the root must be a JSON object")
+		return invalidSchema("the root must be a JSON object")
 	}
 	if t, _ := root["type"].(string); t != "object" {
-		return nil, invalidSchema(`the root must have "type": "object"`)
+		return invalidSchema(`the root must have "type": "object"`)
 	}
-	c := jsonschema.NewCompiler()
-	c.DefaultDraft(jsonschema.Draft2020)
-	c.UseLoader(noLoader{})
-	const url = "mem:///schema.json"
-	if err := c.AddResource(url, doc); err != nil {
-		return nil, invalidSchema("%w", err)
+	if hasEmptyKey(doc) {
+		return invalidSchema("%v", errEmptyKey)
 	}
-	compiled, err := c.Compile(url)
-	if err != nil {
-		return nil, invalidSchema("%w", err)
-	}
-	return &Schema{raw: bytes.Clone(raw), compiled: compiled}, nil
-}
-
-// Raw returns the schema as it was given.
-func (s *Schema) Raw() json.RawMessage { return s.raw }
-
-// Validate checks a JSON value against the schema. It returns nil or the
-// violations, one line each, such as `/age: got string, want integer`.
-func (s *Schema) Validate(value json.RawMessage) []string {
-	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(value))
-	if err != nil {
-		return []string{"not valid JSON: " + err.Error()}
-	}
-	err = s.compiled.Validate(v)
-	if err == nil {
-		return nil
-	}
-	var ve *jsonschema.ValidationError
-	if !errors.As(err, &ve) {
-		return []string{err.Error()}
-	}
-	return flatten(ve.BasicOutput())
-}
-
-func flatten(u *jsonschema.OutputUnit) []string {
-	var out []string
-	var walk func(u *jsonschema.OutputUnit)
-	walk = func(u *jsonschema.OutputUnit) {
-		if u.Error != nil {
-			loc := u.InstanceLocation
-			if loc == "" {
-				loc = "/"
-			}
-			out = append(out, loc+": "+u.Error.String())
-		}
-		for i := range u.Errors {
-			walk(&u.Errors[i])
-		}
-	}
-	walk(u)
-	out = slices.Compact(out)
-	// The basic output repeats a summary line ("validation failed") above the
-	// causes; keep only the causes when there are some.
-	if len(out) > 1 {
-		out = slices.DeleteFunc(out, func(s string) bool { return strings.HasSuffix(s, ": validation failed") })
-	}
-	return out
+	return nil
 }
 
 func hasEmptyKey(v any) bool {
@@ -126,8 +61,45 @@ func hasEmptyKey(v any) bool {
 	return false
 }
 
-type noLoader struct{}
+// toolSchema validates a tool's input. Tool schemas are the program's own,
+// usually generated from a Go type by NewFuncTool, so they are checked with
+// the validator that generates them, which is light at start-up; the strict
+// one that checks schemas against their meta-schema is for callers' schemas
+// (internal/schema).
+type toolSchema struct {
+	raw      json.RawMessage
+	resolved *jsonschema.Resolved
+}
 
-func (noLoader) Load(url string) (any, error) {
-	return nil, fmt.Errorf("references outside the schema are not allowed: %s", url)
+// compileToolSchema compiles a tool's input schema. It may not refer to
+// anything outside itself.
+func compileToolSchema(raw json.RawMessage) (*toolSchema, error) {
+	var doc any
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		return nil, invalidSchema("%w", err)
+	}
+	if err := CheckSchemaDocument(doc); err != nil {
+		return nil, err
+	}
+	var s jsonschema.Schema
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return nil, invalidSchema("%w", err)
+	}
+	resolved, err := s.Resolve(nil)
+	if err != nil {
+		return nil, invalidSchema("%w", err)
+	}
+	return &toolSchema{raw: bytes.Clone(raw), resolved: resolved}, nil
+}
+
+// validate returns nil or what is wrong with input, for the model to read.
+func (s *toolSchema) validate(input json.RawMessage) []string {
+	var v any
+	if err := json.Unmarshal(input, &v); err != nil {
+		return []string{"not valid JSON: " + err.Error()}
+	}
+	if err := s.resolved.Validate(v); err != nil {
+		return []string{err.Error()}
+	}
+	return nil
 }

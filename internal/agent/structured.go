@@ -14,8 +14,8 @@ import (
 // JSON Schema.
 type StructuredRequest struct {
 	Prompt []ContentBlock
-	// Schema is the object's schema; see CompileSchema.
-	Schema *Schema
+	// Schema is the object's schema, usually compiled by internal/schema.
+	Schema Schema
 	// Name is the name of the tool the schema is offered as; empty means
 	// DefaultStructuredName.
 	Name string

@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/lambda-agent/lambda-agent/internal/agent"
 	"github.com/lambda-agent/lambda-agent/internal/conversetest"
+	"github.com/lambda-agent/lambda-agent/internal/schema"
 )
 
 const personSchema = `{
@@ -23,11 +24,11 @@ const personSchema = `{
 
 func personRequest(t *testing.T) agent.StructuredRequest {
 	t.Helper()
-	schema, err := agent.CompileSchema(json.RawMessage(personSchema))
+	s, err := schema.Compile(json.RawMessage(personSchema))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return agent.StructuredRequest{Prompt: input("Ada Lovelace was 36."), Schema: schema, Name: "person"}
+	return agent.StructuredRequest{Prompt: input("Ada Lovelace was 36."), Schema: s, Name: "person"}
 }
 
 func TestStructuredFirstAttempt(t *testing.T) {

@@ -83,7 +83,7 @@ func (t *turn) invoke(ctx context.Context, tool Tool, u *ToolUseBlock) *ToolResu
 	if len(input) == 0 {
 		input = []byte("{}")
 	}
-	if problems := schema.Validate(input); problems != nil {
+	if problems := schema.validate(input); problems != nil {
 		return TextResult(u.ToolUseID, ToolError, "The input does not match the tool's schema:\n- "+strings.Join(problems, "\n- "))
 	}
 
@@ -128,10 +128,10 @@ func (t *turn) invoke(ctx context.Context, tool Tool, u *ToolUseBlock) *ToolResu
 // schemaFor returns the compiled input schema of tool: the one New compiled
 // when the schema is a registered tool's, or else a fresh one, for a tool a
 // hook put in place of another.
-func (a *Agent) schemaFor(tool Tool) (*Schema, error) {
+func (a *Agent) schemaFor(tool Tool) (*toolSchema, error) {
 	spec := tool.Spec()
-	if r, ok := a.tools[spec.Name]; ok && bytes.Equal(r.schema.Raw(), spec.InputSchema) {
+	if r, ok := a.tools[spec.Name]; ok && bytes.Equal(r.schema.raw, spec.InputSchema) {
 		return r.schema, nil
 	}
-	return CompileSchema(spec.InputSchema)
+	return compileToolSchema(spec.InputSchema)
 }

@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"time"
@@ -16,8 +17,9 @@ import (
 )
 
 // New builds the HTTP handler from cfg, calling Bedrock and DynamoDB
-// through the given clients.
-func New(cfg *Config, bedrock agent.ConverseAPI, ddb ddbhistory.DynamoDBAPI, logger *slog.Logger) (*httpapi.Handler, error) {
+// through the given clients. compile compiles structured requests' schemas:
+// schema.Compile for a handler that serves them, nil for one that does not.
+func New(cfg *Config, bedrock agent.ConverseAPI, ddb ddbhistory.DynamoDBAPI, compile SchemaCompiler, logger *slog.Logger) (*httpapi.Handler, error) {
 	a, err := NewAgent(cfg, bedrock)
 	if err != nil {
 		return nil, err
@@ -35,11 +37,16 @@ func New(cfg *Config, bedrock agent.ConverseAPI, ddb ddbhistory.DynamoDBAPI, log
 	return httpapi.New(httpapi.Config{
 		Agent:           a,
 		Store:           store,
+		CompileSchema:   compile,
 		RequireAuth:     cfg.RequireAuth,
 		MaxMessageBytes: cfg.MaxMessageBytes,
 		Logger:          logger,
 	})
 }
+
+// SchemaCompiler compiles a JSON Schema that a caller supplies, as
+// schema.Compile does.
+type SchemaCompiler = func(json.RawMessage) (agent.Schema, error)
 
 // NewAgent builds the agent from cfg, calling Bedrock through client.
 func NewAgent(cfg *Config, client agent.ConverseAPI) (*agent.Agent, error) {
@@ -92,7 +99,7 @@ func NewAgent(cfg *Config, client agent.ConverseAPI) (*agent.Agent, error) {
 // clients' endpoints come from the SDK's standard settings, so
 // AWS_ENDPOINT_URL_DYNAMODB and AWS_ENDPOINT_URL_BEDROCK_RUNTIME redirect them
 // without any setting of ours.
-func FromEnvironment(ctx context.Context, getenv func(string) string, logger *slog.Logger) (*httpapi.Handler, error) {
+func FromEnvironment(ctx context.Context, getenv func(string) string, compile SchemaCompiler, logger *slog.Logger) (*httpapi.Handler, error) {
 	cfg, err := FromEnv(getenv)
 	if err != nil {
 		return nil, err
@@ -101,5 +108,5 @@ func FromEnvironment(ctx context.Context, getenv func(string) string, logger *sl
 	if err != nil {
 		return nil, fmt.Errorf("load AWS configuration: %w", err)
 	}
-	return New(cfg, bedrockruntime.NewFromConfig(awsCfg), dynamodb.NewFromConfig(awsCfg), logger)
+	return New(cfg, bedrockruntime.NewFromConfig(awsCfg), dynamodb.NewFromConfig(awsCfg), compile, logger)
 }

@@ -51,6 +51,10 @@ type Config struct {
 	// RequireAuth makes requests without JWT claims fail with 401 rather
 	// than belong to the owner "anonymous".
 	RequireAuth bool
+	// CompileSchema compiles the schema of a structured request; schema.Compile
+	// (internal/schema) is the one to use. Only the structured route needs it,
+	// so the chat function goes without the validator's start-up cost.
+	CompileSchema func(json.RawMessage) (agent.Schema, error)
 	// MaxMessageBytes bounds a turn's input; 0 means DefaultMaxMessageBytes.
 	MaxMessageBytes int
 	// Logger gets one line per request; nil means slog.Default().

@@ -19,6 +19,7 @@ import (
 	"github.com/lambda-agent/lambda-agent/internal/ddbhistory"
 	"github.com/lambda-agent/lambda-agent/internal/ddblocal"
 	"github.com/lambda-agent/lambda-agent/internal/httpapi"
+	"github.com/lambda-agent/lambda-agent/internal/schema"
 )
 
 // api is a handler wired like a deployed function: the real agent talking to
@@ -88,6 +89,7 @@ func newAPI(t testing.TB, env map[string]string) *api {
 	h, err := httpapi.New(httpapi.Config{
 		Agent:           agent,
 		Store:           store,
+		CompileSchema:   schema.Compile,
 		RequireAuth:     cfg.RequireAuth,
 		MaxMessageBytes: cfg.MaxMessageBytes,
 		Logger:          slog.New(slog.NewJSONHandler(logs, nil)),

@@ -306,7 +306,10 @@ func (h *Handler) structured(ctx context.Context, req *events.APIGatewayV2HTTPRe
 	if len(in.Schema) == 0 || string(in.Schema) == "null" {
 		return 0, nil, badRequest("invalid_schema", "schema is required: a JSON Schema whose root has \"type\": \"object\"")
 	}
-	schema, err := agent.CompileSchema(in.Schema)
+	if h.cfg.CompileSchema == nil {
+		return 0, nil, errors.New("httpapi: Config.CompileSchema is not set, and the structured route needs it")
+	}
+	schema, err := h.cfg.CompileSchema(in.Schema)
 	if err != nil {
 		return 0, nil, err
 	}

@@ -32,6 +32,7 @@ import (
 	"github.com/lambda-agent/lambda-agent/internal/ddblocal"
 	"github.com/lambda-agent/lambda-agent/internal/httpapi"
 	"github.com/lambda-agent/lambda-agent/internal/offline"
+	"github.com/lambda-agent/lambda-agent/internal/schema"
 )
 
 // Options configure a local run.
@@ -133,7 +134,7 @@ func Run(ctx context.Context, opts Options) error {
 	if err := ddbhistory.CreateTable(ctx, ddb, cfg.TableName); err != nil {
 		return err
 	}
-	h, err := app.New(cfg, bedrock, ddb, logger)
+	h, err := app.New(cfg, bedrock, ddb, schema.Compile, logger)
 	if err != nil {
 		return err
 	}

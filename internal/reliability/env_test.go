@@ -23,6 +23,7 @@ import (
 	"github.com/lambda-agent/lambda-agent/internal/ddbhistory"
 	"github.com/lambda-agent/lambda-agent/internal/ddblocal"
 	"github.com/lambda-agent/lambda-agent/internal/httpapi"
+	"github.com/lambda-agent/lambda-agent/internal/schema"
 )
 
 // system is the real handler, wired as a function wires it, on the strict
@@ -72,7 +73,7 @@ func newSystem(t *testing.T, env map[string]string) *system {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := app.New(cfg, model.Client(), client, slog.New(slog.DiscardHandler))
+	h, err := app.New(cfg, model.Client(), client, schema.Compile, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

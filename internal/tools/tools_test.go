@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/lambda-agent/lambda-agent/internal/agent"
+	"github.com/lambda-agent/lambda-agent/internal/schema"
 )
 
 func run(t *testing.T, tool agent.Tool, state *agent.State, input string) (string, error) {
@@ -34,7 +35,7 @@ func TestByName(t *testing.T) {
 	var names []string
 	for _, tool := range got {
 		names = append(names, tool.Spec().Name)
-		if _, err := agent.CompileSchema(tool.Spec().InputSchema); err != nil {
+		if _, err := schema.Compile(tool.Spec().InputSchema); err != nil {
 			t.Errorf("%s: schema: %v", tool.Spec().Name, err)
 		}
 	}
