@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/lambda-agent/lambda-agent/internal/mdsection"
 )
 
 // result is one guarantee's outcome in a run of the suite.
@@ -48,28 +50,14 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-const (
-	beginMarker = "<!-- suite results: begin -->"
-	endMarker   = "<!-- suite results: end -->"
-)
-
 func writeReport(path string) error {
-	doc, err := os.ReadFile(path)
-	if err != nil {
-		return err
-	}
-	before, rest, ok := strings.Cut(string(doc), beginMarker)
-	_, after, ok2 := strings.Cut(rest, endMarker)
-	if !ok || !ok2 {
-		return fmt.Errorf("%s has no %s … %s markers", path, beginMarker, endMarker)
-	}
 	resultsMu.Lock()
 	rs := append([]result(nil), results...)
 	resultsMu.Unlock()
 	sort.SliceStable(rs, func(i, j int) bool { return rs[i].test < rs[j].test })
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s\nLast run: %s, %s/%s, %d CPUs, %s, `RELIABILITY_MD=RELIABILITY.md go test -count=1 ./internal/reliability`.\n\n",
-		beginMarker, time.Now().UTC().Format("2006-01-02"), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.Version())
+	fmt.Fprintf(&b, "Last run: %s, %s/%s, %d CPUs, %s, `RELIABILITY_MD=RELIABILITY.md go test -count=1 ./internal/reliability`.\n\n",
+		time.Now().UTC().Format("2006-01-02"), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.Version())
 	b.WriteString("| guarantee | test | tried | lost | result |\n|---|---|---|---|---|\n")
 	for _, r := range rs {
 		status := "pass"
@@ -78,6 +66,5 @@ func writeReport(path string) error {
 		}
 		fmt.Fprintf(&b, "| %s | `%s` | %s | %d | %s |\n", r.guarantee, r.test, r.tried, r.lost, status)
 	}
-	b.WriteString(endMarker)
-	return os.WriteFile(path, []byte(before+b.String()+after), 0o644)
+	return mdsection.Replace(path, "suite results", b.String())
 }
