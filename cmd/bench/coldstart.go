@@ -1,0 +1,184 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/lambda-agent/lambda-agent/internal/conversetest"
+	"github.com/lambda-agent/lambda-agent/internal/ddbhistory"
+	"github.com/lambda-agent/lambda-agent/internal/ddblocal"
+	"github.com/lambda-agent/lambda-agent/internal/lambdatest"
+)
+
+// coldStart times process start to first completed invocation, for the chat
+// function (a whole chat turn: session load, model call, commit), for a
+// Lambda that only returns its event, and for one that makes a first turn's
+// requests through the AWS SDK and nothing else.
+func coldStart(ctx context.Context, cfg config, b *strings.Builder) error {
+	dir, err := os.MkdirTemp("", "bench-*")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	chat, err := lambdatest.Build(ctx, "./functions/chat", filepath.Join(dir, "chat"))
+	if err != nil {
+		return err
+	}
+	echo, err := lambdatest.Build(ctx, "./internal/lambdatest/echo", filepath.Join(dir, "echo"))
+	if err != nil {
+		return err
+	}
+	floor, err := lambdatest.Build(ctx, "./internal/lambdatest/sdkfloor", filepath.Join(dir, "sdkfloor"))
+	if err != nil {
+		return err
+	}
+	size := func(path string) float64 {
+		st, _ := os.Stat(path)
+		return float64(st.Size()) / (1 << 20)
+	}
+
+	ddb, err := ddblocal.NewServer("")
+	if err != nil {
+		return err
+	}
+	defer ddb.Close()
+	if err := ddbhistory.CreateTable(ctx, ddb.Client(), table); err != nil {
+		return err
+	}
+	model := conversetest.NewServer()
+	defer model.Close()
+	env := []string{
+		"TABLE_NAME=" + table, "MODEL_ID=bench-model", "AWS_REGION=us-east-1",
+		"AWS_ACCESS_KEY_ID=bench", "AWS_SECRET_ACCESS_KEY=bench",
+		"AWS_ENDPOINT_URL_DYNAMODB=" + ddb.URL, "AWS_ENDPOINT_URL_BEDROCK_RUNTIME=" + model.URL,
+		"AWS_LAMBDA_LOG_FORMAT=JSON",
+	}
+
+	type sample struct {
+		init, first time.Duration
+		rss         int64
+	}
+	measure := func(bin string, event []byte) (sample, error) {
+		var s sample
+		fn, err := lambdatest.Start(ctx, bin, lambdatest.Config{Env: env, MemoryMB: 512})
+		if err != nil {
+			return s, err
+		}
+		inv, err := fn.InvokeAsync(ctx, event, 30*time.Second)
+		if err != nil {
+			fn.Close()
+			return s, err
+		}
+		resp, err := inv.Wait(ctx)
+		if err == nil && bin == chat && !strings.Contains(string(resp), `"statusCode":200`) {
+			err = fmt.Errorf("chat answered %s", resp)
+		}
+		if err != nil {
+			fn.Close()
+			return s, fmt.Errorf("%s: %w\n%s", bin, err, fn.Logs())
+		}
+		started := fn.StartedAt()
+		s = sample{init: fn.ReadyAt().Sub(started), first: inv.Timing().Completed.Sub(started)}
+		if err := fn.Close(); err != nil {
+			return s, err
+		}
+		s.rss, err = fn.PeakRSS()
+		return s, err
+	}
+	// The three alternate, so that a busy moment on the machine falls on all.
+	var chatSamples, echoSamples, floorSamples []sample
+	for i := range cfg.coldRuns {
+		c, err := measure(chat, fmt.Appendf(nil, `{"version":"2.0","routeKey":"POST /chat","rawPath":"/chat","body":"{\"session_id\":\"cold-%d\",\"message\":\"Hello\"}","requestContext":{"requestId":"r%d","http":{"method":"POST","path":"/chat"}}}`, i, i))
+		if err != nil {
+			return err
+		}
+		e, err := measure(echo, []byte(`{"hello":"world"}`))
+		if err != nil {
+			return err
+		}
+		f, err := measure(floor, []byte(`{}`))
+		if err != nil {
+			return err
+		}
+		chatSamples, echoSamples, floorSamples = append(chatSamples, c), append(echoSamples, e), append(floorSamples, f)
+	}
+	stats := func(s []sample) (init, med, p90 time.Duration, rss int64) {
+		var inits, firsts []time.Duration
+		for _, x := range s {
+			inits = append(inits, x.init)
+			firsts = append(firsts, x.first)
+			rss = max(rss, x.rss)
+		}
+		return percentile(inits, 50), percentile(firsts, 50), percentile(firsts, 90), rss
+	}
+	ci, cm, c90, crss := stats(chatSamples)
+	ei, em, e90, erss := stats(echoSamples)
+	fi, fm, f90, frss := stats(floorSamples)
+	ratio := float64(cm) / float64(em)
+	fmt.Fprintf(b, "### Cold start\n\nFrom process start to the first completed invocation, %d runs each. The chat function's first invocation is a whole chat turn: it loads the session, calls the model and commits, against a Converse stand-in that answers at once and a DynamoDB in the bench process. The baseline is a Go Lambda that only returns its event. The SDK floor is a Go Lambda that builds the same two AWS clients and makes the same four requests as a first chat turn (Query, GetItem, Converse, TransactWriteItems) with nothing else: no chat function built on the AWS SDK for Go v2 starts faster. All are built the way SAM builds them (`-tags lambda.norpc -trimpath -ldflags \"-s -w\"`, CGO off).\n\n", cfg.coldRuns)
+	b.WriteString("| function | binary | init (median) | first response, median | p90 | peak RSS |\n|---|---|---|---|---|---|\n")
+	fmt.Fprintf(b, "| chat (whole turn) | %.1f MB | %s | %s | %s | %.1f MB |\n", size(chat), ms(ci), ms(cm), ms(c90), float64(crss)/(1<<20))
+	fmt.Fprintf(b, "| SDK floor (the same four requests) | %.1f MB | %s | %s | %s | %.1f MB |\n", size(floor), ms(fi), ms(fm), ms(f90), float64(frss)/(1<<20))
+	fmt.Fprintf(b, "| echo (baseline) | %.1f MB | %s | %s | %s | %.1f MB |\n\n", size(echo), ms(ei), ms(em), ms(e90), float64(erss)/(1<<20))
+	verdict := func(ok bool) string {
+		if ok {
+			return "met"
+		}
+		return "**missed**"
+	}
+	fmt.Fprintf(b, "Ratio of medians, chat / echo: **%.2f** (target ≤ 3: %s). Peak RSS: **%.1f MB** (target ≤ 40 MB: %s).\n\n",
+		ratio, verdict(ratio <= 3), float64(crss)/(1<<20), verdict(crss <= 40<<20))
+	fmt.Fprintf(b, "The SDK floor alone is **%.2f×** echo, so the target is out of reach of any function that makes these requests through the AWS SDK for Go v2. What lambda-agent adds on top of the floor is %s (chat / floor: %.2f×).\n\n",
+		float64(fm)/float64(em), ms(cm-fm), float64(cm)/float64(fm))
+
+	// Where the chat function's init goes: Go's own trace of package
+	// initialization, from one more start.
+	fn, err := lambdatest.Start(ctx, chat, lambdatest.Config{Env: append(env, "GODEBUG=inittrace=1")})
+	if err != nil {
+		return err
+	}
+	_, err = fn.WaitReady(ctx)
+	logs := fn.Logs()
+	fn.Close()
+	if err != nil {
+		return err
+	}
+	inits := packageInits(logs)
+	var total float64
+	for _, p := range inits {
+		total += p.ms
+	}
+	fmt.Fprintf(b, "Package initialization, by `GODEBUG=inittrace=1`, takes %.1f ms of the chat function's init (the trace slows it somewhat). The largest:\n\n| package | init |\n|---|---|\n", total)
+	for _, p := range inits[:min(6, len(inits))] {
+		fmt.Fprintf(b, "| `%s` | %.2f ms |\n", p.pkg, p.ms)
+	}
+	b.WriteString("\nMost of the package initialization is the AWS SDK's: its DynamoDB and Bedrock clients build their operation schemas and endpoint rules. The chat function does not link the strict JSON Schema compiler that the structured function uses for callers' schemas, whose initialization compiles every draft's meta-schema (about 5 ms); `functions/deps_test.go` keeps it out. The rest of the first response is the turn itself: a Query, a GetItem for the new session's id, a Converse call and a TransactWriteItems, each on a new connection and each the first use of its SDK operation, and usually the process's first garbage collection.\n\n")
+	return nil
+}
+
+type packageInit struct {
+	pkg string
+	ms  float64
+}
+
+// packageInits reads the lines of GODEBUG=inittrace=1, such as
+// "init github.com/x/y @5.0 ms, 8.7 ms clock, 1701064 bytes, 21284 allocs",
+// largest first.
+func packageInits(logs string) []packageInit {
+	var out []packageInit
+	for _, line := range strings.Split(logs, "\n") {
+		var p packageInit
+		var at float64
+		if _, err := fmt.Sscanf(line, "init %s @%f ms, %f ms clock", &p.pkg, &at, &p.ms); err == nil {
+			out = append(out, p)
+		}
+	}
+	slices.SortFunc(out, func(a, b packageInit) int { return cmp.Compare(b.ms, a.ms) })
+	return out
+}

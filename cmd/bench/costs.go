@@ -1,0 +1,86 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/lambda-agent/lambda-agent/internal/conversetest"
+	"github.com/lambda-agent/lambda-agent/internal/ddblocal"
+)
+
+// turnKinds are the turns whose DynamoDB cost is measured.
+var turnKinds = []struct {
+	name, message string
+	env           map[string]string
+}{
+	{"plain", "Hello again", nil},
+	{"tool", "What is 25*48?", nil},
+	{"summarizing", "Hello again", map[string]string{"CONVERSATION_MANAGER": "summarizing"}},
+}
+
+// respond answers like a model: arithmetic gets a calculator call, tool
+// results an answer, anything else an echo. It answers the summarizer too.
+func respond(r *conversetest.Request) conversetest.Reply {
+	last := r.Messages[len(r.Messages)-1]
+	if len(last.Content) > 0 && last.Content[0].ToolResult != nil {
+		return conversetest.Text("25 × 48 = 1200.")
+	}
+	if strings.Contains(last.Text(), "25*48") {
+		return conversetest.ToolUse(fmt.Sprintf("t%d", len(r.Messages)), "calculator", map[string]string{"expression": "25*48"})
+	}
+	return conversetest.EchoResponder(r)
+}
+
+// costs measures what each kind of turn costs in DynamoDB, against a store
+// that keeps the whole history in one item.
+func costs(ctx context.Context, cfg config, b *strings.Builder) error {
+	fmt.Fprintf(b, "### DynamoDB cost per turn\n\nAverages over %d turns of each kind, through the handler, counted on the wire by the client's transport (`ddblocal.Meter`). RCU is 1 per 4 KB read strongly consistently. WCU is 1 per KB written, doubled in a transaction. Every session has a window of 40 messages. A summarizing turn uses `CONVERSATION_MANAGER=summarizing`, whose window summarizes past 40 messages.\n\n", cfg.costTurns)
+	b.WriteString("| turn | stored messages | requests | sent | received | RCU | WCU |\n|---|---|---|---|---|---|---|\n")
+	type key struct {
+		kind string
+		size int
+	}
+	plain := map[int]ddblocal.Usage{}
+	for _, kind := range turnKinds {
+		for _, n := range sizes {
+			s, err := newStack(ctx, kind.env)
+			if err != nil {
+				return err
+			}
+			s.model.Responder = respond
+			id := fmt.Sprintf("%s-%d", kind.name, n)
+			err = s.fill(ctx, id, n)
+			if err == nil {
+				_, err = s.chat(ctx, id, kind.message) // warm up
+			}
+			s.meter.Take()
+			for i := 0; err == nil && i < cfg.costTurns; i++ {
+				_, err = s.chat(ctx, id, kind.message)
+			}
+			u := s.meter.Take()
+			s.Close()
+			if err != nil {
+				return fmt.Errorf("%s turn at %d messages: %w", kind.name, n, err)
+			}
+			t := float64(cfg.costTurns)
+			fmt.Fprintf(b, "| %s | %d | %.1f | %.0f B | %.0f B | %.1f | %.1f |\n", kind.name, n,
+				float64(u.Requests)/t, float64(u.Sent)/t, float64(u.Received)/t, u.RCU/t, u.WCU/t)
+			if kind.name == "plain" {
+				plain[n] = u
+			}
+		}
+	}
+	small, large := plain[sizes[0]], plain[sizes[len(sizes)-1]]
+	bytesRatio := float64(large.Sent+large.Received) / float64(small.Sent+small.Received)
+	reqs := float64(large.Requests) / float64(cfg.costTurns)
+	verdict := func(ok bool) string {
+		if ok {
+			return "met"
+		}
+		return "**missed**"
+	}
+	fmt.Fprintf(b, "\nA plain turn makes **%.1f** requests (target ≤ 2: %s). Its bytes at 10,000 messages are **%.3f×** those at 40 (target ≤ 1.2×: %s).\n\n",
+		reqs, verdict(reqs <= 2), bytesRatio, verdict(bytesRatio <= 1.2))
+	return baselineCosts(ctx, cfg, b, plain)
+}
