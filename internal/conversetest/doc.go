@@ -26,9 +26,19 @@
 // "stopReason":…, "usage":…, "metrics":…}. An error is an HTTP status, the
 // error code in the X-Amzn-ErrorType header and {"message":…} in the body,
 // from which the SDK builds its typed errors (*types.ThrottlingException,
-// *types.ValidationException, …). POST /model/{modelId}/converse-stream is
-// routed but answered 404 UnknownOperationException for now; so is anything
-// else.
+// *types.ValidationException, …).
+//
+// POST /model/{modelId}/converse-stream takes the same body, is checked and
+// scripted the same way, and answers errors found before the first byte the
+// same way. A success is HTTP 200 with a vnd.amazon.eventstream body, which
+// the SDK decodes: messageStart; for each content block a contentBlockStart
+// (toolUse only), contentBlockDelta events carrying pieces of the text, tool
+// input or reasoning ([Reply.WithChunking]), and a contentBlockStop; then
+// messageStop with the stop reason and metadata with usage. Each event is
+// flushed on its own. [Reply.WithStreamError] ends the stream early with an
+// exception event, as Bedrock does when the model fails mid-answer.
+//
+// Anything else is answered 404 UnknownOperationException.
 //
 // # Strict validation
 //

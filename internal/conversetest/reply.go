@@ -77,6 +77,15 @@ type Reply struct {
 	Delay time.Duration
 	// Err, if set, is answered instead of a message.
 	Err *APIError
+
+	// ChunkBytes and ChunkDelay shape a ConverseStream answer: pieces of at
+	// most ChunkBytes of text or tool input (0 means DefaultChunkBytes),
+	// each event after a pause of ChunkDelay. See [Reply.WithChunking].
+	ChunkBytes int
+	ChunkDelay time.Duration
+	// StreamErr, if set, cuts a ConverseStream answer short with an
+	// exception. See [Reply.WithStreamError].
+	StreamErr *StreamError
 }
 
 // Text returns an end_turn reply with one text block.

@@ -412,6 +412,8 @@ type GuardrailConfig struct {
 	GuardrailIdentifier string `json:"guardrailIdentifier"`
 	GuardrailVersion    string `json:"guardrailVersion"`
 	Trace               string `json:"trace,omitempty"`
+	// StreamProcessingMode is ConverseStream's: "sync" or "async".
+	StreamProcessingMode string `json:"streamProcessingMode,omitempty"`
 }
 
 // decodeUnion decodes the JSON object data as a union: it calls set for

@@ -157,11 +157,10 @@ type operation struct {
 }
 
 // operations maps the last path segment of /model/{modelId}/{segment} to
-// its operation. converse-stream is routed already so that adding its
-// event-stream answer only means writing its serve function.
+// its operation.
 var operations = map[string]operation{
 	"converse":        {name: "Converse", serve: (*Server).serveConverse},
-	"converse-stream": {name: "ConverseStream", serve: (*Server).serveNotImplemented},
+	"converse-stream": {name: "ConverseStream", serve: (*Server).serveConverseStream},
 }
 
 func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
@@ -206,14 +205,6 @@ func route(r *http.Request) (modelID string, op operation, ok bool) {
 	return modelID, op, true
 }
 
-func (s *Server) serveNotImplemented(w http.ResponseWriter, _ *http.Request, _ string, _ time.Time) {
-	s.writeError(w, &APIError{
-		Status:  http.StatusNotFound,
-		Code:    CodeUnknownOperation,
-		Message: "conversetest: ConverseStream is not implemented yet",
-	})
-}
-
 // converseResponse is the body of a successful Converse answer.
 type converseResponse struct {
 	Output struct {
@@ -237,12 +228,7 @@ func (s *Server) serveConverse(w http.ResponseWriter, r *http.Request, modelID s
 		resp.Output.Message.Content = []ContentBlock{}
 	}
 	resp.StopReason = reply.stopReason()
-	if reply.Usage != nil {
-		resp.Usage = *reply.Usage
-	} else {
-		in, out := tokens(EstimateInputBytes(req)), tokens(contentBytes(reply.Content))
-		resp.Usage = Usage{InputTokens: in, OutputTokens: out, TotalTokens: in + out}
-	}
+	resp.Usage = usageOf(req, reply)
 	resp.Metrics.LatencyMs = time.Since(start).Milliseconds()
 	body, err := json.Marshal(&resp)
 	if err != nil {
@@ -255,6 +241,15 @@ func (s *Server) serveConverse(w http.ResponseWriter, r *http.Request, modelID s
 	}
 	s.writeHeader(w, http.StatusOK)
 	w.Write(body) // A failed write means the client left; nobody to tell.
+}
+
+// usageOf is the token usage of reply: the scripted one, or an estimate.
+func usageOf(req *Request, reply Reply) Usage {
+	if reply.Usage != nil {
+		return *reply.Usage
+	}
+	in, out := tokens(EstimateInputBytes(req)), tokens(contentBytes(reply.Content))
+	return Usage{InputTokens: in, OutputTokens: out, TotalTokens: in + out}
 }
 
 // exchange does what every model operation shares: it decodes, records and
@@ -331,8 +326,12 @@ func (s *Server) exchange(w http.ResponseWriter, r *http.Request, opName, modelI
 func (s *Server) writeHeader(w http.ResponseWriter, status int) {
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
-	h.Set("X-Amzn-Requestid", fmt.Sprintf("conversetest-%d", s.requestID.Add(1)))
+	h.Set("X-Amzn-Requestid", s.nextRequestID())
 	w.WriteHeader(status)
+}
+
+func (s *Server) nextRequestID() string {
+	return fmt.Sprintf("conversetest-%d", s.requestID.Add(1))
 }
 
 // writeError answers with e in the restJson1 error format: the code in the

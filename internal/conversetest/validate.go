@@ -616,6 +616,10 @@ func (v *validator) guardrail(g *GuardrailConfig) {
 		p := gp.dot("trace")
 		v.add(&p, "%q is not enabled, disabled or enabled_full", g.Trace)
 	}
+	if m := g.StreamProcessingMode; m != "" && m != "sync" && m != "async" {
+		p := gp.dot("streamProcessingMode")
+		v.add(&p, "%q is not sync or async", m)
+	}
 }
 
 // isName reports whether s matches ^[a-zA-Z0-9_-]{1,64}$, the pattern of

@@ -248,7 +248,6 @@ func TestWireUnknownOperations(t *testing.T) {
 	tests := []struct {
 		name, method, path string
 	}{
-		{"converse-stream is not implemented yet", http.MethodPost, "/model/" + modelID + "/converse-stream"},
 		{"GET", http.MethodGet, "/model/" + modelID + "/converse"},
 		{"invoke", http.MethodPost, "/model/" + modelID + "/invoke"},
 		{"root", http.MethodPost, "/"},
