@@ -181,16 +181,18 @@ const maxCyclesText = "I stopped here because this turn reached its limit of %d 
 // come in a *TurnError that says what it used.
 func (a *Agent) Run(ctx context.Context, conv *Conversation, input []ContentBlock) (*Result, error) {
 	before(ctx, a.cfg.Hooks.BeforeInvocation, &BeforeInvocationEvent{Conversation: conv, Input: input})
-	res, err := a.run(ctx, conv, input)
+	res, err := a.run(ctx, conv, input, nil)
 	after(ctx, a.cfg.Hooks.AfterInvocation, &AfterInvocationEvent{Result: res, Err: err})
 	return res, err
 }
 
-func (a *Agent) run(ctx context.Context, conv *Conversation, input []ContentBlock) (*Result, error) {
+// run runs a turn for Run, and for Stream with emit set.
+func (a *Agent) run(ctx context.Context, conv *Conversation, input []ContentBlock, emit func(Event)) (*Result, error) {
 	if err := ValidateInput(input); err != nil {
 		return nil, err
 	}
 	t := a.newTurn(conv)
+	t.emit = emit
 	work, cancel := a.workContext(ctx)
 	defer cancel()
 
@@ -206,6 +208,9 @@ func (a *Agent) run(ctx context.Context, conv *Conversation, input []ContentBloc
 		uses := msg.ToolUses()
 		if len(uses) == 0 {
 			return t.finish(resp.StopReason, resp.Message.Text()), nil
+		}
+		for _, u := range uses {
+			t.send(Event{ToolUse: u})
 		}
 		results := t.runTools(work, uses)
 		if work.Err() != nil {
@@ -238,6 +243,17 @@ type turn struct {
 	usage   Usage
 	metrics Metrics
 	start   time.Time
+	// emit, when set, streams the turn (see Stream); emitted says whether
+	// the last model call emitted anything.
+	emit    func(Event)
+	emitted bool
+}
+
+// send emits e when the turn streams.
+func (t *turn) send(e Event) {
+	if t.emit != nil {
+		t.emit(e)
+	}
 }
 
 func (a *Agent) newTurn(conv *Conversation) *turn {
@@ -332,6 +348,14 @@ func (t *turn) converse(ctx context.Context, req ModelRequest, extra ...Message)
 		if !IsModelError(err, KindOverflow) && (err != nil || resp.StopReason != StopContextExceeded) {
 			return resp, err
 		}
+		if t.emitted {
+			// Part of the answer is out: reducing and asking again would
+			// send a second answer after it.
+			if err == nil {
+				err = ErrContextOverflow
+			}
+			return nil, streamInterrupted(err)
+		}
 		if reductions >= t.a.cfg.MaxReductions {
 			return nil, fmt.Errorf("%w: still too long after %d reductions", ErrContextOverflow, reductions)
 		}
@@ -366,7 +390,17 @@ func (t *turn) call(ctx context.Context, req *ModelRequest) (*ModelResponse, err
 	hooks := &t.a.cfg.Hooks
 	before(ctx, hooks.BeforeModelCall, &BeforeModelCallEvent{Request: req})
 	start := time.Now()
-	resp, err := t.a.model.Converse(ctx, req)
+	var resp *ModelResponse
+	var err error
+	if t.emit == nil {
+		resp, err = t.a.model.Converse(ctx, req)
+	} else {
+		t.emitted = false
+		resp, err = converseStream(ctx, t.a.model, req, func(d Delta) {
+			t.emitted = true
+			t.emit(Event{Text: d.Text})
+		})
+	}
 	d := time.Since(start)
 	t.metrics.ModelCalls++
 	t.metrics.ModelLatency += d

@@ -18,6 +18,7 @@ import (
 // ConverseAPI is the part of *bedrockruntime.Client that Bedrock uses.
 type ConverseAPI interface {
 	Converse(ctx context.Context, in *bedrockruntime.ConverseInput, optFns ...func(*bedrockruntime.Options)) (*bedrockruntime.ConverseOutput, error)
+	ConverseStream(ctx context.Context, in *bedrockruntime.ConverseStreamInput, optFns ...func(*bedrockruntime.Options)) (*bedrockruntime.ConverseStreamOutput, error)
 }
 
 // BedrockConfig configures a Bedrock model.
@@ -50,7 +51,7 @@ type Bedrock struct {
 	cfg    BedrockConfig
 }
 
-var _ Model = (*Bedrock)(nil)
+var _ StreamingModel = (*Bedrock)(nil)
 
 // NewBedrock returns a Model that calls client. It does not retry: the SDK's
 // retryer is turned off for its calls because the agent retries within the
@@ -190,7 +191,8 @@ func classify(err error) *ModelError {
 	switch me.Code {
 	case "ThrottlingException":
 		me.Kind = KindThrottled
-	case "ModelNotReadyException", "ServiceUnavailableException", "InternalServerException", "ModelTimeoutException":
+	case "ModelNotReadyException", "ServiceUnavailableException", "InternalServerException", "ModelTimeoutException",
+		"ModelStreamErrorException": // a stream that broke off: "retry your request"
 		me.Kind = KindUnavailable
 	case "ValidationException":
 		switch {

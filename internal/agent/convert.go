@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/bedrockruntime/document"
@@ -377,4 +378,106 @@ func fromDocument(d document.Interface) (json.RawMessage, error) {
 		return nil, fmt.Errorf("encode document: %w", err)
 	}
 	return b, nil
+}
+
+// streamedMessage assembles the assistant message of a ConverseStream answer
+// from its content-block events, which name their block by index.
+type streamedMessage struct {
+	blocks map[int32]*streamedBlock
+}
+
+type streamedBlock struct {
+	text      bytes.Buffer
+	toolUse   *ToolUseBlock // set by the block's start event
+	input     bytes.Buffer
+	reasoning *ReasoningBlock
+}
+
+func (s *streamedMessage) block(index *int32) *streamedBlock {
+	if s.blocks == nil {
+		s.blocks = map[int32]*streamedBlock{}
+	}
+	i := aws.ToInt32(index)
+	b := s.blocks[i]
+	if b == nil {
+		b = &streamedBlock{}
+		s.blocks[i] = b
+	}
+	return b
+}
+
+// start records a contentBlockStart event.
+func (s *streamedMessage) start(e types.ContentBlockStartEvent) error {
+	switch st := e.Start.(type) {
+	case *types.ContentBlockStartMemberToolUse:
+		s.block(e.ContentBlockIndex).toolUse = &ToolUseBlock{
+			ToolUseID: aws.ToString(st.Value.ToolUseId),
+			Name:      aws.ToString(st.Value.Name),
+		}
+		return nil
+	default:
+		return fmt.Errorf("%w: content block start %T", ErrUnsupportedContent, st)
+	}
+}
+
+// delta records a contentBlockDelta event and returns the text it added to
+// a text block, if any.
+func (s *streamedMessage) delta(e types.ContentBlockDeltaEvent) (string, error) {
+	b := s.block(e.ContentBlockIndex)
+	switch d := e.Delta.(type) {
+	case *types.ContentBlockDeltaMemberText:
+		b.text.WriteString(d.Value)
+		return d.Value, nil
+	case *types.ContentBlockDeltaMemberToolUse:
+		b.input.WriteString(aws.ToString(d.Value.Input))
+	case *types.ContentBlockDeltaMemberReasoningContent:
+		if b.reasoning == nil {
+			b.reasoning = &ReasoningBlock{}
+		}
+		switch r := d.Value.(type) {
+		case *types.ReasoningContentBlockDeltaMemberText:
+			b.reasoning.Text += r.Value
+		case *types.ReasoningContentBlockDeltaMemberSignature:
+			b.reasoning.Signature += r.Value
+		case *types.ReasoningContentBlockDeltaMemberRedactedContent:
+			b.reasoning.Redacted = append(b.reasoning.Redacted, r.Value...)
+		default:
+			return "", fmt.Errorf("%w: reasoning delta %T", ErrUnsupportedContent, r)
+		}
+	default:
+		return "", fmt.Errorf("%w: content block delta %T", ErrUnsupportedContent, d)
+	}
+	return "", nil
+}
+
+// message returns the assembled message, its blocks in index order.
+func (s *streamedMessage) message() (Message, error) {
+	indexes := make([]int32, 0, len(s.blocks))
+	for i := range s.blocks {
+		indexes = append(indexes, i)
+	}
+	slices.Sort(indexes)
+	m := Message{Role: RoleAssistant, Content: make([]ContentBlock, 0, len(indexes))}
+	for _, i := range indexes {
+		b := s.blocks[i]
+		switch {
+		case b.toolUse != nil:
+			input := bytes.TrimSpace(b.input.Bytes())
+			if len(input) == 0 {
+				input = []byte("{}")
+			}
+			var compact bytes.Buffer
+			if err := json.Compact(&compact, input); err != nil || compact.Bytes()[0] != '{' {
+				return Message{}, fmt.Errorf("block %d: the input of tool use %s is not a JSON object", i, b.toolUse.ToolUseID)
+			}
+			u := *b.toolUse
+			u.Input = compact.Bytes()
+			m.Content = append(m.Content, ContentBlock{ToolUse: &u})
+		case b.reasoning != nil:
+			m.Content = append(m.Content, ContentBlock{Reasoning: b.reasoning})
+		default:
+			m.Content = append(m.Content, Text(b.text.String()))
+		}
+	}
+	return m, nil
 }

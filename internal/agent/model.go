@@ -96,7 +96,8 @@ const (
 	KindThrottled
 	// KindUnavailable is a transient failure: ModelNotReadyException,
 	// ServiceUnavailableException, InternalServerException,
-	// ModelTimeoutException, another 5xx, or a failure to reach the service.
+	// ModelTimeoutException, ModelStreamErrorException, another 5xx, or a
+	// failure to reach the service.
 	KindUnavailable
 	// KindOverflow is a request larger than the model's context window.
 	KindOverflow

@@ -47,7 +47,10 @@ func (p RetryPolicy) backoff(n int) time.Duration {
 // failure is returned instead. Failures
 // that are not retryable, such as validation errors, access errors and a model
 // that does not exist, are returned at once.
-func Retrying(m Model, p RetryPolicy) Model {
+//
+// The result streams when m does, and retries a stream only until its first
+// piece was emitted.
+func Retrying(m Model, p RetryPolicy) StreamingModel {
 	return &retrying{model: m, policy: p}
 }
 
@@ -57,14 +60,25 @@ type retrying struct {
 }
 
 func (r *retrying) Converse(ctx context.Context, req *ModelRequest) (*ModelResponse, error) {
+	return r.retry(ctx, func() (*ModelResponse, error) { return r.model.Converse(ctx, req) }, nil)
+}
+
+// retry makes call until it succeeds, fails for good, or the policy or the
+// deadline leaves no more tries. mayRetry, if set, is asked before each
+// retry; a failure it refuses to retry is returned wrapped in
+// ErrStreamInterrupted.
+func (r *retrying) retry(ctx context.Context, call func() (*ModelResponse, error), mayRetry func() bool) (*ModelResponse, error) {
 	attempts := cmp.Or(r.policy.MaxAttempts, DefaultMaxAttempts)
 	for n := 1; ; n++ {
 		start := time.Now()
-		resp, err := r.model.Converse(ctx, req)
+		resp, err := call()
 		took := time.Since(start)
 		var me *ModelError
 		if err == nil || !errors.As(err, &me) || !me.Kind.Retryable() {
 			return resp, err
+		}
+		if mayRetry != nil && !mayRetry() {
+			return nil, streamInterrupted(err)
 		}
 		if n >= attempts {
 			return nil, fmt.Errorf("gave up after %d attempts: %w", n, err)

@@ -22,6 +22,7 @@ func (t *turn) runTools(ctx context.Context, uses []*ToolUseBlock) []ContentBloc
 	for i, u := range uses {
 		g.Go(func() error {
 			results[i] = ContentBlock{ToolResult: t.runTool(ctx, u)}
+			t.send(Event{ToolResult: results[i].ToolResult})
 			return nil
 		})
 	}
