@@ -36,6 +36,7 @@ type Store interface {
 // errors are the agent sentinels and types.
 type Agent interface {
 	Run(ctx context.Context, conv *agent.Conversation, input []agent.ContentBlock) (*agent.Result, error)
+	Stream(ctx context.Context, conv *agent.Conversation, input []agent.ContentBlock, emit func(agent.Event)) (*agent.Result, error)
 	Structured(ctx context.Context, conv *agent.Conversation, req agent.StructuredRequest) (*agent.StructuredResult, error)
 }
 

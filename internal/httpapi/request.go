@@ -18,25 +18,39 @@ import (
 	"github.com/lambda-agent/lambda-agent/internal/ddbhistory"
 )
 
-// anonymous owns the sessions of requests without JWT claims.
+// anonymous owns the sessions of requests that name no caller.
 const anonymous = "anonymous"
+
+// iamPrefix begins the owners that are IAM principals. JWT subjects may not
+// begin with it, so that no token can pass for a principal.
+const iamPrefix = "iam:"
 
 // maxIdempotencyKey bounds the Idempotency-Key header.
 const maxIdempotencyKey = 128
 
-// owner returns the caller's identity: the JWT subject, or anonymous when
-// auth is not required.
+// owner returns the caller's identity: the JWT subject that API Gateway
+// verified, or the IAM principal that API Gateway or a function URL
+// verified, as "iam:" and its ARN; or anonymous when auth is not required.
 func (h *Handler) owner(req *events.APIGatewayV2HTTPRequest) (string, *Error) {
-	if a := req.RequestContext.Authorizer; a != nil && a.JWT != nil {
-		if sub := a.JWT.Claims["sub"]; sub != "" {
-			if len(sub) > ddbhistory.MaxOwnerBytes {
-				return "", &Error{Status: http.StatusUnauthorized, Code: "unauthorized", Message: fmt.Sprintf("the token's subject is longer than %d bytes", ddbhistory.MaxOwnerBytes)}
+	var owner string
+	if a := req.RequestContext.Authorizer; a != nil {
+		switch {
+		case a.JWT != nil && a.JWT.Claims["sub"] != "":
+			owner = a.JWT.Claims["sub"]
+			if strings.HasPrefix(owner, iamPrefix) {
+				return "", &Error{Status: http.StatusUnauthorized, Code: "unauthorized", Message: fmt.Sprintf("a token's subject may not begin with %q", iamPrefix)}
 			}
-			return sub, nil
+		case a.IAM != nil && a.IAM.UserARN != "":
+			owner = iamPrefix + a.IAM.UserARN
 		}
 	}
-	if h.cfg.RequireAuth {
-		return "", &Error{Status: http.StatusUnauthorized, Code: "unauthorized", Message: "this API requires a JWT bearer token, and the request carried no claims"}
+	switch {
+	case len(owner) > ddbhistory.MaxOwnerBytes:
+		return "", &Error{Status: http.StatusUnauthorized, Code: "unauthorized", Message: fmt.Sprintf("the caller's identity is longer than %d bytes", ddbhistory.MaxOwnerBytes)}
+	case owner != "":
+		return owner, nil
+	case h.cfg.RequireAuth:
+		return "", &Error{Status: http.StatusUnauthorized, Code: "unauthorized", Message: "this API requires an authenticated caller (a JWT bearer token, or an IAM-signed request), and the request named none"}
 	}
 	return anonymous, nil
 }

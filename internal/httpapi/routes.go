@@ -55,6 +55,18 @@ type Window struct {
 	Summarized bool `json:"summarized"`
 }
 
+func chatResponse(sessionID string, res *agent.Result) ChatResponse {
+	return ChatResponse{
+		SessionID:  sessionID,
+		Text:       res.Text,
+		Messages:   res.Messages,
+		StopReason: res.StopReason,
+		Usage:      res.Usage,
+		Metrics:    metricsOf(res),
+		Window:     windowOf(res.Window),
+	}
+}
+
 func metricsOf(r *agent.Result) Metrics {
 	return Metrics{
 		Cycles:     r.Metrics.Cycles,
@@ -103,15 +115,7 @@ func (h *Handler) chat(ctx context.Context, req *events.APIGatewayV2HTTPRequest,
 			if err != nil {
 				return nil, nil, nil, err
 			}
-			answer := ChatResponse{
-				SessionID:  sess.ID,
-				Text:       res.Text,
-				Messages:   res.Messages,
-				StopReason: res.StopReason,
-				Usage:      res.Usage,
-				Metrics:    metricsOf(res),
-				Window:     windowOf(res.Window),
-			}
+			answer := chatResponse(sess.ID, res)
 			stored := answer
 			stored.Messages = nil // replays read them from the transcript
 			return res, answer, stored, nil
