@@ -13,6 +13,7 @@ import (
 	"github.com/lambda-agent/lambda-agent/internal/agent"
 	"github.com/lambda-agent/lambda-agent/internal/ddbhistory"
 	"github.com/lambda-agent/lambda-agent/internal/httpapi"
+	"github.com/lambda-agent/lambda-agent/internal/sdkhttp"
 	"github.com/lambda-agent/lambda-agent/internal/tools"
 )
 
@@ -108,5 +109,6 @@ func FromEnvironment(ctx context.Context, getenv func(string) string, compile Sc
 	if err != nil {
 		return nil, fmt.Errorf("load AWS configuration: %w", err)
 	}
+	awsCfg.HTTPClient = sdkhttp.Wrap(awsCfg.HTTPClient)
 	return New(cfg, bedrockruntime.NewFromConfig(awsCfg), dynamodb.NewFromConfig(awsCfg), compile, logger)
 }

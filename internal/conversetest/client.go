@@ -4,6 +4,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/bedrockruntime"
+	"github.com/lambda-agent/lambda-agent/internal/sdkhttp"
 )
 
 // ClientOptions returns options for a real Bedrock Runtime client that talks
@@ -17,7 +18,7 @@ import (
 // making many clients does not leak connections.
 func (s *Server) ClientOptions() bedrockruntime.Options {
 	return bedrockruntime.Options{
-		HTTPClient:   s.client,
+		HTTPClient:   sdkhttp.Wrap(s.client),
 		Region:       "us-east-1",
 		BaseEndpoint: aws.String(s.URL),
 		Credentials:  credentials.NewStaticCredentialsProvider("AKID", "SECRET", ""),
@@ -26,7 +27,9 @@ func (s *Server) ClientOptions() bedrockruntime.Options {
 }
 
 // Client returns a real Bedrock Runtime client built from ClientOptions and
-// then optFns, for example to put a retryer back.
+// then optFns, for example to put a retryer back. An HTTP client that optFns
+// set gets the workaround of package sdkhttp too, as production clients do.
 func (s *Server) Client(optFns ...func(*bedrockruntime.Options)) *bedrockruntime.Client {
+	optFns = append(optFns, func(o *bedrockruntime.Options) { o.HTTPClient = sdkhttp.Wrap(o.HTTPClient) })
 	return bedrockruntime.New(s.ClientOptions(), optFns...)
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/lambda-agent/lambda-agent/internal/sdkhttp"
 	"github.com/truora/minidyn/server"
 )
 
@@ -87,14 +88,17 @@ func (s *Server) Close() {
 // static fake credentials, so that no AWS account or configuration is read.
 func (s *Server) Options() dynamodb.Options {
 	return dynamodb.Options{
-		HTTPClient:   s.client,
+		HTTPClient:   sdkhttp.Wrap(s.client),
 		Region:       "us-east-1",
 		BaseEndpoint: aws.String(s.URL),
 		Credentials:  credentials.NewStaticCredentialsProvider("local", "local", ""),
 	}
 }
 
-// Client returns a real DynamoDB client that talks to s.
+// Client returns a real DynamoDB client that talks to s. An HTTP client that
+// optFns set gets the workaround of package sdkhttp too, as production
+// clients do.
 func (s *Server) Client(optFns ...func(*dynamodb.Options)) *dynamodb.Client {
+	optFns = append(optFns, func(o *dynamodb.Options) { o.HTTPClient = sdkhttp.Wrap(o.HTTPClient) })
 	return dynamodb.New(s.Options(), optFns...)
 }

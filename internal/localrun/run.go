@@ -33,6 +33,7 @@ import (
 	"github.com/lambda-agent/lambda-agent/internal/httpapi"
 	"github.com/lambda-agent/lambda-agent/internal/offline"
 	"github.com/lambda-agent/lambda-agent/internal/schema"
+	"github.com/lambda-agent/lambda-agent/internal/sdkhttp"
 )
 
 // Options configure a local run.
@@ -72,6 +73,7 @@ func Run(ctx context.Context, opts Options) error {
 	if err != nil {
 		return fmt.Errorf("load AWS configuration: %w", err)
 	}
+	awsCfg.HTTPClient = sdkhttp.Wrap(awsCfg.HTTPClient)
 
 	// DynamoDB: the one named by the SDK's settings, or an embedded one.
 	var ddb *dynamodb.Client
