@@ -5,6 +5,7 @@
 package functions_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -29,7 +30,7 @@ var build = sync.OnceValues(func() (map[string]string, error) {
 		return nil, err
 	}
 	bins := map[string]string{}
-	for _, name := range []string{"chat", "structured"} {
+	for _, name := range []string{"chat", "structured", "stream"} {
 		out := filepath.Join(dir, name)
 		if err := os.MkdirAll(out, 0o755); err != nil {
 			return nil, err
@@ -43,14 +44,16 @@ var build = sync.OnceValues(func() (map[string]string, error) {
 	return bins, nil
 })
 
-// deployment is the two functions running against in-test DynamoDB and
+// deployment is the functions running against in-test DynamoDB and
 // Bedrock, reached only through the SDK's standard endpoint variables.
 type deployment struct {
 	fns map[string]*lambdatest.Function
 }
 
-// logs returns what both functions logged.
-func (d *deployment) logs() string { return d.fns["chat"].Logs() + d.fns["structured"].Logs() }
+// logs returns what the functions logged.
+func (d *deployment) logs() string {
+	return d.fns["chat"].Logs() + d.fns["structured"].Logs() + d.fns["stream"].Logs()
+}
 
 func deploy(t *testing.T, extraEnv ...string) *deployment {
 	t.Helper()
@@ -215,5 +218,50 @@ func TestBadConfigurationFailsAtInit(t *testing.T) {
 		if !strings.Contains(fn.Logs(), want) {
 			t.Errorf("init failure does not say %s:\n%s", want, fn.Logs())
 		}
+	}
+}
+
+// TestStreamEventThroughTheBuiltFunction invokes the stream function with
+// its function URL event. The runtime streams the answer to the emulator as
+// Lambda's HTTP integration response: a JSON prelude, eight NUL bytes, then
+// the body, here Server-Sent Events.
+func TestStreamEventThroughTheBuiltFunction(t *testing.T) {
+	d := deploy(t)
+	event, err := os.ReadFile(filepath.Join("..", "events", "stream-chat.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := d.fns["stream"].Invoke(t.Context(), event, 30*time.Second)
+	if err != nil {
+		t.Fatalf("%v\nlogs:\n%s", err, d.fns["stream"].Logs())
+	}
+	preludeJSON, body, ok := bytes.Cut(out, make([]byte, 8))
+	if !ok {
+		t.Fatalf("no prelude separator in %q", out)
+	}
+	var prelude struct {
+		StatusCode int               `json:"statusCode"`
+		Headers    map[string]string `json:"headers"`
+	}
+	if err := json.Unmarshal(preludeJSON, &prelude); err != nil || prelude.StatusCode != 200 || prelude.Headers["Content-Type"] != "text/event-stream" {
+		t.Fatalf("prelude %s (%v)", preludeJSON, err)
+	}
+	var names []string
+	var done map[string]any
+	for _, block := range strings.Split(strings.TrimSpace(string(body)), "\n\n") {
+		name, data, _ := strings.Cut(block, "\n")
+		name = strings.TrimPrefix(name, "event: ")
+		if len(names) == 0 || name != "text" || names[len(names)-1] != "text" {
+			names = append(names, name)
+		}
+		if name == "done" {
+			_ = json.Unmarshal([]byte(strings.TrimPrefix(data, "data: ")), &done)
+		}
+	}
+	if got, want := strings.Join(names, " "), "start text tool_use tool_result text done"; got != want {
+		t.Errorf("events %s, want %s\n%s\nlogs:\n%s", got, want, body, d.fns["stream"].Logs())
+	}
+	if done["session_id"] != "stream-session" || !strings.Contains(done["text"].(string), "1200") {
+		t.Errorf("done %v", done)
 	}
 }

@@ -49,6 +49,16 @@ var envVars = []string{
 var functions = map[string]string{
 	"ChatFunction":       "functions/chat",
 	"StructuredFunction": "functions/structured",
+	"ChatStreamFunction": "functions/stream",
+}
+
+// timeouts are the functions' timeouts: HTTP API's integration timeout for
+// the functions behind it, and longer for the stream, whose function URL has
+// no such cap.
+var timeouts = map[string]string{
+	"ChatFunction":       "30",
+	"StructuredFunction": "30",
+	"ChatStreamFunction": "120",
 }
 
 const tableID = "SessionTable"
@@ -157,7 +167,7 @@ func TestFunctions(t *testing.T) {
 				"Architectures": []any{"arm64"},
 				"CodeUri":       ".",
 				"Handler":       handler,
-				"Timeout":       "30", // HTTP API's integration timeout
+				"Timeout":       timeouts[id],
 				"LogFormat":     "JSON",
 				"BuildMethod":   "go1.x",
 			}
@@ -240,6 +250,7 @@ func TestLeastPrivilege(t *testing.T) {
 		"ChatFunction": {"dynamodb:BatchWriteItem", "dynamodb:DeleteItem", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query"},
 		// Load and commit only.
 		"StructuredFunction": {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query"},
+		"ChatStreamFunction": {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query"},
 	}
 	wantBedrock := []string{"bedrock:ApplyGuardrail", "bedrock:InvokeModel", "bedrock:InvokeModelWithResponseStream"}
 	const arn = "arn:${AWS::Partition}:bedrock:"
@@ -374,6 +385,9 @@ func TestRoutes(t *testing.T) {
 	gotPermissions := map[string]string{}
 	for _, id := range tp.ofType("AWS::Lambda::Permission") {
 		props := tp.Resources[id].Properties
+		if id == "ChatStreamPublicInvoke" {
+			continue // the function URL's; see TestStreamFunctionURL
+		}
 		if props["Principal"] != "apigateway.amazonaws.com" || props["Action"] != "lambda:InvokeFunction" {
 			t.Errorf("%s: Principal, Action = %v, %v", id, props["Principal"], props["Action"])
 		}
@@ -460,5 +474,36 @@ func TestCfnLint(t *testing.T) {
 	err = cmd.Run()
 	if err != nil || out.Len() > 0 {
 		t.Errorf("cfn-lint %s: %v\n%s", templatePath, err, out.String())
+	}
+}
+
+func TestStreamFunctionURL(t *testing.T) {
+	tp := loadTemplate(t)
+	props := tp.functionProperties("ChatStreamFunction")
+	want := map[string]any{"AuthType": ref("StreamAuthType"), "InvokeMode": "RESPONSE_STREAM"}
+	if diff := cmp.Diff(want, props["FunctionUrlConfig"]); diff != "" {
+		t.Errorf("FunctionUrlConfig (-want +got):\n%s", diff)
+	}
+	p := tp.Parameters["StreamAuthType"]
+	if p.Default == nil || *p.Default != "AWS_IAM" || !p.allowed(t, "NONE") || p.allowed(t, "CUSTOM") {
+		t.Errorf("StreamAuthType: default %v; it must default to AWS_IAM and allow only AWS_IAM and NONE", p.Default)
+	}
+	// A public URL gets lambda:InvokeFunction too, and only through the URL.
+	perm := tp.Resources["ChatStreamPublicInvoke"]
+	wantPerm := map[string]any{
+		"Action":                "lambda:InvokeFunction",
+		"FunctionName":          ref("ChatStreamFunction"),
+		"Principal":             "*",
+		"InvokedViaFunctionUrl": "true", // the YAML loader reads scalars as strings
+	}
+	if perm.Type != "AWS::Lambda::Permission" || perm.Condition != "StreamIsPublic" {
+		t.Errorf("ChatStreamPublicInvoke: Type, Condition = %q, %q", perm.Type, perm.Condition)
+	}
+	if diff := cmp.Diff(wantPerm, perm.Properties); diff != "" {
+		t.Errorf("ChatStreamPublicInvoke (-want +got):\n%s", diff)
+	}
+	wantCond := map[string]any{"Fn::Equals": []any{ref("StreamAuthType"), "NONE"}}
+	if diff := cmp.Diff(wantCond, tp.Conditions["StreamIsPublic"]); diff != "" {
+		t.Errorf("condition StreamIsPublic (-want +got):\n%s", diff)
 	}
 }

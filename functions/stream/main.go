@@ -1,0 +1,26 @@
+// Command stream is the streaming chat function: POST /chat as Server-Sent
+// Events, behind a Lambda function URL in RESPONSE_STREAM mode. It only
+// wires things up: the configuration is read and checked, and the AWS
+// clients are built, once at init; the handler lives in internal/httpapi,
+// and aws-lambda-go's lambdaurl streams what it writes.
+package main
+
+import (
+	"context"
+	"net/http"
+	"os"
+
+	"github.com/aws/aws-lambda-go/lambdacontext"
+	"github.com/aws/aws-lambda-go/lambdaurl"
+	"github.com/lambda-agent/lambda-agent/internal/app"
+)
+
+func main() {
+	logger := lambdacontext.NewLogger()
+	h, err := app.FromEnvironment(context.Background(), os.Getenv, nil, logger)
+	if err != nil {
+		logger.Error("init failed", "error", err)
+		os.Exit(1)
+	}
+	lambdaurl.Start(http.HandlerFunc(h.ChatStream))
+}
