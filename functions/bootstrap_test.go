@@ -145,6 +145,13 @@ func TestEveryEventThroughTheBuiltFunctions(t *testing.T) {
 			data, _ := b["data"].(map[string]any)
 			return data["name"] != nil && data["born"] != nil && b["attempts"] == 1.0
 		}},
+		{"chat", "sessions-list.json", 200, func(b map[string]any) bool {
+			ids := map[string]bool{}
+			for _, s := range b["sessions"].([]any) {
+				ids[s.(map[string]any)["session_id"].(string)] = true
+			}
+			return ids["demo-session"] && !ids["jwt-session"] // the JWT's is its subject's
+		}},
 		{"chat", "session-get.json", 200, func(b map[string]any) bool {
 			return b["session_id"] == "demo-session" && len(b["messages"].([]any)) == 2
 		}},

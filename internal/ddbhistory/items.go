@@ -47,6 +47,7 @@ const (
 	attrFingerprint = "fingerprint"
 	attrFirst       = "first"
 	attrToken       = "token"
+	attrTitle       = "title"
 )
 
 type item = map[string]types.AttributeValue

@@ -31,19 +31,39 @@ const (
 	indexDigits = 10
 )
 
+// OwnerIndex is the global secondary index that lists an owner's sessions,
+// newest first. Its keys are the session item's owner and creation time,
+// which no other item has both of, so it holds session items only; and it
+// projects only attributes that a session's first commit sets and later ones
+// keep, so a turn never writes to it: listing costs a turn nothing.
+const OwnerIndex = "by_owner"
+
 // TableDefinition returns the CreateTable input for a sessions table named
-// name: string partition and sort keys, on-demand capacity.
+// name: string partition and sort keys, OwnerIndex, on-demand capacity.
 func TableDefinition(name string) *dynamodb.CreateTableInput {
 	return &dynamodb.CreateTableInput{
 		TableName: aws.String(name),
 		AttributeDefinitions: []types.AttributeDefinition{
 			{AttributeName: aws.String(PartitionKey), AttributeType: types.ScalarAttributeTypeS},
 			{AttributeName: aws.String(SortKey), AttributeType: types.ScalarAttributeTypeS},
+			{AttributeName: aws.String(attrOwner), AttributeType: types.ScalarAttributeTypeS},
+			{AttributeName: aws.String(attrCreated), AttributeType: types.ScalarAttributeTypeN},
 		},
 		KeySchema: []types.KeySchemaElement{
 			{AttributeName: aws.String(PartitionKey), KeyType: types.KeyTypeHash},
 			{AttributeName: aws.String(SortKey), KeyType: types.KeyTypeRange},
 		},
+		GlobalSecondaryIndexes: []types.GlobalSecondaryIndex{{
+			IndexName: aws.String(OwnerIndex),
+			KeySchema: []types.KeySchemaElement{
+				{AttributeName: aws.String(attrOwner), KeyType: types.KeyTypeHash},
+				{AttributeName: aws.String(attrCreated), KeyType: types.KeyTypeRange},
+			},
+			Projection: &types.Projection{
+				ProjectionType:   types.ProjectionTypeInclude,
+				NonKeyAttributes: []string{attrSessionID, attrTitle},
+			},
+		}},
 		BillingMode: types.BillingModePayPerRequest,
 	}
 }

@@ -122,6 +122,8 @@ type Session struct {
 	UpdatedAt    time.Time
 	// ExpiresAt is zero when the session never expires.
 	ExpiresAt time.Time
+	// Title is the start of the session's first message; see List.
+	Title string
 	// Replay is what the idempotency key given to Load recorded, when a
 	// turn with that key was committed.
 	Replay *Replay
@@ -305,6 +307,7 @@ func decodeMeta(key Key, it item) (*Session, error) {
 		Count:        int(getN(it, attrCount)),
 		CreatedAt:    time.UnixMilli(getN(it, attrCreated)),
 		UpdatedAt:    time.UnixMilli(getN(it, attrUpdated)),
+		Title:        getS(it, attrTitle),
 		incarnation:  getS(it, attrIncarnation),
 		claimedUntil: getN(it, attrClaimed),
 	}
@@ -420,9 +423,9 @@ func (s *Store) Commit(ctx context.Context, sess *Session, turn Turn) error {
 	if err != nil {
 		return fmt.Errorf("ddbhistory: commit %s: encode state: %w", sess.ID, err)
 	}
-	created := sess.CreatedAt
+	created, title := sess.CreatedAt, sess.Title
 	if sess.Version == 0 {
-		created = now
+		created, title = now, titleOf(turn.Messages)
 	}
 	// The claim on the session id lives twice as long as the session item
 	// and is renewed whenever it has less than a TTL left, so it always
@@ -454,6 +457,9 @@ func (s *Store) Commit(ctx context.Context, sess *Session, turn Turn) error {
 		attrUpdated:     num(now.UnixMilli()),
 		attrClaimed:     num(claimedUntil),
 		TTLAttribute:    num(expires),
+	}
+	if title != "" {
+		meta[attrTitle] = str(title)
 	}
 	if sess.Version == 0 {
 		// A session that expired but is not deleted yet may be replaced.
@@ -487,7 +493,7 @@ func (s *Store) Commit(ctx context.Context, sess *Session, turn Turn) error {
 	if expires > 0 {
 		sess.ExpiresAt = time.Unix(expires, 0)
 	}
-	sess.incarnation = incarnation
+	sess.incarnation, sess.Title = incarnation, title
 	sess.Replay = nil
 	sess.idemKey, sess.idemToken = "", ""
 	return nil

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -966,4 +967,97 @@ func TestTranscriptPagesStayUnderLambdasResponseLimit(t *testing.T) {
 	if total != 6 || pages < 1 {
 		t.Errorf("%d messages over %d pages", total, pages+1)
 	}
+}
+
+func TestListSessions(t *testing.T) {
+	runBackends(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b, ddbhistory.Config{})
+		start := func(owner, id, first string) {
+			t.Helper()
+			e.now.advance(time.Second) // the list is ordered by creation
+			sess := ddbhistory.NewSession(ddbhistory.Key{Owner: owner, ID: id})
+			msgs := []agent.Message{agent.UserText(first), agent.AssistantText("ok")}
+			if err := e.store.Commit(t.Context(), sess, ddbhistory.Turn{Messages: msgs}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		long := strings.Repeat("word ", 40)
+		start("alice", "a1", "  What is\n the weather\tin Lisbon?  ")
+		start("bob", "b1", "bob's first")
+		start("alice", "a2", long)
+		start("alice", "a3", "third")
+		start("bob", "b2", "bob's second")
+		start("alice", "a4", "fourth")
+		// A later turn keeps the title and the place in the list.
+		sess, err := e.store.Load(t.Context(), ddbhistory.Key{Owner: "alice", ID: "a1"}, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.now.advance(time.Hour)
+		if err := e.store.Commit(t.Context(), sess, ddbhistory.Turn{Messages: turn(2)}); err != nil {
+			t.Fatal(err)
+		}
+
+		var got []ddbhistory.Summary
+		cursor, pages := "", 0
+		for {
+			page, err := e.store.List(t.Context(), "alice", cursor, 3)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, page.Sessions...)
+			pages++
+			if cursor = page.NextCursor; cursor == "" || pages > 5 {
+				break
+			}
+		}
+		var ids []string
+		for _, s := range got {
+			ids = append(ids, s.ID)
+		}
+		if strings.Join(ids, " ") != "a4 a3 a2 a1" {
+			t.Fatalf("alice's sessions %v, want a4 a3 a2 a1, newest first", ids)
+		}
+		titles := map[string]string{}
+		for _, s := range got {
+			titles[s.ID] = s.Title
+		}
+		if titles["a1"] != "What is the weather in Lisbon?" || titles["a3"] != "third" {
+			t.Errorf("titles %q", titles)
+		}
+		if a2 := titles["a2"]; utf8.RuneCountInString(a2) != 80 || !strings.HasSuffix(a2, "…") || !strings.HasPrefix(long, strings.TrimSuffix(a2, "…")) {
+			t.Errorf("long title %q", a2)
+		}
+		if !got[0].CreatedAt.After(got[1].CreatedAt) {
+			t.Errorf("created %v, %v", got[0].CreatedAt, got[1].CreatedAt)
+		}
+
+		// A deleted session leaves the list.
+		if err := e.store.Delete(t.Context(), ddbhistory.Key{Owner: "alice", ID: "a3"}); err != nil {
+			t.Fatal(err)
+		}
+		page, err := e.store.List(t.Context(), "alice", "", 10)
+		if err != nil || len(page.Sessions) != 3 || page.NextCursor != "" {
+			t.Errorf("after a delete: %+v, %v", page, err)
+		}
+
+		// A cursor is the owner's own.
+		bobs, err := e.store.List(t.Context(), "bob", "", 1)
+		if err != nil || len(bobs.Sessions) != 1 || bobs.NextCursor == "" {
+			t.Fatalf("bob's first page: %+v, %v", bobs, err)
+		}
+		for _, c := range []string{bobs.NextCursor, "not base64!", "e30"} {
+			if _, err := e.store.List(t.Context(), "alice", c, 10); !errors.Is(err, ddbhistory.ErrInvalid) {
+				t.Errorf("cursor %q: %v, want ErrInvalid", c, err)
+			}
+		}
+		for _, n := range []int{0, ddbhistory.MaxListSize + 1} {
+			if _, err := e.store.List(t.Context(), "alice", "", n); !errors.Is(err, ddbhistory.ErrInvalid) {
+				t.Errorf("limit %d: %v, want ErrInvalid", n, err)
+			}
+		}
+		if page, err := e.store.List(t.Context(), "carol", "", 10); err != nil || len(page.Sessions) != 0 {
+			t.Errorf("an owner without sessions: %+v, %v", page, err)
+		}
+	})
 }

@@ -72,13 +72,17 @@ func TestTableMatchesStore(t *testing.T) {
 	props := table.Properties
 	want := ddbhistory.TableDefinition("x")
 
-	var gotKeys []types.KeySchemaElement
-	for _, e := range branches(props["KeySchema"]) {
-		gotKeys = append(gotKeys, types.KeySchemaElement{
-			AttributeName: aws.String(get(e, "AttributeName").(string)),
-			KeyType:       types.KeyType(get(e, "KeyType").(string)),
-		})
+	keySchema := func(v any) []types.KeySchemaElement {
+		var out []types.KeySchemaElement
+		for _, e := range branches(v) {
+			out = append(out, types.KeySchemaElement{
+				AttributeName: aws.String(get(e, "AttributeName").(string)),
+				KeyType:       types.KeyType(get(e, "KeyType").(string)),
+			})
+		}
+		return out
 	}
+	gotKeys := keySchema(props["KeySchema"])
 	var gotAttrs []types.AttributeDefinition
 	for _, e := range branches(props["AttributeDefinitions"]) {
 		gotAttrs = append(gotAttrs, types.AttributeDefinition{
@@ -86,7 +90,25 @@ func TestTableMatchesStore(t *testing.T) {
 			AttributeType: types.ScalarAttributeType(get(e, "AttributeType").(string)),
 		})
 	}
-	ignore := cmpopts.IgnoreUnexported(types.KeySchemaElement{}, types.AttributeDefinition{})
+	var gotIndexes []types.GlobalSecondaryIndex
+	for _, e := range branches(props["GlobalSecondaryIndexes"]) {
+		var nonKey []string
+		for _, a := range branches(get(e, "Projection", "NonKeyAttributes")) {
+			nonKey = append(nonKey, a.(string))
+		}
+		gotIndexes = append(gotIndexes, types.GlobalSecondaryIndex{
+			IndexName: aws.String(get(e, "IndexName").(string)),
+			KeySchema: keySchema(get(e, "KeySchema")),
+			Projection: &types.Projection{
+				ProjectionType:   types.ProjectionType(get(e, "Projection", "ProjectionType").(string)),
+				NonKeyAttributes: nonKey,
+			},
+		})
+	}
+	ignore := cmpopts.IgnoreUnexported(types.KeySchemaElement{}, types.AttributeDefinition{}, types.GlobalSecondaryIndex{}, types.Projection{})
+	if diff := cmp.Diff(want.GlobalSecondaryIndexes, gotIndexes, ignore); diff != "" {
+		t.Errorf("GlobalSecondaryIndexes differ from ddbhistory.TableDefinition (-want +got):\n%s", diff)
+	}
 	if diff := cmp.Diff(want.KeySchema, gotKeys, ignore); diff != "" {
 		t.Errorf("KeySchema differs from ddbhistory.TableDefinition (-want +got):\n%s", diff)
 	}
@@ -252,6 +274,10 @@ func TestLeastPrivilege(t *testing.T) {
 		"StructuredFunction": {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query"},
 		"ChatStreamFunction": {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query"},
 	}
+	// Only the chat function lists sessions, and the owner index is all it
+	// may query besides the table.
+	wantIndex := map[string]bool{"ChatFunction": true}
+	index := map[string]any{"Fn::Sub": "${" + tableID + ".Arn}/index/" + ddbhistory.OwnerIndex}
 	wantBedrock := []string{"bedrock:ApplyGuardrail", "bedrock:InvokeModel", "bedrock:InvokeModelWithResponseStream"}
 	const arn = "arn:${AWS::Partition}:bedrock:"
 	wantInvokeResources := []string{
@@ -267,6 +293,7 @@ func TestLeastPrivilege(t *testing.T) {
 	for id := range functions {
 		t.Run(id, func(t *testing.T) {
 			var dynamo, bedrock, invokeResources, guardrailResources []string
+			queriesIndex := false
 			for _, s := range tp.statements(t, id) {
 				service := ""
 				for _, a := range s.Actions {
@@ -286,6 +313,13 @@ func TestLeastPrivilege(t *testing.T) {
 				}
 				switch service {
 				case "dynamodb":
+					if cmp.Equal([]any{index}, s.Resources) {
+						queriesIndex = true
+						if !slices.Equal(s.Actions, []string{"dynamodb:Query"}) {
+							t.Errorf("actions on the owner index: %v, want dynamodb:Query only", s.Actions)
+						}
+						continue
+					}
 					dynamo = append(dynamo, s.Actions...)
 					if diff := cmp.Diff([]any{getAtt(tableID, "Arn")}, s.Resources); diff != "" {
 						t.Errorf("DynamoDB resources (-want +got):\n%s", diff)
@@ -315,6 +349,9 @@ func TestLeastPrivilege(t *testing.T) {
 					t.Errorf("unexpected actions %v", s.Actions)
 				}
 			}
+			if queriesIndex != wantIndex[id] {
+				t.Errorf("may query the owner index: %v, want %v", queriesIndex, wantIndex[id])
+			}
 			sortCompact := func(s []string) []string { slices.Sort(s); return slices.Compact(s) }
 			if diff := cmp.Diff(wantDynamoDB[id], sortCompact(dynamo)); diff != "" {
 				t.Errorf("DynamoDB actions (-want +got):\n%s", diff)
@@ -337,6 +374,7 @@ func TestRoutes(t *testing.T) {
 	// The handlers dispatch on these route keys.
 	want := map[string]string{
 		httpapi.RouteChat:          "ChatFunction",
+		httpapi.RouteListSessions:  "ChatFunction",
 		httpapi.RouteGetSession:    "ChatFunction",
 		httpapi.RouteDeleteSession: "ChatFunction",
 		httpapi.RouteStructured:    "StructuredFunction",

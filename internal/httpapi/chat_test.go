@@ -422,3 +422,63 @@ func TestBigTurnWithIdempotencyKey(t *testing.T) {
 		t.Errorf("the replay of a big turn differs: %d, %d bytes", again.status, len(again.raw))
 	}
 }
+
+func TestListSessions(t *testing.T) {
+	a := newAPI(t, nil)
+	for _, s := range []struct{ owner, id, first string }{
+		{"alice", "a1", "Plan a trip to Lisbon"},
+		{"bob", "b1", "bob's"},
+		{"alice", "a2", "What is 2+2?"},
+		{"alice", "a3", "Tell me a story"},
+	} {
+		if r := a.chat(t, s.owner, s.id, s.first); r.status != 200 {
+			t.Fatalf("chat: %d", r.status)
+		}
+		time.Sleep(2 * time.Millisecond) // the list is in order of creation, to the millisecond
+	}
+	a.chat(t, "alice", "a1", "a second turn does not move it")
+
+	var ids, titles []string
+	cursor := ""
+	for pages := 0; ; pages++ {
+		q := map[string]string{"limit": "2"}
+		if cursor != "" {
+			q["cursor"] = cursor
+		}
+		r := a.invoke(t, request{route: "sessions-list.json", owner: "alice", query: q})
+		if r.status != 200 || pages > 3 {
+			t.Fatalf("page %d: %d %s", pages, r.status, r.raw)
+		}
+		for _, s := range r.body["sessions"].([]any) {
+			m := s.(map[string]any)
+			ids = append(ids, m["session_id"].(string))
+			titles = append(titles, m["title"].(string))
+			if _, err := time.Parse(time.RFC3339, m["created_at"].(string)); err != nil {
+				t.Errorf("created_at %v", m["created_at"])
+			}
+		}
+		c, _ := r.body["next_cursor"].(string)
+		if c == "" {
+			break
+		}
+		cursor = c
+	}
+	if strings.Join(ids, " ") != "a3 a2 a1" || titles[2] != "Plan a trip to Lisbon" {
+		t.Errorf("alice's sessions %v %q, want a3 a2 a1, newest first, titled by their first message", ids, titles)
+	}
+	if r := a.invoke(t, request{route: "sessions-list.json", owner: "bob"}); len(r.body["sessions"].([]any)) != 1 {
+		t.Errorf("bob sees %v", r.body["sessions"])
+	}
+	if r := a.invoke(t, request{route: "sessions-list.json", owner: "carol"}); r.status != 200 || len(r.body["sessions"].([]any)) != 0 {
+		t.Errorf("an owner without sessions: %d %s", r.status, r.raw)
+	}
+	// The transcript carries the title too.
+	if r := a.transcript(t, "alice", "a2"); r.body["title"] != "What is 2+2?" {
+		t.Errorf("GET /sessions/a2 title %v", r.body["title"])
+	}
+	for _, q := range []map[string]string{{"limit": "0"}, {"limit": "101"}, {"cursor": "garbage"}} {
+		if r := a.invoke(t, request{route: "sessions-list.json", owner: "alice", query: q}); r.status != 400 {
+			t.Errorf("%v: %d, want 400", q, r.status)
+		}
+	}
+}

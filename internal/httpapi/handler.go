@@ -28,6 +28,7 @@ type Store interface {
 	Release(ctx context.Context, sess *ddbhistory.Session) error
 	Commit(ctx context.Context, sess *ddbhistory.Session, turn ddbhistory.Turn) error
 	Transcript(ctx context.Context, key ddbhistory.Key, cursor string, limit int) (*ddbhistory.Page, error)
+	List(ctx context.Context, owner, cursor string, limit int) (*ddbhistory.SessionList, error)
 	Delete(ctx context.Context, key ddbhistory.Key) error
 }
 
@@ -89,17 +90,19 @@ func New(cfg Config) (*Handler, error) {
 // The routes, as API Gateway names them in RouteKey.
 const (
 	RouteChat          = "POST /chat"
+	RouteListSessions  = "GET /sessions"
 	RouteGetSession    = "GET /sessions/{sessionId}"
 	RouteDeleteSession = "DELETE /sessions/{sessionId}"
 	RouteStructured    = "POST /structured"
 )
 
-// Chat is the chat function's handler: POST /chat, GET and DELETE
-// /sessions/{sessionId}. It never returns an error: every outcome is an
+// Chat is the chat function's handler: POST /chat, GET /sessions, and GET
+// and DELETE /sessions/{sessionId}. It never returns an error: every outcome is an
 // HTTP response.
 func (h *Handler) Chat(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
 	return h.serve(ctx, &req, map[string]route{
 		RouteChat:          h.chat,
+		RouteListSessions:  h.listSessions,
 		RouteGetSession:    h.getSession,
 		RouteDeleteSession: h.deleteSession,
 	}), nil

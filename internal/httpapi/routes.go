@@ -339,10 +339,72 @@ func (h *Handler) structured(ctx context.Context, req *events.APIGatewayV2HTTPRe
 		}})
 }
 
+// SessionsResponse is the answer to GET /sessions: the caller's sessions,
+// newest first.
+type SessionsResponse struct {
+	Sessions   []SessionSummary `json:"sessions"`
+	NextCursor string           `json:"next_cursor,omitempty"`
+}
+
+// SessionSummary is a session in a list.
+type SessionSummary struct {
+	SessionID string `json:"session_id"`
+	// Title is the start of the session's first message.
+	Title     string    `json:"title"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// Page sizes of GET /sessions.
+const (
+	DefaultListSize = 20
+	MaxListSize     = ddbhistory.MaxListSize
+)
+
+func (h *Handler) listSessions(ctx context.Context, req *events.APIGatewayV2HTTPRequest, _ *record) (int, []byte, error) {
+	owner, e := h.owner(req)
+	if e != nil {
+		return 0, nil, e
+	}
+	limit, e := limitParam(req, DefaultListSize, MaxListSize)
+	if e != nil {
+		return 0, nil, e
+	}
+	storeCtx, cancel := storeContext(ctx)
+	defer cancel()
+	list, err := h.cfg.Store.List(storeCtx, owner, req.QueryStringParameters["cursor"], limit)
+	if err != nil {
+		return 0, nil, err
+	}
+	out := SessionsResponse{Sessions: make([]SessionSummary, 0, len(list.Sessions)), NextCursor: list.NextCursor}
+	for _, s := range list.Sessions {
+		out.Sessions = append(out.Sessions, SessionSummary{SessionID: s.ID, Title: s.Title, CreatedAt: s.CreatedAt.UTC()})
+	}
+	body, err := json.Marshal(out)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, body, nil
+}
+
+// limitParam reads the limit query parameter: a whole number from 1 to max,
+// def when absent.
+func limitParam(req *events.APIGatewayV2HTTPRequest, def, max int) (int, *Error) {
+	v, ok := req.QueryStringParameters["limit"]
+	if !ok {
+		return def, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > max {
+		return 0, badRequest("invalid_limit", "limit=%q must be a whole number from 1 to %d", v, max)
+	}
+	return n, nil
+}
+
 // SessionResponse is the answer to GET /sessions/{sessionId}: one page of
 // the full transcript, oldest first.
 type SessionResponse struct {
 	SessionID string                     `json:"session_id"`
+	Title     string                     `json:"title"`
 	Messages  []agent.Message            `json:"messages"`
 	State     map[string]json.RawMessage `json:"state"`
 	Summary   *string                    `json:"summary"`
@@ -365,13 +427,9 @@ func (h *Handler) getSession(ctx context.Context, req *events.APIGatewayV2HTTPRe
 	if e != nil {
 		return 0, nil, e
 	}
-	limit := DefaultPageSize
-	if v, ok := req.QueryStringParameters["limit"]; ok {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > MaxPageSize {
-			return 0, nil, badRequest("invalid_limit", "limit=%q must be a whole number from 1 to %d", v, MaxPageSize)
-		}
-		limit = n
+	limit, e := limitParam(req, DefaultPageSize, MaxPageSize)
+	if e != nil {
+		return 0, nil, e
 	}
 	storeCtx, cancel := storeContext(ctx)
 	defer cancel()
@@ -382,6 +440,7 @@ func (h *Handler) getSession(ctx context.Context, req *events.APIGatewayV2HTTPRe
 	s := page.Session
 	out := SessionResponse{
 		SessionID:  s.ID,
+		Title:      s.Title,
 		Messages:   page.Messages,
 		State:      s.Conversation.State,
 		Window:     windowOf(s.Conversation.Window),

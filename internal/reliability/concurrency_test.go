@@ -148,7 +148,7 @@ func TestIsolationProperty(t *testing.T) {
 	for step := range steps {
 		who, id := owners[rng.IntN(len(owners))], ids[rng.IntN(len(ids))]
 		holder, taken := owner[id]
-		switch op := rng.IntN(3); op {
+		switch op := rng.IntN(4); op {
 		case 0: // POST
 			r := s.chat(t, who, id, fmt.Sprintf("from %q step %d", who, step))
 			switch {
@@ -172,6 +172,26 @@ func TestIsolationProperty(t *testing.T) {
 			case r.status != 404:
 				leaks++
 				t.Errorf("step %d: %q read %s, which is %q's (taken %v): %d", step, who, id, holder, taken, r.status)
+			}
+		case 3: // GET /sessions lists exactly the caller's sessions
+			r := s.serve(t, event("GET", "/sessions", who, nil), 30*time.Second)
+			listed, _ := r.body["sessions"].([]any)
+			got := map[string]bool{}
+			for _, l := range listed {
+				got[l.(map[string]any)["session_id"].(string)] = true
+			}
+			for _, i := range ids {
+				h, held := owner[i]
+				switch mine := held && h == who; {
+				case got[i] && !mine:
+					leaks++
+					t.Errorf("step %d: %q's list shows %s, which is %q's (held %v)", step, who, i, h, held)
+				case mine && !got[i]:
+					t.Errorf("step %d: %q's list lacks its session %s", step, who, i)
+				}
+			}
+			if r.status != 200 {
+				t.Errorf("step %d: %q listing: %d %s", step, who, r.status, r.raw)
 			}
 		case 2: // DELETE
 			r := s.serve(t, event("DELETE", "/sessions/"+id, who, nil), 30*time.Second)
@@ -202,6 +222,6 @@ func TestIsolationProperty(t *testing.T) {
 			}
 		}
 	}
-	report(t, "Owner isolation: no owner can read, write or delete another's session",
-		fmt.Sprintf("%d random requests from %d owners on %d session ids", steps, len(owners), len(ids)), leaks)
+	report(t, "Owner isolation: no owner can read, write, list or delete another's session",
+		fmt.Sprintf("%d random requests (POST, GET, DELETE and list) from %d owners on %d session ids", steps, len(owners), len(ids)), leaks)
 }

@@ -148,7 +148,7 @@ func event(method, path, owner string, body any) events.APIGatewayV2HTTPRequest 
 		},
 	}
 	switch {
-	case method == "POST":
+	case method == "POST" || path == "/sessions":
 		e.RouteKey = method + " " + path
 	default:
 		e.RouteKey = method + " /sessions/{sessionId}"
