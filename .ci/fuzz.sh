@@ -9,6 +9,7 @@ report=${2:-}
 targets=(
 	"./internal/httpapi FuzzChatBody"
 	"./internal/httpapi FuzzEvent"
+	"./internal/httpapi FuzzStreamBody"
 	"./internal/agent FuzzWindow"
 	"./internal/tools FuzzEval"
 	"./internal/conversetest FuzzDecodeValidate"

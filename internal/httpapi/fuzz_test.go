@@ -3,6 +3,9 @@ package httpapi_test
 import (
 	"context"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -79,6 +82,49 @@ func FuzzEvent(f *testing.F) {
 			resp, err := serve(ctx, e)
 			cancel()
 			checkAnswer(t, resp, err)
+		}
+	})
+}
+
+// FuzzStreamBody sends arbitrary bodies, idempotency keys and methods to the
+// streaming chat. The answer is a 4xx with an error body, or a stream that
+// ends with done or error; never a 5xx.
+func FuzzStreamBody(f *testing.F) {
+	f.Add(`{"message":"hi"}`, "", true)
+	f.Add(`{"session_id":"s1","content":[{"text":"look"},{"image":{"format":"png","source":{"bytes":"iVBORw0KGgo="}}}]}`, "k1", true)
+	f.Add(`{"session_id":"s1","message":`, "", true)
+	f.Add(``, "", false)
+	a := newAPI(f, nil)
+	f.Fuzz(func(t *testing.T, body, idemKey string, post bool) {
+		method := http.MethodPost
+		if !post {
+			method = http.MethodGet
+		}
+		req := httptest.NewRequest(method, "/chat/stream", strings.NewReader(body))
+		req.Header.Set("Idempotency-Key", idemKey)
+		ctx, cancel := fuzzContext()
+		defer cancel()
+		w := httptest.NewRecorder()
+		a.h.ChatStream(w, req.WithContext(ctx))
+		switch {
+		case w.Code == http.StatusOK:
+			out := w.Body.String()
+			if !strings.HasPrefix(out, "event: start\n") {
+				t.Fatalf("a stream that does not begin with start: %q", out)
+			}
+			last := out[strings.LastIndex(strings.TrimSuffix(out, "\n\n"), "\n\n")+2:]
+			if !strings.HasPrefix(last, "event: done\n") && !strings.HasPrefix(last, "event: error\n") {
+				t.Fatalf("a stream that ends with neither done nor error: %q", last)
+			}
+		case w.Code >= 400 && w.Code < 500:
+			var e struct {
+				Error struct{ Code, Message string }
+			}
+			if json.Unmarshal(w.Body.Bytes(), &e) != nil || e.Error.Code == "" || e.Error.Message == "" {
+				t.Fatalf("status %d without an error body: %q", w.Code, w.Body.String())
+			}
+		default:
+			t.Fatalf("status %d: %s", w.Code, w.Body.String())
 		}
 	})
 }

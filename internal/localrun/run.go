@@ -149,7 +149,9 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	url := "http://" + ln.Addr().String()
 	fmt.Fprintf(opts.Out, `lambda-agent local run on %s
-  routes:   POST /chat   GET /sessions/{sessionId}   DELETE /sessions/{sessionId}   POST /structured
+  chat page: %[1]s/
+  routes:   POST /chat   POST /chat/stream   GET /sessions   GET /sessions/{sessionId}
+            DELETE /sessions/{sessionId}   POST /structured
   model:    %s (MODEL_ID=%s)
   dynamodb: %s, table %s
   auth:     bearer JWTs are decoded but not verified, as with sam local; no token means owner "anonymous"
@@ -174,13 +176,33 @@ func Run(ctx context.Context, opts Options) error {
 	return nil
 }
 
-// Routes puts the functions' routes on gw: the chat function's three and
-// the structured function's one.
+// Routes puts the functions' routes on gw: the chat function's, the
+// structured function's, the stream function's at POST /chat/stream (a
+// function URL of its own when deployed), and the chat page at /.
 func Routes(gw *Gateway, h *httpapi.Handler) {
 	gw.Route(httpapi.RouteChat, h.Chat)
+	gw.Route(httpapi.RouteListSessions, h.Chat)
 	gw.Route(httpapi.RouteGetSession, h.Chat)
 	gw.Route(httpapi.RouteDeleteSession, h.Chat)
 	gw.Route(httpapi.RouteStructured, h.Structured)
+	gw.Handle(httpapi.RouteChatStream, withDeadline(StreamTimeout, http.HandlerFunc(h.ChatStream)))
+	gw.Handle("GET /{$}", Page())
+	gw.Handle("GET /static/", Page())
+}
+
+// StreamTimeout is the stream's invocation deadline: the stream function's
+// timeout in template.yaml.
+const StreamTimeout = 120 * time.Second
+
+// withDeadline gives each request the deadline a Lambda invocation has. It
+// does not buffer the response, unlike http.TimeoutHandler, so a stream
+// stays a stream.
+func withDeadline(d time.Duration, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), d)
+		defer cancel()
+		h.ServeHTTP(w, r.WithContext(ctx))
+	})
 }
 
 // hasCredentials reports whether the SDK finds AWS credentials, without

@@ -11,17 +11,28 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/lambda-agent/lambda-agent/internal/conversetest"
 )
 
-// NewServer starts the offline model: a Converse endpoint on a loopback
-// port that the real SDK client reaches through its endpoint setting.
+// NewServer starts the offline model: a Converse and ConverseStream
+// endpoint on a loopback port that the real SDK client reaches through its
+// endpoint setting. Streamed answers come a few words at a time, at about
+// the pace of a real model, so that the chat page shows them arriving.
 func NewServer() *conversetest.Server {
 	s := conversetest.NewServer()
-	s.Responder = Respond
+	s.Responder = func(req *conversetest.Request) conversetest.Reply {
+		return Respond(req).WithChunking(StreamChunkBytes, StreamChunkDelay)
+	}
 	return s
 }
+
+// The offline model's pace when it streams.
+const (
+	StreamChunkBytes = 12
+	StreamChunkDelay = 15 * time.Millisecond
+)
 
 var (
 	arithmetic = regexp.MustCompile(`[-+(]*\d[\d.\s]*(?:[-+*/%^×÷][\s(]*[-+]?\d[\d.\s)]*)+`)
