@@ -100,6 +100,16 @@ func (h *Handler) decodeTurn(req *events.APIGatewayV2HTTPRequest, v any) (string
 }
 
 func (h *Handler) chat(ctx context.Context, req *events.APIGatewayV2HTTPRequest, rec *record) (int, []byte, error) {
+	return h.chatTurn(ctx, req, rec, func(sess *ddbhistory.Session, input []agent.ContentBlock) (*agent.Result, error) {
+		return h.cfg.Agent.Run(ctx, &sess.Conversation, input)
+	})
+}
+
+// chatTurn runs a POST /chat turn, whether answered whole (Chat) or
+// streamed (ChatStream), which differ only in run. Both routes share the
+// request, the checks and the idempotency fingerprint, so a key sent to
+// either replays the same turn.
+func (h *Handler) chatTurn(ctx context.Context, req *events.APIGatewayV2HTTPRequest, rec *record, run func(*ddbhistory.Session, []agent.ContentBlock) (*agent.Result, error)) (int, []byte, error) {
 	var in ChatRequest
 	owner, raw, e := h.decodeTurn(req, &in)
 	if e != nil {
@@ -111,7 +121,7 @@ func (h *Handler) chat(ctx context.Context, req *events.APIGatewayV2HTTPRequest,
 	}
 	return h.turn(ctx, req, rec, owner, turnSpec{route: RouteChat, body: raw, named: in.SessionID,
 		run: func(sess *ddbhistory.Session) (*agent.Result, any, any, error) {
-			res, err := h.cfg.Agent.Run(ctx, &sess.Conversation, input)
+			res, err := run(sess, input)
 			if err != nil {
 				return nil, nil, nil, err
 			}

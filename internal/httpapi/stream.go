@@ -90,29 +90,10 @@ func (h *Handler) ChatStream(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) chatStream(ctx context.Context, req *events.APIGatewayV2HTTPRequest, rec *record, s *sse) (int, []byte, error) {
-	var in ChatRequest
-	owner, raw, e := h.decodeTurn(req, &in)
-	if e != nil {
-		return 0, nil, e
-	}
-	input, e := content(in.Message, in.Content, h.cfg.MaxMessageBytes)
-	if e != nil {
-		return 0, nil, e
-	}
-	// The fingerprint is POST /chat's, so a key sent to either route
-	// replays the same turn.
-	return h.turn(ctx, req, rec, owner, turnSpec{route: RouteChat, body: raw, named: in.SessionID,
-		run: func(sess *ddbhistory.Session) (*agent.Result, any, any, error) {
-			s.begin(sess.ID)
-			res, err := h.cfg.Agent.Stream(ctx, &sess.Conversation, input, s.emit)
-			if err != nil {
-				return nil, nil, nil, err
-			}
-			answer := chatResponse(sess.ID, res)
-			stored := answer
-			stored.Messages = nil // replays read them from the transcript
-			return res, answer, stored, nil
-		}})
+	return h.chatTurn(ctx, req, rec, func(sess *ddbhistory.Session, input []agent.ContentBlock) (*agent.Result, error) {
+		s.begin(sess.ID)
+		return h.cfg.Agent.Stream(ctx, &sess.Conversation, input, s.emit)
+	})
 }
 
 // eventFromHTTP turns r into the payload 2.0 event the handlers read: the
