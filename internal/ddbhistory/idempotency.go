@@ -21,9 +21,11 @@ const (
 )
 
 // DefaultHoldTTL is how long a hold on an idempotency key outlives a turn
-// that never commits nor releases it, because its process died: longer than
-// any invocation behind API Gateway, whose limit is 30 s.
-const DefaultHoldTTL = 2 * time.Minute
+// that never commits nor releases it, because its process died. It must be
+// longer than any invocation that holds a key: 30 s behind API Gateway, 120 s
+// for the stream function, whose timeout is in template.yaml. Were it
+// shorter, a retry could take the key while the first turn still runs.
+const DefaultHoldTTL = 5 * time.Minute
 
 // Replay is what an idempotency key recorded for a committed turn.
 type Replay struct {

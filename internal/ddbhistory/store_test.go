@@ -721,6 +721,14 @@ func TestRedact(t *testing.T) {
 		if n := countItems(t, e, "s#alice#chat-1"); n != 3 {
 			t.Errorf("%d items; the redacted message's extra parts were not removed", n)
 		}
+		// The title was made from the secret; it goes with it.
+		if page.Session.Title != "[redacted]" {
+			t.Errorf("title after redaction %q", page.Session.Title)
+		}
+		list, err := e.store.List(t.Context(), alice.Owner, "", 10)
+		if err != nil || len(list.Sessions) != 1 || list.Sessions[0].Title != "[redacted]" {
+			t.Errorf("listed after redaction: %+v, %v", list, err)
+		}
 		// A turn that loaded the secret cannot commit after the redaction.
 		if err := e.store.Commit(t.Context(), stale, ddbhistory.Turn{Messages: turn(1)}); !errors.Is(err, ddbhistory.ErrConflict) {
 			t.Errorf("stale commit after redaction: %v", err)

@@ -244,7 +244,8 @@ func (s *Store) deleteAll(ctx context.Context, keys []item) error {
 // Redact replaces the content of stored message index with m, which must
 // have the same role: the one exception to messages being written once, for
 // guardrails and personal data. The session's version moves on, so a turn
-// that loaded the old content cannot commit after the redaction.
+// that loaded the old content cannot commit after the redaction. Redacting
+// the first message replaces the session's title, which is made from it.
 func (s *Store) Redact(ctx context.Context, key Key, index int, m agent.Message) error {
 	if err := key.validate(); err != nil {
 		return err
@@ -287,10 +288,20 @@ func (s *Store) Redact(ctx context.Context, key Key, index int, m agent.Message)
 	}
 	v := versionIs(getN(meta, attrVersion))
 	v.values[":one"] = num(1)
+	update := "SET #version = #version + :one"
+	if index == 0 {
+		v.names["#title"] = attrTitle
+		if title := titleOf([]agent.Message{m}); title != "" {
+			update += ", #title = :title"
+			v.values[":title"] = str(title)
+		} else {
+			update += " REMOVE #title"
+		}
+	}
 	items = append(items, types.TransactWriteItem{Update: &types.Update{
 		TableName:                 aws.String(s.cfg.Table),
 		Key:                       item{PartitionKey: str(pk), SortKey: str(skMeta)},
-		UpdateExpression:          aws.String("SET #version = #version + :one"),
+		UpdateExpression:          aws.String(update),
 		ConditionExpression:       aws.String(v.expr),
 		ExpressionAttributeNames:  v.names,
 		ExpressionAttributeValues: v.values,

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -195,6 +196,10 @@ func TestFunctions(t *testing.T) {
 			}
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("function settings (-want +got):\n%s", diff)
+			}
+			// An idempotency key's hold must outlive any invocation holding it.
+			if secs, err := strconv.Atoi(timeouts[id]); err != nil || time.Duration(secs)*time.Second >= ddbhistory.DefaultHoldTTL {
+				t.Errorf("timeout %s s is not shorter than ddbhistory.DefaultHoldTTL (%s)", timeouts[id], ddbhistory.DefaultHoldTTL)
 			}
 			if ev, ok := props["Events"]; ok {
 				t.Errorf("Events = %v; routes are raw ApiGatewayV2 resources so that the authorizer can be optional", ev)

@@ -63,6 +63,10 @@ func errorFor(err error) *Error {
 			Details: map[string]any{"attempts": se.Attempts, "errors": se.Problems},
 			err:     err,
 		}
+	case errors.Is(err, agent.ErrStreamInterrupted):
+		// Only a stream breaks off after part of it was sent; its status is
+		// long gone, so the code is what the client sees.
+		return &Error{Status: http.StatusBadGateway, Code: "stream_interrupted", Message: "the model's answer broke off after part of it was sent, so it was not retried; nothing was saved, and the message can be sent again", err: err}
 	case errors.Is(err, agent.ErrContextOverflow):
 		return &Error{Status: http.StatusRequestEntityTooLarge, Code: "context_overflow", Message: "the conversation no longer fits the model's context window, even reduced; start a new session or send less", err: err}
 	case errors.Is(err, agent.ErrDeadline), errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):

@@ -371,3 +371,23 @@ func TestStreamThroughAFunctionURL(t *testing.T) {
 		t.Errorf("a JWT subject beginning with iam: got %d, want 401", r.status)
 	}
 }
+
+func TestStreamThatBreaksOffIsNotRetried(t *testing.T) {
+	a := newAPI(t, nil)
+	srv := a.streamServer(t)
+	a.model.Enqueue(
+		conversetest.Text("This answer breaks off").WithChunking(4, 0).WithStreamError(3, conversetest.CodeThrottling, "slow down"),
+		conversetest.Text("a retry would repeat the start"),
+	)
+	evs := streamAll(t, srv, map[string]any{"session_id": "s1", "message": "Hi"}, nil)
+	last := evs[len(evs)-1]
+	if names(evs) != "start text error" || last.data["error"].(map[string]any)["code"] != "stream_interrupted" {
+		t.Fatalf("events %s, last %v; want start, text, then error stream_interrupted", names(evs), last.data)
+	}
+	if a.model.Pending() != 1 {
+		t.Error("the model was asked again after part of its answer went out")
+	}
+	if r := a.transcript(t, "", "s1"); r.status != http.StatusNotFound {
+		t.Errorf("the broken turn left a session: %d %s", r.status, r.raw)
+	}
+}
