@@ -1,13 +1,13 @@
-// Command stream is the streaming chat function: POST /chat as Server-Sent
-// Events, behind a Lambda function URL in RESPONSE_STREAM mode. It only
-// wires things up: the configuration is read and checked, and the AWS
-// clients are built, once at init; the handler lives in internal/httpapi,
-// and aws-lambda-go's lambdaurl streams what it writes.
+// Command stream is the streaming chat function, behind a Lambda function URL
+// in RESPONSE_STREAM mode: POST /chat as Server-Sent Events, and the session
+// routes for the callers the URL authenticates. It only wires things up: the
+// configuration is read and checked, and the AWS clients are built, once at
+// init; the handler lives in internal/httpapi (Handler.FunctionURL), and
+// aws-lambda-go's lambdaurl streams what it writes.
 package main
 
 import (
 	"context"
-	"net/http"
 	"os"
 
 	"github.com/aws/aws-lambda-go/lambdacontext"
@@ -22,5 +22,5 @@ func main() {
 		logger.Error("init failed", "error", err)
 		os.Exit(1)
 	}
-	lambdaurl.Start(http.HandlerFunc(h.ChatStream))
+	lambdaurl.Start(h.FunctionURL())
 }

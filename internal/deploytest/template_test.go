@@ -277,11 +277,12 @@ func TestLeastPrivilege(t *testing.T) {
 		"ChatFunction": {"dynamodb:BatchWriteItem", "dynamodb:DeleteItem", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query"},
 		// Load and commit only.
 		"StructuredFunction": {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query"},
-		"ChatStreamFunction": {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query"},
+		// The chat function's: its URL serves the session routes too.
+		"ChatStreamFunction": {"dynamodb:BatchWriteItem", "dynamodb:DeleteItem", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query"},
 	}
-	// Only the chat function lists sessions, and the owner index is all it
-	// may query besides the table.
-	wantIndex := map[string]bool{"ChatFunction": true}
+	// The functions that list sessions, and the owner index is all they may
+	// query besides the table.
+	wantIndex := map[string]bool{"ChatFunction": true, "ChatStreamFunction": true}
 	index := map[string]any{"Fn::Sub": "${" + tableID + ".Arn}/index/" + ddbhistory.OwnerIndex}
 	wantBedrock := []string{"bedrock:ApplyGuardrail", "bedrock:InvokeModel", "bedrock:InvokeModelWithResponseStream"}
 	const arn = "arn:${AWS::Partition}:bedrock:"

@@ -89,6 +89,29 @@ func (h *Handler) ChatStream(w http.ResponseWriter, r *http.Request) {
 	s.event(EventDone, json.RawMessage(body))
 }
 
+// FunctionURL is the stream function's handler. Its function URL serves POST,
+// on any path, as the streaming chat, and GET /sessions and GET and DELETE
+// /sessions/{sessionId} as the chat function does. Callers that sign with
+// IAM own their sessions as iam:<ARN>, which the HTTP API's routes, behind a
+// JWT authorizer or none, cannot reach; this is where such a caller lists,
+// reloads and deletes them.
+func (h *Handler) FunctionURL() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			h.ChatStream(w, r)
+			return
+		}
+		req := eventFromHTTP(r, h.bodyLimit())
+		req.RouteKey = ""                    // the route comes from the method and path
+		resp, _ := h.Chat(r.Context(), *req) // Chat answers every error itself
+		for k, v := range resp.Headers {
+			w.Header().Set(k, v)
+		}
+		w.WriteHeader(resp.StatusCode)
+		_, _ = io.WriteString(w, resp.Body) // a client that left cannot be told
+	})
+}
+
 func (h *Handler) chatStream(ctx context.Context, req *events.APIGatewayV2HTTPRequest, rec *record, s *sse) (int, []byte, error) {
 	return h.chatTurn(ctx, req, rec, func(sess *ddbhistory.Session, input []agent.ContentBlock) (*agent.Result, error) {
 		s.begin(sess.ID)
@@ -113,6 +136,13 @@ func eventFromHTTP(r *http.Request, limit int) *events.APIGatewayV2HTTPRequest {
 	req.RequestContext.HTTP.Path = r.URL.Path
 	for name, values := range r.Header {
 		req.Headers[strings.ToLower(name)] = strings.Join(values, ",")
+	}
+	if q := r.URL.Query(); len(q) > 0 {
+		req.RawQueryString = r.URL.RawQuery
+		req.QueryStringParameters = make(map[string]string, len(q))
+		for name, values := range q {
+			req.QueryStringParameters[name] = strings.Join(values, ",")
+		}
 	}
 	if u, ok := lambdaurl.RequestFromContext(r.Context()); ok {
 		req.RequestContext.RequestID = u.RequestContext.RequestID

@@ -330,27 +330,32 @@ func TestStreamIdempotentReplay(t *testing.T) {
 	}
 }
 
-// TestStreamThroughAFunctionURL runs the handler the way the stream function
-// does, wrapped by lambdaurl, with the caller's IAM identity from the
-// function URL's authorizer as the owner.
+// TestStreamThroughAFunctionURL runs the stream function's handler the way
+// Lambda does, wrapped by lambdaurl, with the caller's IAM identity from the
+// function URL's authorizer as the owner: a streamed turn, then the session
+// listed, read and deleted through the same URL.
 func TestStreamThroughAFunctionURL(t *testing.T) {
 	a := newAPI(t, nil)
 	a.model.Enqueue(conversetest.Text("signed and streamed").WithChunking(5, 0))
-	fn := lambdaurl.Wrap(http.HandlerFunc(a.h.ChatStream))
+	fn := lambdaurl.Wrap(a.h.FunctionURL())
 	const arn = "arn:aws:iam::123456789012:user/alice"
-	ev := &events.LambdaFunctionURLRequest{
-		Version: "2.0", RawPath: "/", Body: `{"session_id":"url-1","message":"Hi"}`,
-		Headers: map[string]string{"content-type": "application/json"},
-		RequestContext: events.LambdaFunctionURLRequestContext{
-			RequestID: "r1", DomainName: "abc.lambda-url.us-east-1.on.aws",
-			HTTP:       events.LambdaFunctionURLRequestContextHTTPDescription{Method: http.MethodPost, Path: "/"},
-			Authorizer: &events.LambdaFunctionURLRequestContextAuthorizerDescription{IAM: &events.LambdaFunctionURLRequestContextAuthorizerIAMDescription{UserARN: arn, AccountID: "123456789012"}},
-		},
+	call := func(method, path, query, body string) *events.LambdaFunctionURLStreamingResponse {
+		t.Helper()
+		resp, err := fn(t.Context(), &events.LambdaFunctionURLRequest{
+			Version: "2.0", RawPath: path, RawQueryString: query, Body: body,
+			Headers: map[string]string{"content-type": "application/json"},
+			RequestContext: events.LambdaFunctionURLRequestContext{
+				RequestID: "r1", DomainName: "abc.lambda-url.us-east-1.on.aws",
+				HTTP:       events.LambdaFunctionURLRequestContextHTTPDescription{Method: method, Path: path},
+				Authorizer: &events.LambdaFunctionURLRequestContextAuthorizerDescription{IAM: &events.LambdaFunctionURLRequestContextAuthorizerIAMDescription{UserARN: arn, AccountID: "123456789012"}},
+			},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
 	}
-	resp, err := fn(t.Context(), ev)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp := call(http.MethodPost, "/", "", `{"session_id":"url-1","message":"Hi"}`)
 	if resp.StatusCode != http.StatusOK || resp.Headers["Content-Type"] != "text/event-stream" {
 		t.Fatalf("status %d, headers %v", resp.StatusCode, resp.Headers)
 	}
@@ -369,6 +374,32 @@ func TestStreamThroughAFunctionURL(t *testing.T) {
 	// A token cannot pass for a principal.
 	if r := a.transcript(t, "iam:"+arn, "url-1"); r.status != http.StatusUnauthorized {
 		t.Errorf("a JWT subject beginning with iam: got %d, want 401", r.status)
+	}
+	// The principal lists, reads and deletes its session through the URL.
+	jsonBody := func(resp *events.LambdaFunctionURLStreamingResponse) map[string]any {
+		t.Helper()
+		var m map[string]any
+		if err := json.NewDecoder(resp.Body).Decode(&m); err != nil {
+			t.Fatalf("status %d: body is not JSON: %v", resp.StatusCode, err)
+		}
+		return m
+	}
+	list := call(http.MethodGet, "/sessions", "limit=5", "")
+	if m := jsonBody(list); list.StatusCode != 200 || len(m["sessions"].([]any)) != 1 {
+		t.Errorf("GET /sessions through the URL: %d %v", list.StatusCode, m)
+	}
+	get := call(http.MethodGet, "/sessions/url-1", "", "")
+	if m := jsonBody(get); get.StatusCode != 200 || len(m["messages"].([]any)) != 2 {
+		t.Errorf("GET /sessions/url-1 through the URL: %d %v", get.StatusCode, m)
+	}
+	if r := call(http.MethodPut, "/sessions/url-1", "", ""); r.StatusCode != http.StatusMethodNotAllowed {
+		t.Errorf("PUT through the URL: %d, want 405", r.StatusCode)
+	}
+	if del := call(http.MethodDelete, "/sessions/url-1", "", ""); del.StatusCode != http.StatusNoContent {
+		t.Errorf("DELETE through the URL: %d", del.StatusCode)
+	}
+	if gone := call(http.MethodGet, "/sessions/url-1", "", ""); gone.StatusCode != http.StatusNotFound {
+		t.Errorf("GET after DELETE: %d", gone.StatusCode)
 	}
 }
 
