@@ -222,3 +222,41 @@ func (s *syncWriter) Write(p []byte) (int, error) {
 	defer s.mu.Unlock()
 	return s.w.Write(p)
 }
+
+// TestRefusesWhatOtherPagesCouldSend checks that a web page elsewhere cannot
+// drive the local run, which spends the developer's AWS credentials: a form
+// or text/plain POST, and a request for another host name (DNS rebinding).
+func TestRefusesWhatOtherPagesCouldSend(t *testing.T) {
+	base := start(t, nil)
+	post := func(contentType, host string) int {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, base+"/chat", strings.NewReader(`{"message":"spend your credits"}`))
+		if contentType != "" {
+			req.Header.Set("Content-Type", contentType)
+		}
+		if host != "" {
+			req.Host = host
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for _, tt := range []struct {
+		contentType, host string
+		want              int
+	}{
+		{"text/plain", "", http.StatusUnsupportedMediaType},
+		{"application/x-www-form-urlencoded", "", http.StatusUnsupportedMediaType},
+		{"", "", http.StatusUnsupportedMediaType},
+		{"application/json", "evil.example:3000", http.StatusMisdirectedRequest},
+		{"application/json; charset=utf-8", "localhost:3000", http.StatusOK},
+		{"application/json", "", http.StatusOK},
+	} {
+		if got := post(tt.contentType, tt.host); got != tt.want {
+			t.Errorf("POST with %q for host %q: %d, want %d", tt.contentType, tt.host, got, tt.want)
+		}
+	}
+}

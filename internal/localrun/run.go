@@ -13,12 +13,15 @@ package localrun
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"mime"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -157,7 +160,7 @@ func Run(ctx context.Context, opts Options) error {
   auth:     bearer JWTs are decoded but not verified, as with sam local; no token means owner "anonymous"
 `, url, modelWhere, cfg.ModelID, ddbWhere, cfg.TableName)
 
-	srv := &http.Server{Handler: gw, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: localOnly(gw), ReadHeaderTimeout: 10 * time.Second}
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
 	if opts.Ready != nil {
@@ -188,6 +191,36 @@ func Routes(gw *Gateway, h *httpapi.Handler) {
 	gw.Handle(httpapi.RouteChatStream, withDeadline(StreamTimeout, http.HandlerFunc(h.ChatStream)))
 	gw.Handle("GET /{$}", Page())
 	gw.Handle("GET /static/", Page())
+}
+
+// localOnly refuses what a web page elsewhere could make a browser send to
+// the local run, which calls Bedrock with the developer's credentials: a
+// request for a host name other than localhost or an IP address (DNS
+// rebinding), and a POST without a JSON body (a form or a text/plain fetch,
+// which browsers send cross-site without asking first).
+func localOnly(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		host, _, err := net.SplitHostPort(r.Host)
+		if err != nil {
+			host = r.Host
+		}
+		host = strings.Trim(host, "[]")
+		switch media, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); {
+		case host != "localhost" && net.ParseIP(host) == nil:
+			refuse(w, http.StatusMisdirectedRequest, "wrong_host", fmt.Sprintf("the local run answers requests for localhost or an IP address, not %q", r.Host))
+		case r.Method == http.MethodPost && media != "application/json":
+			refuse(w, http.StatusUnsupportedMediaType, "unsupported_media_type", "a POST to the local run must have Content-Type: application/json")
+		default:
+			next.ServeHTTP(w, r)
+		}
+	})
+}
+
+func refuse(w http.ResponseWriter, status int, code, message string) {
+	body, _ := json.Marshal(map[string]any{"error": map[string]string{"code": code, "message": message}})
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
 }
 
 // StreamTimeout is the stream's invocation deadline: the stream function's

@@ -136,13 +136,13 @@ class Turn {
     this.tools = new Map();
     $("messages").append(this.li);
   }
-  text(delta) {
+  text(delta, streamed = true) {
     if (!this.segment) {
       this.segment = el("div", "text");
       this.li.append(this.segment);
     }
     this.segment.textContent += delta;
-    this.li.dataset.pieces = String(Number(this.li.dataset.pieces) + 1);
+    if (streamed) this.li.dataset.pieces = String(Number(this.li.dataset.pieces) + 1);
     this.li.scrollIntoView({ block: "end" });
   }
   toolUse(id, name, input) {
@@ -165,7 +165,13 @@ class Turn {
   }
   done(d) {
     this.li.classList.add("done");
-    if (!this.segment && d.text && !this.li.querySelector(".text")) this.text(d.text);
+    // The final text is done.text. It differs from what streamed when the
+    // agent closed the turn itself, such as at its cycle limit.
+    const squash = (s) => s.replace(/\s+/g, "");
+    if (d.text && (!this.segment || squash(this.segment.textContent) !== squash(d.text))) {
+      this.segment = null;
+      this.text(d.text, false);
+    }
     const u = d.usage || {}, m = d.metrics || {};
     const parts = [
       `${u.input_tokens ?? 0} in · ${u.output_tokens ?? 0} out tokens`,
@@ -270,7 +276,9 @@ async function send(text) {
       turn.fail((e && e.error) || { code: String(resp.status), message: resp.statusText });
       return;
     }
+    let finished = false;
     for await (const ev of readEvents(resp)) {
+      finished = finished || ev.name === "done" || ev.name === "error";
       switch (ev.name) {
         case "start":
           if (!state.sessionId) showSession(ev.data.session_id, text);
@@ -281,6 +289,9 @@ async function send(text) {
         case "done": turn.done(ev.data); break;
         case "error": turn.fail(ev.data.error); break;
       }
+    }
+    if (!finished) {
+      turn.fail({ code: "disconnected", message: "The stream ended before the turn did. Reload the session to see whether it was saved." });
     }
     loadSessions();
   } catch (err) {
