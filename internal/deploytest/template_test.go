@@ -524,9 +524,22 @@ func TestCfnLint(t *testing.T) {
 func TestStreamFunctionURL(t *testing.T) {
 	tp := loadTemplate(t)
 	props := tp.functionProperties("ChatStreamFunction")
-	want := map[string]any{"AuthType": ref("StreamAuthType"), "InvokeMode": "RESPONSE_STREAM"}
-	if diff := cmp.Diff(want, props["FunctionUrlConfig"]); diff != "" {
-		t.Errorf("FunctionUrlConfig (-want +got):\n%s", diff)
+	url, _ := props["FunctionUrlConfig"].(map[string]any)
+	if cmp.Diff(ref("StreamAuthType"), url["AuthType"]) != "" || url["InvokeMode"] != "RESPONSE_STREAM" {
+		t.Errorf("FunctionUrlConfig: AuthType %v, InvokeMode %v; want Ref StreamAuthType, RESPONSE_STREAM", url["AuthType"], url["InvokeMode"])
+	}
+	// CORS only for the origins given, and none by default.
+	cors, _ := get(url, "Cors", "Fn::If").([]any)
+	if len(cors) != 3 || cors[0] != "HasStreamCors" || cmp.Diff(noValue, cors[2]) != "" ||
+		cmp.Diff(map[string]any{"Fn::Split": []any{",", ref("StreamAllowedOrigins")}}, get(cors[1], "AllowOrigins")) != "" {
+		t.Errorf("FunctionUrlConfig.Cors = %v; want AllowOrigins from StreamAllowedOrigins when it is set, and nothing otherwise", url["Cors"])
+	}
+	if p := tp.Parameters["StreamAllowedOrigins"]; *p.Default != "" || !p.allowed(t, "https://chat.example.com,http://localhost:3000") || p.allowed(t, "*") || p.allowed(t, "https://x.example/path") {
+		t.Errorf("StreamAllowedOrigins must default to none and take only comma-separated origins")
+	}
+	// The URL has no throttle: reserved concurrency is the bound.
+	if diff := cmp.Diff(fnIf("HasStreamConcurrency", ref("StreamReservedConcurrency"), noValue), props["ReservedConcurrentExecutions"]); diff != "" {
+		t.Errorf("ReservedConcurrentExecutions (-want +got):\n%s", diff)
 	}
 	p := tp.Parameters["StreamAuthType"]
 	if p.Default == nil || *p.Default != "AWS_IAM" || !p.allowed(t, "NONE") || p.allowed(t, "CUSTOM") {
