@@ -4,17 +4,26 @@
 //
 // minidyn does not enforce the 400 KB item limit and has no TTL operations;
 // the store enforces item sizes itself and treats expired items as absent, so
-// neither matters to it. It also sends no X-Amz-Crc32 header, which DynamoDB
+// neither matters to it. It accepts a key condition whose BETWEEN bounds are
+// the wrong way round, which DynamoDB refuses; Server refuses it too. Its
+// secondary indexes keep an item whose index key
+// an update removed, where DynamoDB drops it from the sparse index: a session
+// whose delete stopped half-way stays listed here, not in DynamoDB. It also sends no X-Amz-Crc32 header, which DynamoDB
 // puts on every response and the SDK checks; Server adds it.
 package ddblocal
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"hash/crc32"
+	"io"
 	"net"
 	"net/http"
+	"regexp"
 	"strconv"
+	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -31,6 +40,7 @@ type Server struct {
 
 	srv    *http.Server
 	client *http.Client
+	hook   atomic.Pointer[func(op string, r *http.Request)]
 }
 
 // NewServer starts a server on a random loopback port, or on addr when it is
@@ -45,11 +55,104 @@ func NewServer(addr string) (*Server, error) {
 	}
 	s := &Server{
 		URL:    "http://" + ln.Addr().String(),
-		srv:    &http.Server{Handler: withCRC32(server.NewServer()), ReadHeaderTimeout: 10 * time.Second},
 		client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}},
 	}
+	s.srv = &http.Server{Handler: withCRC32(s.hooked(strictBetween(server.NewServer()))), ReadHeaderTimeout: 10 * time.Second}
 	go s.srv.Serve(ln) // returns ErrServerClosed after Close
 	return s, nil
+}
+
+// strictBetween refuses a Query whose key condition has a BETWEEN with its
+// bounds the wrong way round, as DynamoDB does and minidyn does not:
+// DynamoDB answers ValidationException, where minidyn returns no items.
+func strictBetween(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !strings.HasSuffix(r.Header.Get("X-Amz-Target"), ".Query") {
+			h.ServeHTTP(w, r)
+			return
+		}
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		if msg := reversedBetween(body); msg != "" {
+			w.Header().Set("Content-Type", "application/x-amz-json-1.0")
+			w.WriteHeader(http.StatusBadRequest)
+			out, _ := json.Marshal(map[string]string{"__type": "com.amazon.coral.validate#ValidationException", "message": msg})
+			_, _ = w.Write(out)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+var betweenPattern = regexp.MustCompile(`(?i)\bBETWEEN\s+(:\w+)\s+AND\s+(:\w+)`)
+
+// reversedBetween returns DynamoDB's message for a Query whose key
+// condition's BETWEEN has a lower bound above its upper bound, or "".
+func reversedBetween(body []byte) string {
+	var in struct {
+		KeyConditionExpression    string
+		ExpressionAttributeValues map[string]map[string]string
+	}
+	if json.Unmarshal(body, &in) != nil {
+		return ""
+	}
+	m := betweenPattern.FindStringSubmatch(in.KeyConditionExpression)
+	if m == nil {
+		return ""
+	}
+	lo, hi := in.ExpressionAttributeValues[m[1]], in.ExpressionAttributeValues[m[2]]
+	reversed := false
+	switch {
+	case lo["S"] != "" || hi["S"] != "":
+		reversed = lo["S"] > hi["S"]
+	case lo["N"] != "" && hi["N"] != "":
+		l, errL := strconv.ParseFloat(lo["N"], 64)
+		u, errU := strconv.ParseFloat(hi["N"], 64)
+		reversed = errL == nil && errU == nil && l > u
+	}
+	if !reversed {
+		return ""
+	}
+	return fmt.Sprintf("Invalid KeyConditionExpression: The BETWEEN operator requires upper bound to be greater than or equal to lower bound; lower bound operand: AttributeValue: %v, upper bound operand: AttributeValue: %v", lo, hi)
+}
+
+// SetHook makes the server call hook with each request and its operation,
+// such as "TransactWriteItems", before serving it; nil removes the hook. The
+// hook may block, to hold a request: a request whose client has gone when the
+// hook returns, a killed process for one, is dropped unserved, as DynamoDB
+// never sees a request that was never sent whole.
+func (s *Server) SetHook(hook func(op string, r *http.Request)) {
+	if hook == nil {
+		s.hook.Store(nil)
+		return
+	}
+	s.hook.Store(&hook)
+}
+
+func (s *Server) hooked(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hook := s.hook.Load()
+		if hook == nil {
+			h.ServeHTTP(w, r)
+			return
+		}
+		// Reading the body first lets the server notice a client that goes
+		// away while the hook holds the request.
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		target := r.Header.Get("X-Amz-Target")
+		(*hook)(target[strings.LastIndex(target, ".")+1:], r)
+		if r.Context().Err() != nil {
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // withCRC32 adds DynamoDB's X-Amz-Crc32 header, the CRC-32 of the body, to
