@@ -10,11 +10,12 @@
 // '#', so two owners can never produce the same key. Sort keys:
 //
 //	meta                 the session item: version, message count, agent
-//	                     state, conversation-manager state, timestamps
+//	                     state, conversation-manager state, timestamps; or,
+//	                     while a delete runs, a tombstone
 //	m#0000000042         message 42, written once and never rewritten
 //	m#0000000042#001     the second part of message 42, when it is larger than
 //	                     one item holds
-//	i#<key>              the stored response of an idempotent turn
+//	r#<key>              the response of an idempotent turn
 //
 // A session id is unique across owners. The first commit of a session writes
 // a claim, partition "id#" + session id, sort key "claim", holding the owner,
@@ -24,22 +25,54 @@
 // and renewed by a commit when less than one TTL is left, so it outlives the
 // session item, and a session's commits write it at most once per TTL.
 //
+// An idempotency key belongs to its owner, not to a session: its record has a
+// partition of its own, "i#" + a hash of the owner and the key, sort key
+// "key". Begin writes it as a hold, which expires shortly after the deadline
+// of the invocation that took it; the commit turns it into the record of the
+// request it answered (a fingerprint, the session and its incarnation), so the
+// key cannot serve a second request on any session. The response itself is
+// the session's r#<key> item, so that a delete removes it with the rest.
+//
 // Messages are JSON compressed with DEFLATE, in a binary attribute. A message
 // too large for one item (400 KB) is split into parts and reassembled on load,
-// so big tool results, images and documents are kept whole; only a turn larger
-// than one transaction (100 items, 4 MB) is refused, with ErrTooLarge, before
-// anything is written.
+// so big tool results, images and documents are kept whole.
 //
 // Every item carries the TTL attribute expires_at (Unix seconds; 0 means it
 // never expires). Messages expire a configured time after they are written;
 // the session item's expiry moves forward with every commit. TTL deletion lags,
 // so reads treat an expired item as absent.
 //
+// # Commits
+//
+// A turn that fits one TransactWriteItems (100 items, 4 MB) is committed in
+// one: the new messages, the idempotency record and response, the claim when
+// due, and the session item under an optimistic version check. A larger turn
+// is written in parts that readers still see all or none of: the session item
+// is marked with a writer token (under the version check), the messages that
+// do not fit the last transaction are written in transactions that each check
+// the mark, and the last transaction writes the session item, whose message
+// count makes them visible. Messages past the count are never read. A commit
+// that overtakes the writer replaces the session item, and with it the mark,
+// so the writer can write nothing more; a writer that fails removes what it
+// wrote, where it is still past the count, and the next commit overwrites
+// what a crash leaves. For a new session the mark is a session item without a
+// creation time, which readers take for no session.
+//
+// # Deletes
+//
+// Delete first turns the session item into a tombstone: its data removed, its
+// version moved on, a deletion time set. No turn can commit past it, and
+// readers see no session, while the claim keeps the id with its owner. The
+// rest of the session is then deleted in transactions that each check the
+// tombstone, so that a delete that lost track of time can never remove what
+// a later session under the id wrote; last, the tombstone and the claim go
+// together. A crash at any step leaves a tombstone, and a Delete that finds
+// one finishes the job.
+//
 // # Costs
 //
 // Load is one strongly consistent Query that reads the session item and the
 // newest messages in descending key order, up to a window hint; a second Query
 // follows only when the window is longer than the hint or past the 1 MB page
-// size. Commit is one TransactWriteItems: the new messages, the idempotency
-// record and the session item, under an optimistic version check.
+// size. Commit is one TransactWriteItems, unless the turn does not fit one.
 package ddbhistory

@@ -59,12 +59,27 @@ type counter struct {
 	mu sync.Mutex
 	// fault, when set, may answer a request instead of the server.
 	fault func(op string, body []byte) *http.Response
+	// lose, when set, sees each request after the server answered it, and
+	// may return an error for the client to get instead of the answer: the
+	// server applied the request, but its answer was lost.
+	lose func(op string, r *http.Request) error
 }
 
 func (c *counter) RoundTrip(r *http.Request) (*http.Response, error) {
 	c.mu.Lock()
-	fault := c.fault
+	fault, lose := c.fault, c.lose
 	c.mu.Unlock()
+	if lose != nil {
+		target := r.Header.Get("X-Amz-Target")
+		resp, err := c.meter.RoundTrip(r)
+		if err == nil {
+			if err = lose(target[strings.LastIndex(target, ".")+1:], r); err != nil {
+				resp.Body.Close()
+				return nil, err
+			}
+		}
+		return resp, err
+	}
 	if fault != nil {
 		body, err := io.ReadAll(r.Body)
 		if err != nil {
@@ -87,6 +102,34 @@ func (c *counter) setFault(f func(op string, body []byte) *http.Response) {
 	c.mu.Lock()
 	c.fault = f
 	c.mu.Unlock()
+}
+
+func (c *counter) setLose(f func(op string, r *http.Request) error) {
+	c.mu.Lock()
+	c.lose = f
+	c.mu.Unlock()
+}
+
+// pause returns a fault that holds the nth request of op (counting from 1)
+// until release is closed, after closing reached; other requests pass.
+func pause(op string, nth int) (fault func(string, []byte) *http.Response, reached, release chan struct{}) {
+	reached, release = make(chan struct{}), make(chan struct{})
+	var mu sync.Mutex
+	seen := 0
+	return func(o string, _ []byte) *http.Response {
+		if o != op {
+			return nil
+		}
+		mu.Lock()
+		seen++
+		hit := seen == nth
+		mu.Unlock()
+		if hit {
+			close(reached)
+			<-release
+		}
+		return nil
+	}, reached, release
 }
 
 // throttle is the response DynamoDB sends when it throttles.

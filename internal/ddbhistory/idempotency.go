@@ -2,9 +2,12 @@ package ddbhistory
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -12,42 +15,97 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
-// An idempotency record, sort key i#<key>, is first a hold, written by Begin
-// while the turn runs, and then the committed turn's response, written by
-// Commit in the turn's transaction.
+// An idempotency key names one request of one owner, whatever session it
+// goes to. Its record lives in a partition of its own, "i#" and a hash of
+// the owner and the key, so that one key cannot serve two sessions: the
+// record is first a hold, written by Begin while the turn runs, and then
+// the committed turn's fingerprint and session, written by Commit in the
+// turn's transaction. The response itself is part of the session, sort key
+// "r#" and the key, so that deleting the session deletes it too.
 const (
 	statusPending = "pending"
 	statusDone    = "done"
+
+	skRecord   = "key"
+	skResponse = "r#"
 )
 
-// DefaultHoldTTL is how long a hold on an idempotency key outlives a turn
-// that never commits nor releases it, because its process died. It must be
-// longer than any invocation that holds a key: 30 s behind API Gateway, 120 s
-// for the stream function, whose timeout is in template.yaml. Were it
-// shorter, a retry could take the key while the first turn still runs.
+// recordKey is the partition of owner's record of an idempotency key. The
+// hash keeps any owner and key apart without escaping either.
+func recordKey(owner, key string) string {
+	sum := sha256.Sum256([]byte(owner + "\x00" + key))
+	return "i#" + hex.EncodeToString(sum[:])
+}
+
+// HoldMargin is how long a hold on an idempotency key outlives the deadline
+// of the invocation that took it, when the invocation neither committed nor
+// released it because its process died. Lambda stops an invocation at its
+// deadline, so by then the turn can no longer commit; the margin covers
+// clocks and a write still in flight.
+const HoldMargin = 2 * time.Second
+
+// DefaultHoldTTL is how long a hold lasts when the context that takes it
+// has no deadline, as in a local run. Lambda invocations always have one.
 const DefaultHoldTTL = 5 * time.Minute
 
-// Replay is what an idempotency key recorded for a committed turn.
+// Replay is what an idempotency key recorded for a committed request.
 type Replay struct {
-	// Response is the response the turn answered with.
-	Response json.RawMessage
 	// Fingerprint identifies the request that used the key.
 	Fingerprint string
+	// SessionID is the session its turn went to.
+	SessionID string
+	// Response is the response the turn answered with. It is nil when the
+	// turn cannot be replayed on the session loaded: the key went to another
+	// session, or its session has been deleted since.
+	Response json.RawMessage
 	// First and Count locate the turn's messages in the transcript.
 	First, Count int
 }
 
-func decodeReplay(it item) (*Replay, error) {
-	resp, err := decompress(getB(it, attrResponse))
-	if err != nil {
+// replay reads what a committed record says of the request, and the response
+// when the record's turn is in sess.
+func (s *Store) replay(ctx context.Context, sess *Session, record item, idempotencyKey string) (*Replay, error) {
+	r := &Replay{Fingerprint: getS(record, attrFingerprint), SessionID: getS(record, attrSessionID)}
+	if r.SessionID != sess.ID || getS(record, attrIncarnation) != sess.incarnation {
+		return r, nil
+	}
+	resp, err := s.getItem(ctx, partitionKey(sess.Key), skResponse+idempotencyKey)
+	if err != nil || resp == nil || expired(resp, s.cfg.Now()) {
+		return r, err
+	}
+	if r.Response, err = decompress(getB(resp, attrResponse)); err != nil {
 		return nil, fmt.Errorf("decode the idempotent response: %w", err)
 	}
-	return &Replay{
-		Response:    resp,
-		Fingerprint: getS(it, attrFingerprint),
-		First:       int(getN(it, attrFirst)),
-		Count:       int(getN(it, attrCount)),
-	}, nil
+	r.First, r.Count = int(getN(resp, attrFirst)), int(getN(resp, attrCount))
+	return r, nil
+}
+
+// recordWrites returns a commit's idempotency writes: the record, which may
+// replace this turn's own hold (Begin) but no other, and the response.
+func (s *Store) recordWrites(sess *Session, turn Turn, incarnation string, now time.Time) []write {
+	expires := num(s.expiry(now, s.cfg.IdempotencyTTL))
+	c := absentOrExpired(SortKey, now)
+	c.expr += " OR #token = :token"
+	c.names["#token"] = attrToken
+	c.values[":token"] = str(sess.idemToken)
+	record := item{
+		PartitionKey:    str(recordKey(sess.Owner, turn.IdempotencyKey)),
+		SortKey:         str(skRecord),
+		attrStatus:      str(statusDone),
+		attrFingerprint: str(turn.Fingerprint),
+		attrSessionID:   str(sess.ID),
+		attrIncarnation: str(incarnation),
+		TTLAttribute:    expires,
+	}
+	resp := item{
+		PartitionKey: str(partitionKey(sess.Key)),
+		SortKey:      str(skResponse + turn.IdempotencyKey),
+		attrResponse: bin(compress(turn.Response)),
+		attrFirst:    num(sess.Count),
+		attrCount:    num(len(turn.Messages)),
+		TTLAttribute: expires,
+	}
+	return []write{{s.put(record, c), itemSize(record)}, {s.put(resp, nil), itemSize(resp)}}
 }
 
 // ErrKeyInUse is Begin's error for an idempotency key that another request
@@ -73,12 +131,13 @@ func (e *KeyInUseError) Error() string {
 // Is makes errors.Is(err, ErrKeyInUse) true.
 func (e *KeyInUseError) Is(target error) bool { return target == ErrKeyInUse }
 
-// Begin holds an idempotency key for the turn about to run on sess, so that
-// a retry that arrives while it runs is refused instead of running the turn
-// again. Commit replaces the hold with the turn's response; Release frees it
-// when the turn fails. A hold that is neither outlives a crash by
-// DefaultHoldTTL. It returns a *KeyInUseError when another request holds or
-// has used the key.
+// Begin holds an idempotency key of sess's owner for the turn about to run
+// on sess, so that a retry that arrives while it runs, on this session or
+// any other, is refused instead of running a turn again. Commit replaces the
+// hold with the turn's record; Release frees it when the turn fails. A hold
+// that is neither, because its process died, expires HoldMargin after ctx's
+// deadline, when that invocation could no longer commit. It returns a
+// *KeyInUseError when another request holds or has used the key.
 func (s *Store) Begin(ctx context.Context, sess *Session, idempotencyKey, fingerprint string) error {
 	if err := sess.validate(); err != nil {
 		return err
@@ -91,16 +150,18 @@ func (s *Store) Begin(ctx context.Context, sess *Session, idempotencyKey, finger
 	}
 	now := s.cfg.Now()
 	token := newIncarnation()
+	pk := recordKey(sess.Owner, idempotencyKey)
 	c := absentOrExpired(SortKey, now)
 	_, err := s.client.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName: aws.String(s.cfg.Table),
 		Item: item{
-			PartitionKey:    str(partitionKey(sess.Key)),
-			SortKey:         str(skIdempotency + idempotencyKey),
+			PartitionKey:    str(pk),
+			SortKey:         str(skRecord),
 			attrStatus:      str(statusPending),
 			attrFingerprint: str(fingerprint),
+			attrSessionID:   str(sess.ID),
 			attrToken:       str(token),
-			TTLAttribute:    num(now.Add(DefaultHoldTTL).Unix()),
+			TTLAttribute:    num(s.holdExpiry(ctx, now)),
 		},
 		ConditionExpression:                 aws.String(c.expr),
 		ExpressionAttributeNames:            c.names,
@@ -112,7 +173,7 @@ func (s *Store) Begin(ctx context.Context, sess *Session, idempotencyKey, finger
 	case errors.As(err, &failed):
 		held := failed.Item
 		if held == nil { // not every DynamoDB returns the item
-			if held, err = s.getItem(ctx, partitionKey(sess.Key), skIdempotency+idempotencyKey); err != nil {
+			if held, err = s.getItem(ctx, pk, skRecord); err != nil {
 				return fmt.Errorf("ddbhistory: begin %s: %w", sess.ID, err)
 			}
 		}
@@ -127,19 +188,30 @@ func (s *Store) Begin(ctx context.Context, sess *Session, idempotencyKey, finger
 	return nil
 }
 
+// holdExpiry is when a hold taken at now under ctx expires, in Unix seconds,
+// rounded up: HoldMargin after ctx's deadline. The deadline is measured on
+// the store's clock, so that Config.Now governs holds as it does all else.
+func (s *Store) holdExpiry(ctx context.Context, now time.Time) int64 {
+	d := DefaultHoldTTL
+	if deadline, ok := ctx.Deadline(); ok {
+		d = time.Until(deadline) + HoldMargin
+	}
+	return int64(math.Ceil(float64(now.Add(d).UnixMilli()) / 1000))
+}
+
 // Release frees the idempotency key that Begin held for sess, after a turn
 // that failed, so that a retry need not wait for the hold to expire. It does
-// nothing when there is no hold.
+// nothing when there is no hold, or when the turn committed after all.
 func (s *Store) Release(ctx context.Context, sess *Session) error {
 	if sess == nil || sess.idemToken == "" {
 		return nil
 	}
 	_, err := s.client.DeleteItem(ctx, &dynamodb.DeleteItemInput{
 		TableName:                 aws.String(s.cfg.Table),
-		Key:                       item{PartitionKey: str(partitionKey(sess.Key)), SortKey: str(skIdempotency + sess.idemKey)},
-		ConditionExpression:       aws.String("#token = :token"),
-		ExpressionAttributeNames:  map[string]string{"#token": attrToken},
-		ExpressionAttributeValues: item{":token": str(sess.idemToken)},
+		Key:                       item{PartitionKey: str(recordKey(sess.Owner, sess.idemKey)), SortKey: str(skRecord)},
+		ConditionExpression:       aws.String("#token = :token AND #status = :pending"),
+		ExpressionAttributeNames:  map[string]string{"#token": attrToken, "#status": attrStatus},
+		ExpressionAttributeValues: item{":token": str(sess.idemToken), ":pending": str(statusPending)},
 	}, s.retries)
 	var failed *types.ConditionalCheckFailedException
 	if err != nil && !errors.As(err, &failed) {

@@ -48,6 +48,8 @@ const (
 	attrFirst       = "first"
 	attrToken       = "token"
 	attrTitle       = "title"
+	attrDeleted     = "deleted_at"
+	attrWriter      = "writer"
 )
 
 type item = map[string]types.AttributeValue

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"time"
@@ -25,7 +26,7 @@ type DynamoDBAPI interface {
 	GetItem(context.Context, *dynamodb.GetItemInput, ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
 	Query(context.Context, *dynamodb.QueryInput, ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
 	TransactWriteItems(context.Context, *dynamodb.TransactWriteItemsInput, ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error)
-	BatchWriteItem(context.Context, *dynamodb.BatchWriteItemInput, ...func(*dynamodb.Options)) (*dynamodb.BatchWriteItemOutput, error)
+	UpdateItem(context.Context, *dynamodb.UpdateItemInput, ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
 	DeleteItem(context.Context, *dynamodb.DeleteItemInput, ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
 	PutItem(context.Context, *dynamodb.PutItemInput, ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
 }
@@ -111,7 +112,8 @@ func (k Key) validate() error {
 // Session is a session as loaded for a turn.
 type Session struct {
 	Key
-	// Version counts commits; 0 is a session that does not exist yet.
+	// Version counts the writes of the session item: commits, redactions
+	// and a delete's tombstone. 0 is a session that does not exist yet.
 	Version int64
 	// Count is how many messages the session has stored.
 	Count int
@@ -138,10 +140,12 @@ type Session struct {
 func NewSession(key Key) *Session { return &Session{Key: key} }
 
 // Load reads a session for a turn: the session item and the messages of its
-// active window. With an idempotency key it also looks for the response of an
-// earlier turn with that key, in parallel. It returns ErrNotFound for a session
-// that does not exist or has expired; the error also matches ErrIDTaken when
-// another owner holds the id, so that no new session can start under it.
+// active window. With an idempotency key it also reads, in parallel, the
+// caller's record of that key; when the key's request was committed, Replay
+// says so (see Replay). It returns ErrNotFound for a session that does not
+// exist or has expired; the error also matches ErrIDTaken when another owner
+// holds the id, so that no new session can start under it. A session that a
+// delete is removing is ErrDeleting.
 func (s *Store) Load(ctx context.Context, key Key, idempotencyKey string) (*Session, error) {
 	if err := key.validate(); err != nil {
 		return nil, err
@@ -151,7 +155,7 @@ func (s *Store) Load(ctx context.Context, key Key, idempotencyKey string) (*Sess
 	}
 	var (
 		sess   *Session
-		replay item
+		record item
 	)
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() (err error) {
@@ -167,7 +171,7 @@ func (s *Store) Load(ctx context.Context, key Key, idempotencyKey string) (*Sess
 	})
 	if idempotencyKey != "" {
 		g.Go(func() (err error) {
-			replay, err = s.getItem(gctx, partitionKey(key), skIdempotency+idempotencyKey)
+			record, err = s.getItem(gctx, recordKey(key.Owner, idempotencyKey), skRecord)
 			return err
 		})
 	}
@@ -178,8 +182,8 @@ func (s *Store) Load(ctx context.Context, key Key, idempotencyKey string) (*Sess
 		}
 		return nil, fmt.Errorf("ddbhistory: load %s: %w", key.ID, err)
 	}
-	if replay != nil && !expired(replay, s.cfg.Now()) && getS(replay, attrStatus) == statusDone && getS(replay, attrIncarnation) == sess.incarnation {
-		if sess.Replay, err = decodeReplay(replay); err != nil {
+	if record != nil && !expired(record, s.cfg.Now()) && getS(record, attrStatus) == statusDone {
+		if sess.Replay, err = s.replay(ctx, sess, record, idempotencyKey); err != nil {
 			return nil, fmt.Errorf("ddbhistory: load %s: %w", key.ID, err)
 		}
 	}
@@ -234,10 +238,17 @@ func (s *Store) loadWindow(ctx context.Context, key Key, skipUnseen bool) (*Sess
 	if err != nil {
 		return nil, classify(err)
 	}
-	if len(out.Items) == 0 || getS(out.Items[0], SortKey) != skMeta || expired(out.Items[0], now) {
+	var meta item
+	if len(out.Items) > 0 && getS(out.Items[0], SortKey) == skMeta {
+		meta = out.Items[0]
+	}
+	switch sessionState(meta, now) {
+	case stateDeleting:
+		return nil, ErrDeleting
+	case stateAbsent:
 		return nil, ErrNotFound
 	}
-	sess, err := decodeMeta(key, out.Items[0])
+	sess, err := decodeMeta(key, meta)
 	if err != nil {
 		return nil, err
 	}
@@ -246,11 +257,18 @@ func (s *Store) loadWindow(ctx context.Context, key Key, skipUnseen bool) (*Sess
 	msgs.add(out.Items[1:], now)
 	// Read on only when the first page stopped before the window's first
 	// message: at the hint, or at 1 MB. In descending order a message's parts
-	// come before it, so that message is complete once it is found.
+	// come before it, so that message is complete once it is found. The
+	// read stops at the session's last message: items above it are hidden
+	// leftovers of a turn that never committed (see Commit), and a first
+	// page full of them is not read on from.
 	if start := out.LastEvaluatedKey; start != nil && from < sess.Count && !msgs.complete(from) {
 		in.Limit = nil
 		in.ExpressionAttributeValues[":lo"] = str(messageKey(from))
-		for start != nil {
+		in.ExpressionAttributeValues[":hi"] = str(lastKeyOf(sess.Count - 1))
+		if getS(start, SortKey) > lastKeyOf(sess.Count-1) {
+			start = nil
+		}
+		for first := true; first || start != nil; first = false {
 			in.ExclusiveStartKey = start
 			out, err := s.client.Query(ctx, in, s.retries)
 			if err != nil {
@@ -329,175 +347,35 @@ func decodeMeta(key Key, it item) (*Session, error) {
 	return sess, nil
 }
 
-// Turn is what a turn adds to a session.
-type Turn struct {
-	// Messages are appended to the session, in order.
-	Messages []agent.Message
-	// Window is the conversation manager's state after the turn.
-	Window agent.WindowState
-	// State is the agent state after the turn.
-	State map[string]json.RawMessage
-	// IdempotencyKey, when set, stores Response for replays of the turn,
-	// with Fingerprint, which identifies the request, and where the turn's
-	// messages are.
-	IdempotencyKey string
-	Fingerprint    string
-	Response       json.RawMessage
+// liveness is what a session item says of its session.
+type liveness int
+
+const (
+	// stateAbsent: no session. The item is missing, expired, or only a
+	// reservation for a new session's first commit (see Commit), which has
+	// no creation time until that commit.
+	stateAbsent liveness = iota
+	// stateLive: a session that readers see.
+	stateLive
+	// stateDeleting: a tombstone, written by Delete, whose cleanup has not
+	// finished (see Delete).
+	stateDeleting
+)
+
+func sessionState(meta item, now time.Time) liveness {
+	switch {
+	case meta == nil || expired(meta, now):
+		return stateAbsent
+	case meta[attrDeleted] != nil:
+		return stateDeleting
+	case meta[attrCreated] == nil:
+		return stateAbsent
+	}
+	return stateLive
 }
 
-// Commit writes a turn to the session it was loaded as, in one transaction:
-// the new messages, the idempotency record and the session item, on the
-// condition that nobody committed since sess was loaded. Either all of it is
-// written or none. A first commit also claims the session id, which is unique
-// across owners.
-//
-// It returns ErrConflict when another commit came first, ErrNotFound when a
-// new session's id belongs to another owner, ErrTooLarge when the turn does
-// not fit one transaction, and ErrThrottled when DynamoDB throttled every
-// attempt. On success it updates sess to the committed state.
-func (s *Store) Commit(ctx context.Context, sess *Session, turn Turn) error {
-	if err := sess.validate(); err != nil {
-		return err
-	}
-	if err := validIdempotencyKey(turn.IdempotencyKey); err != nil {
-		return err
-	}
-	now := s.cfg.Now()
-	count := sess.Count + len(turn.Messages)
-	if w := turn.Window; w.Removed < 0 || w.Removed > count {
-		return invalidArgument("window starts at message %d of %d", w.Removed, count)
-	}
-	pk := partitionKey(sess.Key)
-	expires := s.expiry(now, s.cfg.TTL)
-
-	var items []types.TransactWriteItem
-	var sizes []int
-	put := func(it item, c *condition) {
-		p := &types.Put{TableName: aws.String(s.cfg.Table), Item: it}
-		if c != nil {
-			p.ConditionExpression = aws.String(c.expr)
-			p.ExpressionAttributeNames = c.names
-			p.ExpressionAttributeValues = c.values
-		}
-		items = append(items, types.TransactWriteItem{Put: p})
-		sizes = append(sizes, itemSize(it))
-	}
-	for i, m := range turn.Messages {
-		its, err := messageItems(pk, sess.Count+i, m, expires, now)
-		if err != nil {
-			return fmt.Errorf("ddbhistory: commit %s: %w", sess.ID, err)
-		}
-		for _, it := range its {
-			put(it, nil)
-		}
-	}
-
-	incarnation := sess.incarnation
-	if sess.Version == 0 {
-		incarnation = newIncarnation()
-	}
-	if turn.IdempotencyKey != "" {
-		// The record may replace this turn's own hold on the key (Begin).
-		c := absentOrExpired(SortKey, now)
-		c.expr += " OR #token = :token"
-		c.names["#token"] = attrToken
-		c.values[":token"] = str(sess.idemToken)
-		put(item{
-			PartitionKey:    str(pk),
-			SortKey:         str(skIdempotency + turn.IdempotencyKey),
-			attrStatus:      str(statusDone),
-			attrResponse:    bin(compress(turn.Response)),
-			attrFingerprint: str(turn.Fingerprint),
-			attrFirst:       num(sess.Count),
-			attrCount:       num(len(turn.Messages)),
-			attrIncarnation: str(incarnation),
-			TTLAttribute:    num(s.expiry(now, s.cfg.IdempotencyTTL)),
-		}, c)
-	}
-
-	window, err := json.Marshal(turn.Window)
-	if err != nil {
-		return fmt.Errorf("ddbhistory: commit %s: encode window: %w", sess.ID, err)
-	}
-	state, err := json.Marshal(turn.State)
-	if err != nil {
-		return fmt.Errorf("ddbhistory: commit %s: encode state: %w", sess.ID, err)
-	}
-	created, title := sess.CreatedAt, sess.Title
-	if sess.Version == 0 {
-		created, title = now, titleOf(turn.Messages)
-	}
-	// The claim on the session id lives twice as long as the session item
-	// and is renewed whenever it has less than a TTL left, so it always
-	// outlives the session, while a turn usually writes no more than its
-	// messages and the session item.
-	claimedUntil := sess.claimedUntil
-	claimIndex := -1
-	if sess.Version == 0 || (claimedUntil > 0 && claimedUntil-now.Unix() < int64(s.cfg.TTL.Seconds())) {
-		claimedUntil = s.expiry(now, 2*s.cfg.TTL)
-		claimIndex = len(items)
-		put(item{
-			PartitionKey: str(claimKey(sess.ID)),
-			SortKey:      str(skClaim),
-			attrOwner:    str(sess.Owner),
-			TTLAttribute: num(claimedUntil),
-		}, claimable(sess.Owner, now))
-	}
-	meta := item{
-		PartitionKey:    str(pk),
-		SortKey:         str(skMeta),
-		attrOwner:       str(sess.Owner),
-		attrSessionID:   str(sess.ID),
-		attrVersion:     num(sess.Version + 1),
-		attrCount:       num(count),
-		attrWindow:      str(string(window)),
-		attrState:       str(string(state)),
-		attrIncarnation: str(incarnation),
-		attrCreated:     num(created.UnixMilli()),
-		attrUpdated:     num(now.UnixMilli()),
-		attrClaimed:     num(claimedUntil),
-		TTLAttribute:    num(expires),
-	}
-	if title != "" {
-		meta[attrTitle] = str(title)
-	}
-	if sess.Version == 0 {
-		// A session that expired but is not deleted yet may be replaced.
-		put(meta, absentOrExpired(PartitionKey, now))
-	} else {
-		put(meta, versionIs(sess.Version))
-	}
-	if err := checkTransaction(sizes); err != nil {
-		return fmt.Errorf("ddbhistory: commit %s: %w", sess.ID, err)
-	}
-
-	_, err = s.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{
-		TransactItems: items,
-		// The same token on the SDK's retries makes a retry of a commit that
-		// did succeed succeed again, rather than fail its version check.
-		ClientRequestToken: aws.String(newIncarnation() + newIncarnation()),
-	}, s.retries)
-	if err != nil {
-		if claimIndex >= 0 && failedAt(err, claimIndex) {
-			// Another owner holds this id. To the caller it does not exist.
-			return fmt.Errorf("ddbhistory: commit %s: %w", sess.ID, ErrNotFound)
-		}
-		return fmt.Errorf("ddbhistory: commit %s: %w", sess.ID, classify(err))
-	}
-	sess.Version++
-	sess.claimedUntil = claimedUntil
-	sess.Count = count
-	sess.Conversation = agent.Conversation{Window: turn.Window, State: turn.State}
-	sess.CreatedAt, sess.UpdatedAt = time.UnixMilli(created.UnixMilli()), time.UnixMilli(now.UnixMilli())
-	sess.ExpiresAt = time.Time{}
-	if expires > 0 {
-		sess.ExpiresAt = time.Unix(expires, 0)
-	}
-	sess.incarnation, sess.Title = incarnation, title
-	sess.Replay = nil
-	sess.idemKey, sess.idemToken = "", ""
-	return nil
-}
+// lastKeyOf is the highest sort key message i and its parts can have.
+func lastKeyOf(i int) string { return messageKey(i) + "#~" }
 
 // maxIdempotencyKey bounds idempotency keys, which become sort keys.
 const maxIdempotencyKey = 256
@@ -559,6 +437,49 @@ func versionIs(v int64) *condition {
 		names:  map[string]string{"#version": attrVersion},
 		values: item{":version": num(v)},
 	}
+}
+
+// noSession holds for a session item that stands for no session: absent,
+// expired, or a reservation (see Commit). A tombstone is not one: a new
+// session under the id waits until the delete's cleanup is done.
+func noSession(now time.Time) *condition {
+	c := absentOrExpired(PartitionKey, now)
+	c.expr += " OR (attribute_not_exists(#created) AND attribute_not_exists(#deleted))"
+	c.names["#created"] = attrCreated
+	c.names["#deleted"] = attrDeleted
+	return c
+}
+
+// and joins c and d, whose names and values must not clash.
+func (c *condition) and(d *condition) *condition {
+	out := &condition{expr: "(" + c.expr + ") AND (" + d.expr + ")", names: map[string]string{}, values: item{}}
+	for _, x := range []*condition{c, d} {
+		maps.Copy(out.names, x.names)
+		maps.Copy(out.values, x.values)
+	}
+	return out
+}
+
+// put returns a transaction's Put of it, on condition c when c is not nil.
+func (s *Store) put(it item, c *condition) types.TransactWriteItem {
+	p := &types.Put{TableName: aws.String(s.cfg.Table), Item: it}
+	if c != nil {
+		p.ConditionExpression = aws.String(c.expr)
+		p.ExpressionAttributeNames = c.names
+		p.ExpressionAttributeValues = c.values
+	}
+	return types.TransactWriteItem{Put: p}
+}
+
+// check returns a transaction's ConditionCheck of c on the item at pk, sk.
+func (s *Store) check(pk, sk string, c *condition) types.TransactWriteItem {
+	return types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{
+		TableName:                 aws.String(s.cfg.Table),
+		Key:                       item{PartitionKey: str(pk), SortKey: str(sk)},
+		ConditionExpression:       aws.String(c.expr),
+		ExpressionAttributeNames:  c.names,
+		ExpressionAttributeValues: c.values,
+	}}
 }
 
 // checkTransaction refuses a transaction that DynamoDB would refuse.

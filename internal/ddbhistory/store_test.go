@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -294,16 +295,20 @@ func TestIdempotentReplay(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := &ddbhistory.Replay{Response: response, Fingerprint: "fp-1", First: 4, Count: 2}
+		want := &ddbhistory.Replay{Response: response, Fingerprint: "fp-1", SessionID: alice.ID, First: 4, Count: 2}
 		if diff := cmp.Diff(want, got.Replay); diff != "" {
 			t.Errorf("replay (-want +got):\n%s", diff)
 		}
-		if requests := e.count.reset().Requests; requests != 2 {
-			t.Errorf("load with a key took %d requests, want 2", requests)
+		// The window and the key's record in parallel, then the response.
+		if requests := e.count.reset().Requests; requests != 3 {
+			t.Errorf("a replaying load took %d requests, want 3", requests)
 		}
 		other, err := e.store.Load(t.Context(), alice, "req-2")
 		if err != nil || other.Replay != nil {
 			t.Errorf("another key: replay %v, err %v", other.Replay, err)
+		}
+		if requests := e.count.reset().Requests; requests != 2 {
+			t.Errorf("a load with an unused key took %d requests, want 2", requests)
 		}
 		// A retry that runs anyway can neither hold the key nor store a turn.
 		var inUse *ddbhistory.KeyInUseError
@@ -432,8 +437,8 @@ func TestExpiry(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got.Replay != nil || len(got.Conversation.Messages) != 2 || got.Conversation.Messages[0].Text() != "question 5" {
-			t.Errorf("re-created session: replay %v, messages %+v", got.Replay, got.Conversation.Messages)
+		if got.Replay == nil || got.Replay.Response != nil || len(got.Conversation.Messages) != 2 || got.Conversation.Messages[0].Text() != "question 5" {
+			t.Errorf("re-created session: replay %+v, messages %+v; want the key known, with nothing to replay", got.Replay, got.Conversation.Messages)
 		}
 	})
 }
@@ -470,29 +475,6 @@ func TestDeleteRemovesEverything(t *testing.T) {
 	})
 }
 
-func TestDeleteRetriesUnprocessedItems(t *testing.T) {
-	runBackends(t, func(t *testing.T, b backend) {
-		e := newEnv(t, b, ddbhistory.Config{})
-		fill(t, e.store, alice, 30, 40)
-		// The first batch comes back with every item unprocessed.
-		var once sync.Once
-		e.count.setFault(func(op string, body []byte) *http.Response {
-			var resp *http.Response
-			if op == "BatchWriteItem" {
-				once.Do(func() { resp = unprocessedAll(t, body) })
-			}
-			return resp
-		})
-		if err := e.store.Delete(t.Context(), alice); err != nil {
-			t.Fatal(err)
-		}
-		e.count.setFault(nil)
-		if n := countItems(t, e, "s#alice#chat-1"); n != 0 {
-			t.Errorf("%d items left behind", n)
-		}
-	})
-}
-
 func TestBigContent(t *testing.T) {
 	runBackends(t, func(t *testing.T, b backend) {
 		e := newEnv(t, b, ddbhistory.Config{})
@@ -520,37 +502,52 @@ func TestBigContent(t *testing.T) {
 			t.Errorf("big messages did not round-trip: %d messages, %d bytes of JSON; want %d bytes", len(got.Conversation.Messages), len(gotJSON), len(want))
 		}
 
-		// A turn beyond one transaction is refused whole, before any write.
+		// A turn beyond one transaction, in bytes or in items, is stored
+		// whole, in several writes.
 		huge := []agent.Message{
 			{Role: agent.RoleUser, Content: []agent.ContentBlock{agent.Text("more"), {Image: &agent.ImageBlock{Format: "png", Source: agent.Source{Bytes: randomBytes(3_000_000)}}}}},
 			{Role: agent.RoleAssistant, Content: []agent.ContentBlock{{ToolUse: &agent.ToolUseBlock{ToolUseID: "u", Name: "read", Input: json.RawMessage(`{}`)}}}},
 			{Role: agent.RoleUser, Content: []agent.ContentBlock{{ToolResult: &agent.ToolResultBlock{ToolUseID: "u", Content: []agent.ToolResultContent{{Image: &agent.ImageBlock{Format: "png", Source: agent.Source{Bytes: randomBytes(2_000_000)}}}}}}}},
 			agent.AssistantText("done"),
 		}
-		e.count.reset()
-		err = e.store.Commit(t.Context(), got, ddbhistory.Turn{Messages: huge})
-		var tl *ddbhistory.TooLargeError
-		if !errors.Is(err, ddbhistory.ErrTooLarge) || !errors.As(err, &tl) || tl.Limit != ddbhistory.MaxTransactionBytes {
-			t.Errorf("err = %v, want ErrTooLarge for 4 MB", err)
-		}
-		if requests := e.count.reset().Requests; requests != 0 {
-			t.Errorf("%d requests were sent for a refused turn", requests)
+		if err := e.store.Commit(t.Context(), got, ddbhistory.Turn{Messages: huge}); err != nil {
+			t.Fatalf("a 5 MB turn: %v", err)
 		}
 		var many []agent.Message
 		for i := range 60 {
 			many = append(many, turn(i)...)
 		}
-		if err := e.store.Commit(t.Context(), got, ddbhistory.Turn{Messages: many}); !errors.As(err, &tl) || !tl.Items {
-			t.Errorf("120 messages: err = %v, want ErrTooLarge for 100 items", err)
+		if err := e.store.Commit(t.Context(), got, ddbhistory.Turn{Messages: many}); err != nil {
+			t.Fatalf("a turn of 120 messages: %v", err)
 		}
+		var tl *ddbhistory.TooLargeError
+		e.count.reset()
 		// State too big for the session item.
 		big := map[string]json.RawMessage{"x": json.RawMessage(`"` + strings.Repeat("x", 500_000) + `"`)}
 		if err := e.store.Commit(t.Context(), got, ddbhistory.Turn{Messages: turn(1), State: big}); !errors.As(err, &tl) || tl.Limit != ddbhistory.MaxItemBytes {
 			t.Errorf("500 KB state: err = %v, want ErrTooLarge for 400 KB", err)
 		}
-		after, err := e.store.Load(t.Context(), alice, "")
-		if err != nil || after.Version != 1 || after.Count != 4 {
-			t.Errorf("refused turns changed the session: %+v, %v", after, err)
+		if requests := e.count.reset().Requests; requests != 0 {
+			t.Errorf("%d requests were sent for a refused turn", requests)
+		}
+		page, err := e.store.Transcript(t.Context(), alice, "", ddbhistory.MaxPageSize)
+		if err != nil || page.Session.Version != 3 || page.Session.Count != 128 {
+			t.Fatalf("after the big turns: %+v, %v", page, err)
+		}
+		want, _ = json.Marshal(slices.Concat(msgs, huge, many))
+		var all []agent.Message
+		for cursor := ""; ; {
+			p, err := e.store.Transcript(t.Context(), alice, cursor, ddbhistory.MaxPageSize)
+			if err != nil {
+				t.Fatal(err)
+			}
+			all = append(all, p.Messages...)
+			if cursor = p.NextCursor; cursor == "" {
+				break
+			}
+		}
+		if gotJSON, _ = json.Marshal(all); !bytes.Equal(want, gotJSON) {
+			t.Errorf("the transcript is not the three turns: %d messages", len(all))
 		}
 	})
 }
@@ -842,23 +839,6 @@ func countItems(t *testing.T, e *env, pk string) int {
 	return n
 }
 
-// unprocessedAll answers a BatchWriteItem as if DynamoDB had processed none of
-// it, returning every request as unprocessed; the store must send them again.
-func unprocessedAll(t *testing.T, body []byte) *http.Response {
-	var req struct {
-		RequestItems json.RawMessage
-	}
-	if err := json.Unmarshal(body, &req); err != nil {
-		t.Errorf("decode BatchWriteItem: %v", err)
-	}
-	out, _ := json.Marshal(map[string]json.RawMessage{"UnprocessedItems": req.RequestItems})
-	return &http.Response{
-		StatusCode: 200,
-		Header:     http.Header{"Content-Type": {"application/x-amz-json-1.0"}},
-		Body:       io.NopCloser(bytes.NewReader(out)),
-	}
-}
-
 func TestZeroTTLNeverExpires(t *testing.T) {
 	runBackends(t, func(t *testing.T, b backend) {
 		e := newEnv(t, b, ddbhistory.Config{}) // TTL 0
@@ -871,24 +851,25 @@ func TestZeroTTLNeverExpires(t *testing.T) {
 	})
 }
 
-func TestDeleteRacingACommitDeletesNothing(t *testing.T) {
+func TestDeleteWaitsForACommitInFlight(t *testing.T) {
+	conflict := func() *http.Response {
+		return &http.Response{
+			StatusCode: 400,
+			Header:     http.Header{"Content-Type": {"application/x-amz-json-1.0"}},
+			Body:       io.NopCloser(strings.NewReader(`{"__type":"com.amazonaws.dynamodb.v20120810#TransactionConflictException","message":"Transaction is ongoing for the item"}`)),
+		}
+	}
 	runBackends(t, func(t *testing.T, b backend) {
 		e := newEnv(t, b, ddbhistory.Config{})
 		fill(t, e.store, alice, 4, 40)
-		// DynamoDB refuses the delete of an item a transaction is writing.
-		var once sync.Once
+		// DynamoDB refuses a write to an item that a transaction is writing.
+		// While a commit keeps the session item busy, the delete changes
+		// nothing and says so.
 		e.count.setFault(func(op string, _ []byte) *http.Response {
-			var resp *http.Response
-			if op == "DeleteItem" {
-				once.Do(func() {
-					resp = &http.Response{
-						StatusCode: 400,
-						Header:     http.Header{"Content-Type": {"application/x-amz-json-1.0"}},
-						Body:       io.NopCloser(strings.NewReader(`{"__type":"com.amazonaws.dynamodb.v20120810#TransactionConflictException","message":"Transaction is ongoing for the item"}`)),
-					}
-				})
+			if op == "UpdateItem" {
+				return conflict()
 			}
-			return resp
+			return nil
 		})
 		if err := e.store.Delete(t.Context(), alice); !errors.Is(err, ddbhistory.ErrConflict) {
 			t.Errorf("err = %v, want ErrConflict", err)
@@ -896,6 +877,21 @@ func TestDeleteRacingACommitDeletesNothing(t *testing.T) {
 		e.count.setFault(nil)
 		if got, err := e.store.Load(t.Context(), alice, ""); err != nil || got.Count != 4 {
 			t.Errorf("the session after a conflicting delete: %+v, %v", got, err)
+		}
+		// Once the commit is done, the delete goes ahead.
+		var once sync.Once
+		e.count.setFault(func(op string, _ []byte) *http.Response {
+			var resp *http.Response
+			if op == "UpdateItem" {
+				once.Do(func() { resp = conflict() })
+			}
+			return resp
+		})
+		if err := e.store.Delete(t.Context(), alice); err != nil {
+			t.Errorf("a delete after a passing conflict: %v", err)
+		}
+		if n := countItems(t, e, "s#alice#chat-1"); n != 0 {
+			t.Errorf("%d items left behind", n)
 		}
 	})
 }

@@ -3,7 +3,6 @@ package ddbhistory
 import (
 	"context"
 	"encoding/base64"
-	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -68,7 +67,7 @@ func (s *Store) Transcript(ctx context.Context, key Key, cursor string, limit in
 			ExpressionAttributeNames: map[string]string{
 				"#pk": PartitionKey, "#sk": SortKey,
 			},
-			ExpressionAttributeValues: item{":pk": str(pk), ":lo": str(messageKey(from)), ":hi": str(messageKey(from+limit-1) + "#~")},
+			ExpressionAttributeValues: item{":pk": str(pk), ":lo": str(messageKey(from)), ":hi": str(lastKeyOf(min(from+limit-1, maxIndex)))},
 			ConsistentRead:            aws.Bool(true),
 		})
 		msgs.add(items, now)
@@ -77,7 +76,7 @@ func (s *Store) Transcript(ctx context.Context, key Key, cursor string, limit in
 	if err := g.Wait(); err != nil {
 		return nil, fmt.Errorf("ddbhistory: transcript %s: %w", key.ID, err)
 	}
-	if meta == nil || expired(meta, now) {
+	if sessionState(meta, now) != stateLive {
 		return nil, fmt.Errorf("ddbhistory: transcript %s: %w", key.ID, ErrNotFound)
 	}
 	sess, err := decodeMeta(key, meta)
@@ -119,6 +118,9 @@ func (s *Store) Transcript(ctx context.Context, key Key, cursor string, limit in
 // index i, such as the first message of a turn that Replay locates.
 func CursorAt(i int) string { return encodeCursor(i) }
 
+// maxIndex is the highest message index a sort key can hold.
+const maxIndex = 1e10 - 1
+
 // Cursors are opaque to callers; inside they are the next message index.
 func encodeCursor(i int) string {
 	return base64.RawURLEncoding.EncodeToString([]byte(strconv.Itoa(i)))
@@ -153,94 +155,6 @@ func (s *Store) queryAll(ctx context.Context, in *dynamodb.QueryInput) ([]item, 
 	}
 }
 
-// Delete removes every item of a session. The session item goes first, so a
-// turn racing with the delete cannot commit; then the rest, in batches of 25,
-// retrying what DynamoDB leaves unprocessed; then the claim on the id. It
-// returns ErrNotFound when there was no live session, after removing whatever
-// was left of one.
-func (s *Store) Delete(ctx context.Context, key Key) error {
-	if err := key.validate(); err != nil {
-		return err
-	}
-	pk := partitionKey(key)
-	_, err := s.client.DeleteItem(ctx, &dynamodb.DeleteItemInput{
-		TableName:                 aws.String(s.cfg.Table),
-		Key:                       item{PartitionKey: str(pk), SortKey: str(skMeta)},
-		ConditionExpression:       aws.String("attribute_exists(#pk) AND (#ttl = :zero OR #ttl > :now)"),
-		ExpressionAttributeNames:  map[string]string{"#pk": PartitionKey, "#ttl": TTLAttribute},
-		ExpressionAttributeValues: item{":zero": num(0), ":now": num(s.cfg.Now().Unix())},
-	}, s.retries)
-	var failed *types.ConditionalCheckFailedException
-	missing := errors.As(err, &failed) // there was no live session item
-	if err != nil && !missing {
-		// A commit in flight on the session item conflicts with the delete:
-		// nothing is deleted, and the caller may retry.
-		return fmt.Errorf("ddbhistory: delete %s: %w", key.ID, classify(err))
-	}
-	keys, err := s.queryAll(ctx, &dynamodb.QueryInput{
-		TableName:                 aws.String(s.cfg.Table),
-		KeyConditionExpression:    aws.String("#pk = :pk"),
-		ExpressionAttributeNames:  map[string]string{"#pk": PartitionKey, "#sk": SortKey},
-		ExpressionAttributeValues: item{":pk": str(pk)},
-		ProjectionExpression:      aws.String("#pk, #sk"),
-		ConsistentRead:            aws.Bool(true),
-	})
-	if err != nil {
-		return fmt.Errorf("ddbhistory: delete %s: %w", key.ID, err)
-	}
-	if err := s.deleteAll(ctx, keys); err != nil {
-		return fmt.Errorf("ddbhistory: delete %s: %w", key.ID, err)
-	}
-	// Free the id, if the claim on it is the caller's.
-	_, err = s.client.DeleteItem(ctx, &dynamodb.DeleteItemInput{
-		TableName:                 aws.String(s.cfg.Table),
-		Key:                       item{PartitionKey: str(claimKey(key.ID)), SortKey: str(skClaim)},
-		ConditionExpression:       aws.String("#owner = :owner"),
-		ExpressionAttributeNames:  map[string]string{"#owner": attrOwner},
-		ExpressionAttributeValues: item{":owner": str(key.Owner)},
-	}, s.retries)
-	if err != nil && !errors.Is(classify(err), ErrConflict) {
-		return fmt.Errorf("ddbhistory: delete %s: free the id: %w", key.ID, classify(err))
-	}
-	if missing {
-		return fmt.Errorf("ddbhistory: delete %s: %w", key.ID, ErrNotFound)
-	}
-	return nil
-}
-
-// batchSize is BatchWriteItem's limit.
-const batchSize = 25
-
-// deleteAll deletes items by key, 25 at a time, retrying unprocessed items
-// with backoff until ctx ends.
-func (s *Store) deleteAll(ctx context.Context, keys []item) error {
-	for len(keys) > 0 {
-		n := min(batchSize, len(keys))
-		reqs := make([]types.WriteRequest, n)
-		for i, k := range keys[:n] {
-			reqs[i] = types.WriteRequest{DeleteRequest: &types.DeleteRequest{Key: k}}
-		}
-		keys = keys[n:]
-		for attempt := 0; len(reqs) > 0; attempt++ {
-			if attempt > 0 {
-				select {
-				case <-ctx.Done():
-					return ctx.Err()
-				case <-time.After(min(50*time.Millisecond<<attempt, 2*time.Second)):
-				}
-			}
-			out, err := s.client.BatchWriteItem(ctx, &dynamodb.BatchWriteItemInput{
-				RequestItems: map[string][]types.WriteRequest{s.cfg.Table: reqs},
-			}, s.retries)
-			if err != nil {
-				return classify(err)
-			}
-			reqs = out.UnprocessedItems[s.cfg.Table]
-		}
-	}
-	return nil
-}
-
 // Redact replaces the content of stored message index with m, which must
 // have the same role: the one exception to messages being written once, for
 // guardrails and personal data. The session's version moves on, so a turn
@@ -263,7 +177,7 @@ func (s *Store) Redact(ctx context.Context, key Key, index int, m agent.Message)
 	if err := g.Wait(); err != nil {
 		return fmt.Errorf("ddbhistory: redact %s: %w", key.ID, err)
 	}
-	if meta == nil || expired(meta, now) || old == nil || expired(old, now) {
+	if sessionState(meta, now) != stateLive || old == nil || expired(old, now) {
 		return fmt.Errorf("ddbhistory: redact %s message %d: %w", key.ID, index, ErrNotFound)
 	}
 	if role := getS(old, attrRole); role != string(m.Role) {

@@ -1,0 +1,390 @@
+package ddbhistory
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/lambda-agent/lambda-agent/internal/agent"
+)
+
+// Turn is what a turn adds to a session.
+type Turn struct {
+	// Messages are appended to the session, in order.
+	Messages []agent.Message
+	// Window is the conversation manager's state after the turn.
+	Window agent.WindowState
+	// State is the agent state after the turn.
+	State map[string]json.RawMessage
+	// IdempotencyKey, when set, stores Response for replays of the turn,
+	// with Fingerprint, which identifies the request, and where the turn's
+	// messages are.
+	IdempotencyKey string
+	Fingerprint    string
+	Response       json.RawMessage
+}
+
+// ErrOutcomeUnknown is a commit whose context ended after its write was sent:
+// the turn may or may not be stored. Load with the turn's idempotency key, or
+// read the transcript, to find out.
+var ErrOutcomeUnknown = errors.New("the commit's outcome is unknown")
+
+// Commit writes a turn to the session it was loaded as: the new messages, the
+// idempotency record and the session item, on the condition that nobody
+// committed since sess was loaded. Readers see all of the turn or none of it.
+// A first commit also claims the session id, which is unique across owners.
+//
+// A turn that fits one transaction (100 items, 4 MB), as nearly every turn
+// does, is one TransactWriteItems. A larger one is written in parts: a
+// reservation on the session item, then the messages that do not fit the last
+// transaction, each transaction guarded by the reservation, then the last,
+// which writes the session item and so makes the messages visible. Until it
+// lands they sit past the session's message count, where no reader looks; a
+// commit that loses a race removes them, and the next commit overwrites what
+// a crash leaves.
+//
+// It returns ErrConflict when another commit came first, ErrNotFound when a
+// new session's id belongs to another owner, ErrThrottled when DynamoDB
+// throttled every attempt, ErrTooLarge for a message item that cannot be
+// stored, and ErrOutcomeUnknown when ctx ended while the write that makes the
+// turn visible was under way. On success it updates sess to the committed
+// state.
+func (s *Store) Commit(ctx context.Context, sess *Session, turn Turn) error {
+	if err := sess.validate(); err != nil {
+		return err
+	}
+	if err := validIdempotencyKey(turn.IdempotencyKey); err != nil {
+		return err
+	}
+	now := s.cfg.Now()
+	count := sess.Count + len(turn.Messages)
+	if w := turn.Window; w.Removed < 0 || w.Removed > count {
+		return invalidArgument("window starts at message %d of %d", w.Removed, count)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("ddbhistory: commit %s: %w", sess.ID, err)
+	}
+	c, err := s.prepare(sess, turn, now)
+	if err != nil {
+		return fmt.Errorf("ddbhistory: commit %s: %w", sess.ID, err)
+	}
+	if c.fits() {
+		err = c.final(ctx, c.messages, c.firstOrVersion(now))
+	} else {
+		err = c.inParts(ctx, now)
+	}
+	if err != nil {
+		return fmt.Errorf("ddbhistory: commit %s: %w", sess.ID, err)
+	}
+	sess.Version++
+	sess.claimedUntil = c.claimedUntil
+	sess.Count = count
+	sess.Conversation = agent.Conversation{Window: turn.Window, State: turn.State}
+	sess.CreatedAt, sess.UpdatedAt = time.UnixMilli(c.created.UnixMilli()), time.UnixMilli(now.UnixMilli())
+	sess.ExpiresAt = time.Time{}
+	if c.expires > 0 {
+		sess.ExpiresAt = time.Unix(c.expires, 0)
+	}
+	sess.incarnation, sess.Title = c.incarnation, c.title
+	sess.Replay = nil
+	sess.idemKey, sess.idemToken = "", ""
+	return nil
+}
+
+// write is one item of a transaction, with its size as DynamoDB counts it.
+type write struct {
+	types.TransactWriteItem
+	size int
+}
+
+// commit is a turn's writes, ready to send.
+type commit struct {
+	s    *Store
+	sess *Session
+	pk   string
+	// messages are the message items, in key order.
+	messages []write
+	// tail goes in the last transaction, before the session item: the
+	// idempotency record and response, and the claim on the session id.
+	tail []write
+	// claimAt is the claim's index in tail, or -1 when there is none.
+	claimAt int
+	meta    item
+
+	incarnation, title string
+	created            time.Time
+	expires            int64
+	claimedUntil       int64
+}
+
+func (s *Store) prepare(sess *Session, turn Turn, now time.Time) (*commit, error) {
+	c := &commit{
+		s: s, sess: sess, pk: partitionKey(sess.Key), claimAt: -1,
+		incarnation: sess.incarnation, created: sess.CreatedAt, title: sess.Title,
+		expires: s.expiry(now, s.cfg.TTL), claimedUntil: sess.claimedUntil,
+	}
+	for i, m := range turn.Messages {
+		its, err := messageItems(c.pk, sess.Count+i, m, c.expires, now)
+		if err != nil {
+			return nil, err
+		}
+		for _, it := range its {
+			c.messages = append(c.messages, write{s.put(it, nil), itemSize(it)})
+		}
+	}
+	if sess.Version == 0 {
+		c.incarnation = newIncarnation()
+		c.created, c.title = now, titleOf(turn.Messages)
+	}
+	if turn.IdempotencyKey != "" {
+		c.tail = append(c.tail, s.recordWrites(sess, turn, c.incarnation, now)...)
+	}
+	// The claim on the session id lives twice as long as the session item
+	// and is renewed whenever it has less than a TTL left, so it always
+	// outlives the session, while a turn usually writes no more than its
+	// messages and the session item.
+	if sess.Version == 0 || (c.claimedUntil > 0 && c.claimedUntil-now.Unix() < int64(s.cfg.TTL.Seconds())) {
+		c.claimedUntil = s.expiry(now, 2*s.cfg.TTL)
+		claim := item{
+			PartitionKey: str(claimKey(sess.ID)),
+			SortKey:      str(skClaim),
+			attrOwner:    str(sess.Owner),
+			TTLAttribute: num(c.claimedUntil),
+		}
+		c.claimAt = len(c.tail)
+		c.tail = append(c.tail, write{s.put(claim, claimable(sess.Owner, now)), itemSize(claim)})
+	}
+	window, err := json.Marshal(turn.Window)
+	if err != nil {
+		return nil, fmt.Errorf("encode window: %w", err)
+	}
+	state, err := json.Marshal(turn.State)
+	if err != nil {
+		return nil, fmt.Errorf("encode state: %w", err)
+	}
+	c.meta = item{
+		PartitionKey:    str(c.pk),
+		SortKey:         str(skMeta),
+		attrOwner:       str(sess.Owner),
+		attrSessionID:   str(sess.ID),
+		attrVersion:     num(sess.Version + 1),
+		attrCount:       num(sess.Count + len(turn.Messages)),
+		attrWindow:      str(string(window)),
+		attrState:       str(string(state)),
+		attrIncarnation: str(c.incarnation),
+		attrCreated:     num(c.created.UnixMilli()),
+		attrUpdated:     num(now.UnixMilli()),
+		attrClaimed:     num(c.claimedUntil),
+		TTLAttribute:    num(c.expires),
+	}
+	if c.title != "" {
+		c.meta[attrTitle] = str(c.title)
+	}
+	// Every item must fit on its own, whatever the transactions.
+	for i, w := range append(append([]write(nil), c.messages...), c.tail...) {
+		if w.size > MaxItemBytes {
+			return nil, &TooLargeError{What: fmt.Sprintf("item %d", i), Size: w.size, Limit: MaxItemBytes}
+		}
+	}
+	if n := itemSize(c.meta); n > MaxItemBytes {
+		return nil, &TooLargeError{What: "the session item", Size: n, Limit: MaxItemBytes}
+	}
+	return c, nil
+}
+
+// fits reports whether the whole turn fits one transaction.
+func (c *commit) fits() bool {
+	return checkTransaction(append(sizes(c.messages, c.tail), itemSize(c.meta))) == nil
+}
+
+// firstOrVersion is the session item's condition for a commit in one
+// transaction: no session yet, or the version loaded.
+func (c *commit) firstOrVersion(now time.Time) *condition {
+	if c.sess.Version == 0 {
+		return noSession(now)
+	}
+	return versionIs(c.sess.Version)
+}
+
+// final sends the transaction that makes the turn visible: msgs, the tail,
+// and the session item on condition cond.
+func (c *commit) final(ctx context.Context, msgs []write, cond *condition) error {
+	items := make([]types.TransactWriteItem, 0, len(msgs)+len(c.tail)+1)
+	for _, w := range msgs {
+		items = append(items, w.TransactWriteItem)
+	}
+	claimAt := -1
+	for i, w := range c.tail {
+		if i == c.claimAt {
+			claimAt = len(items)
+		}
+		items = append(items, w.TransactWriteItem)
+	}
+	items = append(items, c.s.put(c.meta, cond))
+	err := c.s.transact(ctx, items)
+	switch {
+	case err == nil:
+		return nil
+	case claimAt >= 0 && failedAt(err, claimAt):
+		// Another owner holds this id. To the caller it does not exist.
+		return ErrNotFound
+	case ctx.Err() != nil:
+		// The transaction may have reached DynamoDB before ctx ended.
+		return fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)
+	}
+	return classify(err)
+}
+
+// inParts writes a turn too large for one transaction: see Commit.
+func (c *commit) inParts(ctx context.Context, now time.Time) error {
+	token := newIncarnation()
+	guard, err := c.reserve(ctx, token, now)
+	if err != nil {
+		return err
+	}
+	// The last transaction takes the tail, the session item and as many of
+	// the last messages as fit; the rest go first, in transactions that
+	// each check the reservation.
+	split := len(c.messages)
+	for split > 0 && checkTransaction(append(sizes(c.messages[split-1:], c.tail), itemSize(c.meta))) == nil {
+		split--
+	}
+	var written []write
+	for _, chunk := range chunks(c.messages[:split]) {
+		items := []types.TransactWriteItem{c.s.check(c.pk, skMeta, guard)}
+		for _, w := range chunk {
+			items = append(items, w.TransactWriteItem)
+		}
+		if err := c.s.transact(ctx, items); err != nil {
+			c.dropLeftovers(ctx, written, token)
+			return classify(err)
+		}
+		written = append(written, chunk...)
+	}
+	err = c.final(ctx, c.messages[split:], guard)
+	if err != nil && !errors.Is(err, ErrOutcomeUnknown) {
+		c.dropLeftovers(ctx, written, token)
+	}
+	return err
+}
+
+// reserve marks the session item as being written by the commit with token,
+// on the commit's usual condition, and returns the condition that holds for
+// as long as nobody else has committed or reserved it since. For a new
+// session the reservation is a session item with no creation time, which
+// readers take for no session.
+func (c *commit) reserve(ctx context.Context, token string, now time.Time) (*condition, error) {
+	writer := &condition{expr: "#writer = :writer", names: map[string]string{"#writer": attrWriter}, values: item{":writer": str(token)}}
+	var (
+		guard *condition
+		err   error
+	)
+	if c.sess.Version == 0 {
+		cond := noSession(now)
+		_, err = c.s.client.PutItem(ctx, &dynamodb.PutItemInput{
+			TableName: aws.String(c.s.cfg.Table),
+			Item: item{
+				PartitionKey: str(c.pk), SortKey: str(skMeta),
+				attrVersion: num(0), attrWriter: str(token), TTLAttribute: num(c.expires),
+			},
+			ConditionExpression:       aws.String(cond.expr),
+			ExpressionAttributeNames:  cond.names,
+			ExpressionAttributeValues: cond.values,
+		}, c.s.retries)
+		guard = writer.and(&condition{
+			expr:  "attribute_not_exists(#created) AND attribute_not_exists(#deleted)",
+			names: map[string]string{"#created": attrCreated, "#deleted": attrDeleted},
+		})
+	} else {
+		cond := versionIs(c.sess.Version)
+		_, err = c.s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+			TableName:                 aws.String(c.s.cfg.Table),
+			Key:                       item{PartitionKey: str(c.pk), SortKey: str(skMeta)},
+			UpdateExpression:          aws.String("SET #writer = :writer"),
+			ConditionExpression:       aws.String(cond.expr),
+			ExpressionAttributeNames:  map[string]string{"#version": attrVersion, "#writer": attrWriter},
+			ExpressionAttributeValues: item{":version": num(c.sess.Version), ":writer": str(token)},
+		}, c.s.retries)
+		guard = cond.and(writer)
+	}
+	if err != nil {
+		return nil, classify(err)
+	}
+	return guard, nil
+}
+
+// dropLeftovers removes the message items a failed commit wrote, where they
+// are still past the session's count, and only while no other commit writes
+// the session: it must never delete what another commit wrote under the same
+// keys. It does its best within ctx; what it leaves, the next commit
+// overwrites.
+func (c *commit) dropLeftovers(ctx context.Context, written []write, token string) {
+	if len(written) == 0 || ctx.Err() != nil {
+		return
+	}
+	meta, err := c.s.getItem(ctx, c.pk, skMeta)
+	if err != nil || meta == nil || meta[attrDeleted] != nil {
+		return // a delete removes them anyway
+	}
+	count := int(getN(meta, attrCount))
+	guard := versionIs(getN(meta, attrVersion)).and(&condition{
+		expr:   "attribute_not_exists(#writer) OR #writer = :writer",
+		names:  map[string]string{"#writer": attrWriter},
+		values: item{":writer": str(token)},
+	})
+	var keys []item
+	for _, w := range written {
+		it := w.Put.Item
+		if i, _, ok := parseMessageKey(getS(it, SortKey)); ok && i >= count {
+			keys = append(keys, item{PartitionKey: it[PartitionKey], SortKey: it[SortKey]})
+		}
+	}
+	_ = c.s.deleteGuarded(ctx, c.pk, keys, guard) // best effort: see above
+}
+
+// transact sends one transaction. The same token on the SDK's retries makes
+// a retry of a transaction that did succeed succeed again, rather than fail
+// its conditions.
+func (s *Store) transact(ctx context.Context, items []types.TransactWriteItem) error {
+	_, err := s.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{
+		TransactItems:      items,
+		ClientRequestToken: aws.String(newIncarnation() + newIncarnation()),
+	}, s.retries)
+	return err
+}
+
+// chunks groups message writes into transactions that leave room for one
+// condition check.
+func chunks(ws []write) [][]write {
+	var out [][]write
+	for len(ws) > 0 {
+		n, size := 0, conditionCheckBytes
+		for n < len(ws) && n < MaxTransactionItems-1 && size+ws[n].size <= MaxTransactionBytes {
+			size += ws[n].size
+			n++
+		}
+		n = max(n, 1) // an item fits a transaction on its own: see prepare
+		out = append(out, ws[:n])
+		ws = ws[n:]
+	}
+	return out
+}
+
+// conditionCheckBytes is what a condition check on a session item counts
+// towards a transaction's size, generously.
+const conditionCheckBytes = 4 << 10
+
+func sizes(groups ...[]write) []int {
+	var out []int
+	for _, g := range groups {
+		for _, w := range g {
+			out = append(out, w.size)
+		}
+	}
+	return out
+}
