@@ -13,6 +13,7 @@ targets=(
 	"./internal/agent FuzzWindow"
 	"./internal/tools FuzzEval"
 	"./internal/conversetest FuzzDecodeValidate"
+	"./internal/schema FuzzCompile"
 )
 rows=""
 for t in "${targets[@]}"; do

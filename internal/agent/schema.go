@@ -2,6 +2,7 @@ package agent
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 
@@ -15,8 +16,12 @@ type Schema interface {
 	// Raw returns the schema's JSON, as the model is given it.
 	Raw() json.RawMessage
 	// Validate checks a JSON value against the schema. It returns nil or the
-	// violations, one line each, for the model to read.
-	Validate(value json.RawMessage) []string
+	// violations, one line each, for the model to read. An error means the
+	// value could not be checked: an *InputError of kind ErrInvalidSchema
+	// when checking it would cost more than the implementation allows (the
+	// schema is at fault, not the value), or ctx's error when ctx ends
+	// first. Validation must stop soon after ctx ends.
+	Validate(ctx context.Context, value json.RawMessage) ([]string, error)
 }
 
 // ErrInvalidSchema is the kind of the *InputError for a schema that cannot be

@@ -61,7 +61,8 @@ func (e *StructuredError) Is(target error) bool { return target == ErrStructured
 // req.Schema. The schema is offered as a tool and the model is made to call
 // it; models that cannot be made to are asked to instead. Each invalid object
 // goes back to the model with the validation errors as an error result, up to
-// MaxAttempts tries.
+// MaxAttempts tries. An error from req.Schema.Validate ends the turn with
+// that error: for a schema too expensive to check, an *InputError.
 //
 // The conversation so far is part of the request. What the turn adds to the
 // history is the prompt and an assistant message holding the object as JSON;
@@ -118,7 +119,12 @@ func (a *Agent) structured(ctx context.Context, conv *Conversation, req Structur
 			fail.Reason = "the model did not call the " + name + " tool"
 			fail.Problems = []string{fail.Reason}
 		default:
-			fail.Problems = req.Schema.Validate(data)
+			// A schema too expensive to check ends the turn: another
+			// attempt would cost as much, and the caller must fix it.
+			fail.Problems, err = req.Schema.Validate(work, data)
+			if err != nil {
+				return nil, t.fail(ctx, work, err)
+			}
 			if fail.Problems == nil {
 				return t.structuredResult(ctx, data, fail.Attempts)
 			}

@@ -1,6 +1,7 @@
 package agent_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"strings"
@@ -151,5 +152,71 @@ func TestStructuredAcceptsJSONInText(t *testing.T) {
 	}
 	if string(res.Data) != `{"name":"Ada","age":36}` {
 		t.Errorf("data %s", res.Data)
+	}
+}
+
+// expensiveSchema is a schema whose values all cost too much to check, as
+// internal/schema reports for one past its budget.
+type expensiveSchema struct{ calls int }
+
+var _ agent.Schema = (*expensiveSchema)(nil)
+
+func (s *expensiveSchema) Raw() json.RawMessage { return json.RawMessage(personSchema) }
+
+func (s *expensiveSchema) Validate(ctx context.Context, _ json.RawMessage) ([]string, error) {
+	s.calls++
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	return nil, &agent.InputError{Kind: agent.ErrInvalidSchema, Reason: "the schema is too expensive to validate"}
+}
+
+func TestStructuredStopsWhenTheSchemaIsTooExpensive(t *testing.T) {
+	s := newServer(t)
+	s.Responder = func(*conversetest.Request) conversetest.Reply {
+		return conversetest.ToolUse("p1", "person", map[string]any{"name": "Ada", "age": 36})
+	}
+	a := newAgent(t, s, agent.Config{})
+	sch := &expensiveSchema{}
+	req := personRequest(t)
+	req.Schema = sch
+	_, err := a.Structured(t.Context(), &agent.Conversation{}, req)
+	var ie *agent.InputError
+	if !errors.As(err, &ie) || !errors.Is(err, agent.ErrInvalidSchema) {
+		t.Fatalf("err = %v, want an *InputError of kind ErrInvalidSchema", err)
+	}
+	if errors.Is(err, agent.ErrStructuredOutput) {
+		t.Errorf("err = %v: the schema's fault was blamed on the model", err)
+	}
+	// Another attempt would cost as much: the first refusal ends the turn.
+	if s.Calls() != 1 || sch.calls != 1 {
+		t.Errorf("%d model calls and %d validations, want 1 and 1", s.Calls(), sch.calls)
+	}
+}
+
+func TestStructuredRefusesAHostileSchema(t *testing.T) {
+	// Every array is checked against the definition twice, through items
+	// and contains: a value nested 40 deep takes 2^40 checks.
+	sch, err := schema.Compile(json.RawMessage(`{
+		"type": "object",
+		"properties": {"tree": {"$ref": "#/$defs/t"}},
+		"$defs": {"t": {"type": "array", "items": {"$ref": "#/$defs/t"}, "contains": {"$ref": "#/$defs/t"}}}
+	}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tree any = []any{}
+	for range 40 {
+		tree = []any{tree}
+	}
+	s := newServer(t)
+	s.Enqueue(conversetest.ToolUse("p1", "tree", map[string]any{"tree": tree}))
+	a := newAgent(t, s, agent.Config{})
+	_, err = a.Structured(t.Context(), &agent.Conversation{}, agent.StructuredRequest{Prompt: input("Draw a tree."), Schema: sch, Name: "tree"})
+	if !errors.Is(err, agent.ErrInvalidSchema) || !strings.Contains(err.Error(), "too expensive") {
+		t.Fatalf("err = %v, want ErrInvalidSchema saying the schema is too expensive", err)
+	}
+	if s.Calls() != 1 {
+		t.Errorf("%d model calls, want 1", s.Calls())
 	}
 }

@@ -3,6 +3,7 @@ package schema
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -76,7 +77,10 @@ func TestValidate(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := s.Validate(json.RawMessage(tt.value))
+			got, err := s.Validate(t.Context(), json.RawMessage(tt.value))
+			if err != nil {
+				t.Fatal(err)
+			}
 			if tt.want == nil {
 				if got != nil {
 					t.Errorf("Validate = %q, want no problems", got)
@@ -88,6 +92,69 @@ func TestValidate(t *testing.T) {
 				if !strings.Contains(all, w) {
 					t.Errorf("problems %q do not mention %q", got, w)
 				}
+			}
+		})
+	}
+}
+
+func TestValidateProblems(t *testing.T) {
+	t.Run("wrappers left out", func(t *testing.T) {
+		s := compileForTest(t, `{"type":"object","properties":{"a":{"$ref":"#/$defs/n"}},"$defs":{"n":{"type":"integer"}}}`)
+		got, err := s.Validate(t.Context(), json.RawMessage(`{"a":"x"}`))
+		if err != nil || len(got) != 1 || got[0] != "/a: got string, want integer" {
+			t.Errorf("Validate = %q, %v; want the one violation", got, err)
+		}
+	})
+	t.Run("at most 20", func(t *testing.T) {
+		s := compileForTest(t, `{"type":"object","additionalProperties":{"type":"string"}}`)
+		got, err := s.Validate(t.Context(), json.RawMessage(`{`+join(30, func(i int) string { return fmt.Sprintf(`"p%02d":%d`, i, i) })+`}`))
+		if err != nil || len(got) != maxProblems+1 || got[maxProblems] != "and 10 more" {
+			t.Errorf("Validate = %q, %v; want 20 problems and a count of the rest", got, err)
+		}
+	})
+	t.Run("each once", func(t *testing.T) {
+		s := compileForTest(t, recursion)
+		got, err := s.Validate(t.Context(), deepArray(8))
+		if err != nil || len(got) == 0 {
+			t.Fatalf("Validate = %q, %v; want problems", got, err)
+		}
+		seen := map[string]bool{}
+		for _, p := range got {
+			if seen[p] {
+				t.Errorf("%q is repeated in %q", p, got)
+			}
+			seen[p] = true
+		}
+	})
+}
+
+// TestFormats checks that the hooks Compile puts in the format keyword keep
+// its meaning: an annotation in draft 2020-12, an assertion in draft-07.
+func TestFormats(t *testing.T) {
+	tests := []struct {
+		name, schema, value, want string
+	}{
+		{"2020-12 email", `{"type":"object","properties":{"a":{"format":"email"}}}`, `{"a":"nobody"}`, ""},
+		{"draft-07 email", `{"$schema":"http://json-schema.org/draft-07/schema#","type":"object","properties":{"a":{"format":"email"}}}`, `{"a":"nobody"}`, "email"},
+		{"draft-07 valid email", `{"$schema":"http://json-schema.org/draft-07/schema#","type":"object","properties":{"a":{"format":"email"}}}`, `{"a":"ada@example.com"}`, ""},
+		{"draft-07 regex", `{"$schema":"http://json-schema.org/draft-07/schema#","type":"object","properties":{"a":{"format":"regex"}}}`, `{"a":"("}`, "regex"},
+		{"draft-07 unknown format", `{"$schema":"http://json-schema.org/draft-07/schema#","type":"object","properties":{"a":{"format":"colour"}}}`, `{"a":"x"}`, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := compileForTest(t, tt.schema)
+			got, err := s.Validate(t.Context(), json.RawMessage(tt.value))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tt.want == "" {
+				if got != nil {
+					t.Errorf("problems %q, want none", got)
+				}
+				return
+			}
+			if len(got) != 1 || !strings.Contains(got[0], tt.want) {
+				t.Errorf("problems %q, want one mentioning %q", got, tt.want)
 			}
 		})
 	}
