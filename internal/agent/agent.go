@@ -178,7 +178,9 @@ const maxCyclesText = "I stopped here because this turn reached its limit of %d 
 //
 // Errors are ErrInvalidInput, ErrContextOverflow, ErrDeadline, a *ModelError,
 // or the context's error when ctx was cancelled; once the turn has begun they
-// come in a *TurnError that says what it used.
+// come in a *TurnError that says what it used. ErrInvalidInput, an
+// *InputError, also reports the model's refusal of the input's images or
+// documents.
 func (a *Agent) Run(ctx context.Context, conv *Conversation, input []ContentBlock) (*Result, error) {
 	before(ctx, a.cfg.Hooks.BeforeInvocation, &BeforeInvocationEvent{Conversation: conv, Input: input})
 	res, err := a.run(ctx, conv, input, nil)
@@ -303,16 +305,61 @@ func (t *turn) finish(stop StopReason, text string) *Result {
 }
 
 // fail turns the error that ended a turn into the one to return: the end of
-// the work context becomes ErrDeadline unless the caller cancelled.
+// the work context becomes ErrDeadline unless the caller cancelled, and a
+// refusal of the caller's attached media becomes the caller's error.
 func (t *turn) fail(ctx, work context.Context, err error) error {
 	switch {
 	case ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded):
 		err = ctx.Err()
 	case work.Err() != nil:
 		err = fmt.Errorf("%w (reserve %s)", ErrDeadline, t.a.cfg.Reserve)
+	case IsModelError(err, KindInvalidContent):
+		err = t.refusedContent(err)
 	}
 	t.metrics.Duration = time.Since(t.start)
 	return &TurnError{Err: fmt.Errorf("agent: %w", err), Usage: t.usage, Metrics: t.metrics}
+}
+
+// refusedContent returns the error for err, a model call refused because of
+// an image or a document: an *InputError that quotes the model, when the
+// refusal can only be about the turn's input; else err, a model failure.
+// It is about the input when the input carries media and no answer came
+// yet in this turn. After an answer, the input had been accepted already,
+// and the request held what the turn added since, such as an image a tool
+// returned. A turn without media of its own was refused for media in the
+// stored history, which this request cannot change: a model failure.
+func (t *turn) refusedContent(err error) error {
+	if len(t.added) != 1 {
+		return err
+	}
+	var images, docs int
+	for _, b := range t.added[0].Content {
+		switch {
+		case b.Image != nil:
+			images++
+		case b.Document != nil:
+			docs++
+		}
+	}
+	what := "images and documents"
+	switch {
+	case images+docs == 0:
+		return err
+	case docs == 0:
+		what = plural(images, "image")
+	case images == 0:
+		what = plural(docs, "document")
+	}
+	var me *ModelError
+	errors.As(err, &me)
+	return &InputError{Kind: ErrInvalidInput, Reason: fmt.Sprintf("Bedrock refused the attached %s: %s", what, me.Message), Err: err}
+}
+
+func plural(n int, noun string) string {
+	if n == 1 {
+		return noun
+	}
+	return noun + "s"
 }
 
 // TurnError is a turn that failed after it began, with what it had used:
@@ -450,8 +497,9 @@ var (
 )
 
 // ValidateInput checks the content of a user's turn: at least one block; only
-// text, images and documents; no blank text; supported formats and sizes; and
-// a text block beside any document. Errors wrap ErrInvalidInput.
+// text, images and documents; no blank text; supported formats and sizes; a
+// text block beside any document; and bytes that are what their format says
+// (see checkBytes). Errors wrap ErrInvalidInput.
 func ValidateInput(input []ContentBlock) error {
 	if len(input) == 0 {
 		return invalidInput("no content")
@@ -490,6 +538,20 @@ func ValidateInput(input []ContentBlock) error {
 		return invalidInput("%d documents; at most %d", docs, MaxDocuments)
 	case docs > 0 && texts == 0:
 		return invalidInput("a document needs a text block beside it")
+	}
+	// The bytes last: the checks above are about the request's shape, which
+	// is wrong whatever the files hold.
+	for i, b := range input {
+		switch {
+		case b.Image != nil:
+			if err := checkBytes(b.Image.Format, true, b.Image.Source.Bytes); err != nil {
+				return invalidInput("content[%d]: image: %v", i, err)
+			}
+		case b.Document != nil:
+			if err := checkBytes(b.Document.Format, false, b.Document.Source.Bytes); err != nil {
+				return invalidInput("content[%d]: document: %v", i, err)
+			}
+		}
 	}
 	return nil
 }

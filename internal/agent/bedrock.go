@@ -171,6 +171,31 @@ var overflowMessages = []string{
 // model that only accepts "auto".
 var toolChoiceMessages = []string{"toolChoice", "tool_choice", "tool choice"}
 
+// contentMessages mark a ValidationException about an image or a document in
+// the request. Bedrock passes on the model's own words after "The model
+// returned the following errors:", often behind the block's path, such as
+// "messages.0.content.1.image.source.bytes:". They are matched ignoring
+// case.
+var contentMessages = []string{
+	// Claude: "The image was specified using the image/jpeg media type, but
+	// the image appears to be a image/png image".
+	"but the image appears to be",
+	// Llama: "The provided image does not match the specified image format."
+	"does not match the specified image format",
+	// Claude, for an image it cannot decode.
+	"could not process image",
+	// Claude, for a PDF it cannot read.
+	"the pdf specified was not valid",
+	// Claude: "The document source bytes could not be parsed as the
+	// specified format."
+	"source bytes could not be parsed",
+	// A model that takes no images: "This model doesn't support the image
+	// field for user messages."
+	"doesn't support the image field",
+	// The path of an image's or a document's bytes.
+	"image.source", "source.bytes",
+}
+
 // classify maps an SDK error to a *ModelError. It is the only place that
 // looks at Bedrock's error codes and texts.
 func classify(err error) *ModelError {
@@ -198,6 +223,8 @@ func classify(err error) *ModelError {
 		switch {
 		case containsAny(me.Message, overflowMessages):
 			me.Kind = KindOverflow
+		case containsAny(strings.ToLower(me.Message), contentMessages):
+			me.Kind = KindInvalidContent
 		case containsAny(me.Message, toolChoiceMessages):
 			me.Kind = KindToolChoiceUnsupported
 		default:

@@ -80,6 +80,14 @@ func TestErrorClassification(t *testing.T) {
 		{conversetest.Error(400, conversetest.CodeValidation, "prompt is too long: 210000 tokens > 200000 maximum"), agent.KindOverflow},
 		{conversetest.Error(400, conversetest.CodeValidation, "This model doesn't support the toolChoice field."), agent.KindToolChoiceUnsupported},
 		{conversetest.Error(400, conversetest.CodeValidation, "messages.1: bad"), agent.KindInvalid},
+		{conversetest.Error(400, conversetest.CodeValidation, "The provided model identifier is invalid."), agent.KindInvalid},
+		{conversetest.UnreadableImage(), agent.KindInvalidContent},
+		{conversetest.Error(400, conversetest.CodeValidation, "The model returned the following errors: messages.0.content.0.image.source.bytes: The image was specified using the image/jpeg media type, but the image appears to be a image/png image"), agent.KindInvalidContent},
+		{conversetest.Error(400, conversetest.CodeValidation, "The model returned the following errors: The provided image does not match the specified image format."), agent.KindInvalidContent},
+		{conversetest.Error(400, conversetest.CodeValidation, "The model returned the following errors: The PDF specified was not valid"), agent.KindInvalidContent},
+		{conversetest.Error(400, conversetest.CodeValidation, "The model returned the following errors: messages.0.content.1.source.bytes: The document source bytes could not be parsed as the specified format."), agent.KindInvalidContent},
+		{conversetest.Error(400, conversetest.CodeValidation, "This model doesn't support the image field for user messages."), agent.KindInvalidContent},
+		{conversetest.Error(400, conversetest.CodeValidation, "messages.2.content.0.image.source: Field required"), agent.KindInvalidContent},
 		{conversetest.AccessDenied(), agent.KindDenied},
 		{conversetest.ResourceNotFound(), agent.KindNotFound},
 	}
@@ -89,7 +97,7 @@ func TestErrorClassification(t *testing.T) {
 		s.Enqueue(tt.reply)
 		_, err := m.Converse(t.Context(), &agent.ModelRequest{Messages: []agent.Message{agent.UserText("hi")}})
 		if !agent.IsModelError(err, tt.want) {
-			t.Errorf("%s: err = %v, want kind %s", tt.reply.Err.Code, err, tt.want)
+			t.Errorf("%s %q: err = %v, want kind %s", tt.reply.Err.Code, tt.reply.Err.Message, err, tt.want)
 		}
 		if tt.want.Retryable() != (tt.want == agent.KindThrottled || tt.want == agent.KindUnavailable) {
 			t.Errorf("%s retryable = %v", tt.want, tt.want.Retryable())
@@ -100,5 +108,26 @@ func TestErrorClassification(t *testing.T) {
 	_, err := m.Converse(t.Context(), &agent.ModelRequest{Messages: []agent.Message{agent.UserText("hi")}})
 	if !agent.IsModelError(err, agent.KindUnavailable) {
 		t.Errorf("closed server: err = %v, want unavailable", err)
+	}
+}
+
+func TestStandInRefusalOfMislabelledMediaIsInvalidContent(t *testing.T) {
+	// The stand-in refuses such a request as Bedrock does, which the agent
+	// never sends (ValidateInput stops it); its own server, because the
+	// refusal is recorded as a violation.
+	s := conversetest.NewServer()
+	defer s.Close()
+	m := bedrock(t, s, "m")
+	for _, content := range [][]agent.ContentBlock{withImage("png", jpegHead), withImage("gif", []byte("garbage")), withDocument("docx", pdfHead)} {
+		msgs := []agent.Message{{Role: agent.RoleUser, Content: content}}
+		if _, err := m.Converse(t.Context(), &agent.ModelRequest{Messages: msgs}); !agent.IsModelError(err, agent.KindInvalidContent) {
+			t.Errorf("Converse: err = %v, want kind invalid content", err)
+		}
+		if _, err := m.ConverseStream(t.Context(), &agent.ModelRequest{Messages: msgs}, func(agent.Delta) {}); !agent.IsModelError(err, agent.KindInvalidContent) {
+			t.Errorf("ConverseStream: err = %v, want kind invalid content", err)
+		}
+	}
+	if got := len(s.Violations()); got != 6 {
+		t.Errorf("%d violations, want the 6 refusals", got)
 	}
 }

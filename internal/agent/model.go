@@ -110,9 +110,15 @@ const (
 	KindDenied
 	// KindNotFound is ResourceNotFoundException, usually a wrong model id.
 	KindNotFound
+	// KindInvalidContent is a request the service rejected because of an
+	// image or a document in it: bytes that are not the declared format, a
+	// file the model cannot read, or media the model does not take. A turn
+	// whose own input carries media reports it as the caller's *InputError;
+	// otherwise it stays a model failure.
+	KindInvalidContent
 )
 
-var kindNames = [...]string{"other", "throttled", "unavailable", "overflow", "invalid", "tool choice unsupported", "denied", "not found"}
+var kindNames = [...]string{"other", "throttled", "unavailable", "overflow", "invalid", "tool choice unsupported", "denied", "not found", "invalid content"}
 
 func (k ErrorKind) String() string {
 	if int(k) < len(kindNames) {

@@ -57,7 +57,7 @@ func validHistory(ch *chooser) []Message {
 	for turn := range turns {
 		in := Message{Role: RoleUser, Content: []ContentBlock{Text(fmt.Sprintf("question %d", turn))}}
 		if ch.chance(15) {
-			in.Content = append(in.Content, ContentBlock{Image: &ImageBlock{Format: "png", Source: Source{Bytes: []byte{0x89, 'P', 'N', 'G'}}}})
+			in.Content = append(in.Content, ContentBlock{Image: &ImageBlock{Format: "png", Source: Source{Bytes: []byte("\x89PNG\r\n\x1a\n")}}})
 		}
 		if ch.chance(10) {
 			in.Content = append(in.Content, ContentBlock{Document: &DocumentBlock{Format: "txt", Name: "doc", Source: Source{Bytes: []byte("text")}}})
@@ -80,7 +80,7 @@ func validHistory(ch *chooser) []Message {
 				case 10:
 					r.Content = []ToolResultContent{{JSON: json.RawMessage(`{"rows":"` + strings.Repeat("x", 3000) + `"}`)}}
 				case 9:
-					r.Content = []ToolResultContent{{Image: &ImageBlock{Format: "jpeg", Source: Source{Bytes: []byte{0xff, 0xd8}}}}}
+					r.Content = []ToolResultContent{{Image: &ImageBlock{Format: "jpeg", Source: Source{Bytes: []byte{0xff, 0xd8, 0xff, 0xe0}}}}}
 				case 8:
 					r.Status = ToolError
 					r.Content = []ToolResultContent{{Text: "failed"}}
@@ -117,7 +117,7 @@ func anyHistory(ch *chooser) []Message {
 			case 2:
 				m.Content = append(m.Content, ContentBlock{ToolResult: TextResult(tid, ToolSuccess, "r")})
 			case 3:
-				m.Content = append(m.Content, ContentBlock{Image: &ImageBlock{Format: "gif", Source: Source{Bytes: []byte{1}}}})
+				m.Content = append(m.Content, ContentBlock{Image: &ImageBlock{Format: "gif", Source: Source{Bytes: []byte("GIF89a")}}})
 			case 4:
 				m.Content = append(m.Content, ContentBlock{Document: &DocumentBlock{Format: "md", Name: "d", Source: Source{Bytes: []byte{1}}}})
 			case 5:

@@ -65,6 +65,15 @@
 //     the same message. Bytes are not empty; an image is at most 3.75 MiB and
 //     a document at most 4.5 MiB; a request has at most 20 images and 5
 //     documents.
+//   - Bytes are what their format says, judged by their first bytes as
+//     models do: an image's signature is its format's (png, jpeg, gif,
+//     webp); a pdf holds "%PDF-" in its first 1024 bytes, a docx or xlsx is
+//     a ZIP archive, a doc or xls an OLE2 compound file, and a csv, html,
+//     txt or md document is UTF-8 without NUL bytes. The messages are
+//     Bedrock's, such as "The image was specified using the image/png media
+//     type, but the image appears to be a image/jpeg image". An image
+//     damaged past its first bytes passes; [UnreadableImage] scripts the
+//     refusal Bedrock sends for it.
 //   - Every toolUse of an assistant message is answered by a toolResult with
 //     the same id in the next message, with no extra and no duplicate
 //     toolResults; a toolResult must answer a toolUse of the assistant

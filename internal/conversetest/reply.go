@@ -221,6 +221,13 @@ func Overflow() Reply {
 	return Error(http.StatusBadRequest, CodeValidation, OverflowMessage)
 }
 
+// UnreadableImage returns the 400 ValidationException Bedrock sends when the
+// model cannot decode an image whose first bytes are those of its format,
+// so that the server's own check let it through.
+func UnreadableImage() Reply {
+	return Error(http.StatusBadRequest, CodeValidation, "The model returned the following errors: "+unreadableImageMessage)
+}
+
 // OverflowStop returns a successful reply with no content and stop reason
 // model_context_window_exceeded, the other way Bedrock reports overflow.
 func OverflowStop() Reply {

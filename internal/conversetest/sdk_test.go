@@ -246,7 +246,7 @@ func TestConverseRejectsRuleViolations(t *testing.T) {
 		}
 		return blocks
 	}
-	pngBytes := []byte("png")
+	pngBytes := []byte("\x89PNG\r\n\x1a\n")
 	tests := []struct {
 		name  string
 		input func(in *bedrockruntime.ConverseInput)
@@ -344,7 +344,7 @@ func TestConverseRejectsRuleViolations(t *testing.T) {
 		{
 			name: "document without text",
 			input: func(in *bedrockruntime.ConverseInput) {
-				in.Messages[0] = user(doc(types.DocumentFormatPdf, "report", []byte("%PDF")))
+				in.Messages[0] = user(doc(types.DocumentFormatPdf, "report", []byte("%PDF-1.7")))
 			},
 			want: "messages[0].content[0]: a document block needs a text block in the same message",
 		},
@@ -365,7 +365,7 @@ func TestConverseRejectsRuleViolations(t *testing.T) {
 		{
 			name: "document name with a dot",
 			input: func(in *bedrockruntime.ConverseInput) {
-				in.Messages[0].Content = append(in.Messages[0].Content, doc(types.DocumentFormatPdf, "report.pdf", []byte("%PDF")))
+				in.Messages[0].Content = append(in.Messages[0].Content, doc(types.DocumentFormatPdf, "report.pdf", []byte("%PDF-1.7")))
 			},
 			want: `messages[0].content[1].document.name: "report.pdf" may only contain`,
 		},

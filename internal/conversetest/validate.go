@@ -367,6 +367,10 @@ func (v *validator) image(ip *path, img *ImageBlock) {
 		v.add(&bytesPath, "must not be empty")
 	case len(s.Bytes) > MaxImageBytes:
 		v.add(&bytesPath, "image is %d bytes, at most %d are allowed", len(s.Bytes), int(MaxImageBytes))
+	case imageFormats[img.Format]:
+		if problem := imageProblem(img.Format, s.Bytes); problem != "" {
+			v.add(&bytesPath, "%s", problem)
+		}
 	}
 }
 
@@ -414,6 +418,10 @@ func (v *validator) document(dp *path, d *DocumentBlock) {
 	case isBlank(s.Text):
 		p := source.dot("text")
 		v.add(&p, "must not be blank")
+	case s.Bytes != nil && docFormats[d.Format]:
+		if problem := documentProblem(d.Format, s.Bytes); problem != "" {
+			v.add(&bytesPath, "%s", problem)
+		}
 	}
 	if s.Bytes != nil && d.Format == "" {
 		v.add(&format, "must be set for a bytes source")

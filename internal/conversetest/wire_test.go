@@ -190,7 +190,7 @@ func TestWireAccepts(t *testing.T) {
 		{"unmodelled Bedrock member", `{"messages":[{"role":"user","content":[{"text":"hi"},{"video":{"format":"mp4","source":{"bytes":"eA=="}}}]}]}`},
 		{"loose top-level members", `{"messages":[` + converseUser + `],"outputConfig":{"textFormat":{"type":"json_schema"}},"additionalModelRequestFields":{"k":1},"requestMetadata":{"a":"b"}}`},
 		{"guard content and cache points", `{"messages":[{"role":"user","content":[{"guardContent":{"text":{"text":"hi"}}},{"cachePoint":{"type":"default"}}]}],"system":[{"text":"s"},{"cachePoint":{"type":"default"}}]}`},
-		{"document with text", `{"messages":[{"role":"user","content":[{"document":{"format":"pdf","name":"Q3 report (final)","source":{"bytes":"JVBERg=="}}},{"text":"summarise"}]}]}`},
+		{"document with text", `{"messages":[{"role":"user","content":[{"document":{"format":"pdf","name":"Q3 report (final)","source":{"bytes":"JVBERi0xLjc="}}},{"text":"summarise"}]}]}`},
 	}
 	srv := newServer(t)
 	for _, tt := range tests {

@@ -411,7 +411,8 @@ func TestFailedTurnReleasesItsIdempotencyKey(t *testing.T) {
 
 func TestBigTurnWithIdempotencyKey(t *testing.T) {
 	a := newAPI(t, nil)
-	img := base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{0x89, 'P', 'N', 'G', 1, 2, 3, 4}, 30_000)) // 240 KB
+	png := append([]byte("\x89PNG\r\n\x1a\n"), bytes.Repeat([]byte{1, 2, 3, 4, 5, 6, 7, 8}, 30_000)...) // 240 KB
+	img := base64.StdEncoding.EncodeToString(png)
 	req := request{route: "chat-new.json", headers: map[string]string{"Idempotency-Key": "k-3"},
 		body: `{"session_id":"pictures","content":[{"text":"what is this?"},{"image":{"format":"png","source":{"bytes":"` + img + `"}}}]}`}
 	first := a.invoke(t, req)
