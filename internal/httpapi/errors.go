@@ -69,6 +69,10 @@ func errorFor(err error) *Error {
 		return &Error{Status: http.StatusBadGateway, Code: "stream_interrupted", Message: "the model's answer broke off after part of it was sent, so it was not retried; nothing was saved, and the message can be sent again", err: err}
 	case errors.Is(err, agent.ErrContextOverflow):
 		return &Error{Status: http.StatusRequestEntityTooLarge, Code: "context_overflow", Message: "the conversation no longer fits the model's context window, even reduced; start a new session or send less", err: err}
+	case errors.Is(err, ddbhistory.ErrOutcomeUnknown):
+		return &Error{Status: http.StatusGatewayTimeout, Code: "outcome_unknown", Message: "the invocation ran out of time while the turn was being saved, so it may or may not be stored; retry with the same Idempotency-Key to get the stored answer, or GET the session to see", err: err}
+	case errors.Is(err, ddbhistory.ErrDeleteUnfinished):
+		return &Error{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "the session is deleted, but removing its items did not finish; send the DELETE again to finish it", RetryAfter: retryAfter, err: err}
 	case errors.Is(err, agent.ErrDeadline), errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		return &Error{Status: http.StatusGatewayTimeout, Code: "timeout", Message: "the invocation ran out of time before the turn finished; nothing was saved, so the request can be retried", err: err}
 	case errors.As(err, &me) && me.Kind == agent.KindThrottled:
@@ -77,6 +81,8 @@ func errorFor(err error) *Error {
 		return &Error{Status: http.StatusBadGateway, Code: "model_error", Message: fmt.Sprintf("the model failed (%s): %s", me.Kind, me.Message), err: err}
 	case errors.Is(err, ddbhistory.ErrNotFound):
 		return &Error{Status: http.StatusNotFound, Code: "not_found", Message: "session not found", err: err}
+	case errors.Is(err, ddbhistory.ErrDeleting):
+		return &Error{Status: http.StatusConflict, Code: "conflict", Message: "the session is being deleted, so nothing was saved; if a DELETE of it failed, send it again, then retry to start a new session", err: err}
 	case errors.Is(err, ddbhistory.ErrConflict):
 		return &Error{Status: http.StatusConflict, Code: "conflict", Message: "another turn on this session finished first; nothing was saved, so the request can be retried", err: err}
 	case errors.Is(err, ddbhistory.ErrThrottled):

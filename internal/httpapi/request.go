@@ -12,13 +12,16 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/lambda-agent/lambda-agent/internal/agent"
 	"github.com/lambda-agent/lambda-agent/internal/ddbhistory"
 )
 
-// anonymous owns the sessions of requests that name no caller.
+// anonymous owns the sessions of requests that name no caller, when the
+// deployment allows them (RequireAuth off). It is a namespace of its own: no
+// JWT subject may be it, and IAM owners all begin with iamPrefix.
 const anonymous = "anonymous"
 
 // iamPrefix begins the owners that are IAM principals. JWT subjects may not
@@ -28,29 +31,46 @@ const iamPrefix = "iam:"
 // maxIdempotencyKey bounds the Idempotency-Key header.
 const maxIdempotencyKey = 128
 
-// owner returns the caller's identity: the JWT subject that API Gateway
-// verified, or the IAM principal that API Gateway or a function URL
-// verified, as "iam:" and its ARN; or anonymous when auth is not required.
+// owner returns the caller's identity, which owns its sessions:
+//   - a JWT that API Gateway verified: its subject, as it is;
+//   - an IAM principal that API Gateway or a function URL verified: "iam:"
+//     and its ARN;
+//   - no identity at all, when auth is not required: anonymous.
+//
+// An identity that is present but names nobody (a token without a subject, a
+// principal without an ARN) is refused, never taken for anonymous, and so is
+// a subject that would fall in another namespace.
 func (h *Handler) owner(req *events.APIGatewayV2HTTPRequest) (string, *Error) {
+	unauthorized := func(format string, args ...any) *Error {
+		return &Error{Status: http.StatusUnauthorized, Code: "unauthorized", Message: fmt.Sprintf(format, args...)}
+	}
 	var owner string
 	if a := req.RequestContext.Authorizer; a != nil {
 		switch {
-		case a.JWT != nil && a.JWT.Claims["sub"] != "":
+		case a.JWT != nil:
 			owner = a.JWT.Claims["sub"]
-			if strings.HasPrefix(owner, iamPrefix) {
-				return "", &Error{Status: http.StatusUnauthorized, Code: "unauthorized", Message: fmt.Sprintf("a token's subject may not begin with %q", iamPrefix)}
+			switch {
+			case owner == "":
+				return "", unauthorized("the token has no subject (sub claim), so it names no caller")
+			case owner == anonymous:
+				return "", unauthorized("a token's subject may not be %q, the owner of unauthenticated sessions", anonymous)
+			case strings.HasPrefix(owner, iamPrefix):
+				return "", unauthorized("a token's subject may not begin with %q", iamPrefix)
 			}
-		case a.IAM != nil && a.IAM.UserARN != "":
+		case a.IAM != nil:
+			if a.IAM.UserARN == "" {
+				return "", unauthorized("the request is signed, but names no IAM principal")
+			}
 			owner = iamPrefix + a.IAM.UserARN
 		}
 	}
 	switch {
 	case len(owner) > ddbhistory.MaxOwnerBytes:
-		return "", &Error{Status: http.StatusUnauthorized, Code: "unauthorized", Message: fmt.Sprintf("the caller's identity is longer than %d bytes", ddbhistory.MaxOwnerBytes)}
+		return "", unauthorized("the caller's identity is longer than %d bytes", ddbhistory.MaxOwnerBytes)
 	case owner != "":
 		return owner, nil
 	case h.cfg.RequireAuth:
-		return "", &Error{Status: http.StatusUnauthorized, Code: "unauthorized", Message: "this API requires an authenticated caller (a JWT bearer token, or an IAM-signed request), and the request named none"}
+		return "", unauthorized("this API requires an authenticated caller (a JWT bearer token, or an IAM-signed request), and the request named none")
 	}
 	return anonymous, nil
 }
@@ -112,6 +132,11 @@ func body(req *events.APIGatewayV2HTTPRequest, limit int) ([]byte, *Error) {
 	}
 	if len(raw) > limit {
 		return nil, &Error{Status: http.StatusRequestEntityTooLarge, Code: "message_too_large", Message: fmt.Sprintf("the body is %d bytes; at most %d", len(raw), limit)}
+	}
+	// JSON text is UTF-8. Decoding would replace invalid bytes with U+FFFD
+	// and store a message the caller never sent.
+	if !utf8.Valid(raw) {
+		return nil, badRequest("invalid_body", "the body is not valid UTF-8; JSON text must be")
 	}
 	return raw, nil
 }

@@ -183,11 +183,15 @@ func (h *Handler) turn(ctx context.Context, req *events.APIGatewayV2HTTPRequest,
 	case sess.Replay != nil:
 		return h.replay(storeCtx, key, spec.route, fp, sess.Replay, rec)
 	}
+	releaseHold := true
 	if idemKey != "" {
 		if err := h.cfg.Store.Begin(storeCtx, sess, idemKey, fp); err != nil {
 			return h.keyInUse(storeCtx, key, idemKey, spec.route, fp, err, rec)
 		}
 		defer func() {
+			if !releaseHold {
+				return
+			}
 			// Free the key of a turn that did not commit, so a retry need
 			// not wait for the hold to expire; its own context, because
 			// the request's may be what ended the turn.
@@ -220,10 +224,13 @@ func (h *Handler) turn(ctx context.Context, req *events.APIGatewayV2HTTPRequest,
 		Fingerprint:    fp,
 		Response:       replay,
 	})
-	switch {
-	case err != nil && storeCtx.Err() != nil:
-		return 0, nil, &Error{Status: http.StatusGatewayTimeout, Code: "timeout", Message: "the invocation ran out of time while the turn was being saved, so it may or may not be stored; retry with the same Idempotency-Key to find out", err: err}
-	case err != nil:
+	if errors.Is(err, ddbhistory.ErrOutcomeUnknown) {
+		// The turn may be stored: keep the key held, so that a retry
+		// waits for the hold to expire and then replays or runs the turn
+		// once, rather than run it beside a commit that may still land.
+		releaseHold = false
+	}
+	if err != nil {
 		return 0, nil, err
 	}
 	return http.StatusOK, out, nil
@@ -248,12 +255,24 @@ func (h *Handler) keyInUse(ctx context.Context, key ddbhistory.Key, idemKey, rou
 	case inUse.Fingerprint != fp:
 		return 0, nil, keyReused()
 	case inUse.Committed:
-		// The first request committed between our load and our hold.
-		if sess, err := h.cfg.Store.Load(ctx, key, idemKey); err == nil && sess.Replay != nil {
+		// The first request committed between our load and our hold, or
+		// its session is gone.
+		sess, err := h.cfg.Store.Load(ctx, key, idemKey)
+		switch {
+		case err == nil && sess.Replay != nil:
 			return h.replay(ctx, key, route, fp, sess.Replay, rec)
+		case err == nil, errors.Is(err, ddbhistory.ErrNotFound), errors.Is(err, ddbhistory.ErrDeleting):
+			return 0, nil, replayGone(err)
 		}
+		return 0, nil, err
 	}
 	return 0, nil, &Error{Status: http.StatusConflict, Code: "in_progress", Message: "a request with this Idempotency-Key is still running; retry shortly to get its response", RetryAfter: 2, err: err}
+}
+
+// replayGone answers a retry of a committed request whose session has been
+// deleted since, with the turn.
+func replayGone(err error) *Error {
+	return &Error{Status: http.StatusNotFound, Code: "not_found", Message: "the request with this Idempotency-Key was answered, but the session it went to has been deleted since", err: err}
 }
 
 func keyReused() *Error {
@@ -264,8 +283,11 @@ func keyReused() *Error {
 // A chat response is stored without its messages, which the transcript
 // holds already; they are read back from it.
 func (h *Handler) replay(ctx context.Context, key ddbhistory.Key, route, fp string, r *ddbhistory.Replay, rec *record) (int, []byte, error) {
-	if r.Fingerprint != fp {
+	switch {
+	case r.Fingerprint != fp || r.SessionID != key.ID:
 		return 0, nil, keyReused()
+	case r.Response == nil:
+		return 0, nil, replayGone(nil)
 	}
 	body := []byte(r.Response)
 	if route == RouteChat {
