@@ -43,10 +43,9 @@ type Config struct {
 // DefaultSessionTTLDays is SESSION_TTL_DAYS's default.
 const DefaultSessionTTLDays = 30
 
-// MaxMessageBytes is the largest MAX_MESSAGE_BYTES. A turn is committed in
-// one DynamoDB transaction of at most 4 MB, and its request and response pass
-// through Lambda's 6 MB limit as base64 and JSON: a message of 2 MiB leaves
-// room for the rest of the turn in both.
+// MaxMessageBytes is the largest MAX_MESSAGE_BYTES. A turn's request and
+// response pass through Lambda's 6 MB limit as base64 and JSON: a message of
+// 2 MiB leaves room for the rest of the turn in both.
 const MaxMessageBytes = 2 << 20
 
 // FromEnv reads the configuration with getenv, usually os.Getenv. An empty

@@ -24,6 +24,7 @@ var (
 // short-form tags turned into their long form ({"Ref": x}, {"Fn::If": [...]}).
 type tmpl struct {
 	Parameters map[string]parameter
+	Rules      map[string]rule
 	Conditions map[string]any
 	Globals    struct {
 		Function map[string]any
@@ -45,6 +46,16 @@ type parameter struct {
 	AllowedValues  []string
 	MinValue       string
 	MaxValue       string
+}
+
+// rule is one of the template's Rules: CloudFormation refuses to deploy
+// when RuleCondition holds (or is absent) and an Assert does not.
+type rule struct {
+	RuleCondition any
+	Assertions    []struct {
+		Assert            any
+		AssertDescription string
+	}
 }
 
 type resource struct {

@@ -41,33 +41,157 @@ func newResolver(t *testing.T, tp *tmpl, overrides map[string]string) *resolver 
 	return r
 }
 
+// value resolves v to a string: a parameter's value, a branch of an Fn::If,
+// or "resource-ID" for a Ref to resource ID.
 func (r *resolver) value(v any) (string, error) {
+	x, ok, err := r.resolve(v)
+	if err != nil {
+		return "", err
+	}
+	s, isString := x.(string)
+	if !ok || !isString {
+		return "", fmt.Errorf("cannot resolve %v to a string", v)
+	}
+	return s, nil
+}
+
+// resolve evaluates Ref and Fn::If in v, in lists and maps too, and drops
+// what resolves to AWS::NoValue; ok is false when v itself does. Other
+// intrinsic functions (Fn::Sub, Fn::GetAtt, ...) are kept as they are. A Ref
+// to a resource stands for "resource-ID", and is an error when this
+// deployment does not create the resource.
+func (r *resolver) resolve(v any) (res any, ok bool, err error) {
 	switch v := v.(type) {
-	case string:
-		return v, nil
-	case map[string]any:
-		if name := refName(v); name != "" {
-			if p, ok := r.params[name]; ok {
-				return p, nil
-			}
-			if _, ok := r.tp.Resources[name]; ok {
-				return "resource-" + name, nil
-			}
-			return "", fmt.Errorf("Ref to unknown %s", name)
-		}
-		if args, ok := v["Fn::If"].([]any); ok && len(args) == 3 {
-			cond, _ := args[0].(string)
-			ok, err := r.condition(cond)
+	case []any:
+		out := make([]any, 0, len(v))
+		for _, e := range v {
+			x, ok, err := r.resolve(e)
 			if err != nil {
-				return "", err
+				return nil, false, err
 			}
 			if ok {
-				return r.value(args[1])
+				out = append(out, x)
 			}
-			return r.value(args[2])
+		}
+		return out, true, nil
+	case map[string]any:
+		if name := refName(v); name != "" {
+			if name == "AWS::NoValue" {
+				return nil, false, nil
+			}
+			if p, ok := r.params[name]; ok {
+				return p, true, nil
+			}
+			if _, ok := r.tp.Resources[name]; !ok {
+				return nil, false, fmt.Errorf("Ref to unknown %s", name)
+			}
+			exists, err := r.exists(name)
+			if err != nil {
+				return nil, false, err
+			}
+			if !exists {
+				return nil, false, fmt.Errorf("Ref to %s, which this deployment does not create", name)
+			}
+			return "resource-" + name, true, nil
+		}
+		if args, isIf := v["Fn::If"].([]any); isIf && len(v) == 1 {
+			cond, _ := args[0].(string)
+			if len(args) != 3 || cond == "" {
+				return nil, false, fmt.Errorf("malformed Fn::If %v", v)
+			}
+			yes, err := r.condition(cond)
+			if err != nil {
+				return nil, false, err
+			}
+			if yes {
+				return r.resolve(args[1])
+			}
+			return r.resolve(args[2])
+		}
+		if len(v) == 1 {
+			for k := range v {
+				if strings.HasPrefix(k, "Fn::") {
+					return v, true, nil
+				}
+			}
+		}
+		out := make(map[string]any, len(v))
+		for k, e := range v {
+			x, ok, err := r.resolve(e)
+			if err != nil {
+				return nil, false, err
+			}
+			if ok {
+				out[k] = x
+			}
+		}
+		return out, true, nil
+	}
+	return v, true, nil
+}
+
+// exists reports whether the deployment creates resource id: it has no
+// Condition, or its Condition holds.
+func (r *resolver) exists(id string) (bool, error) {
+	c := r.tp.Resources[id].Condition
+	if c == "" {
+		return true, nil
+	}
+	return r.condition(c)
+}
+
+// refusals returns the AssertDescription of each of the template's Rules
+// assertions that these parameters fail, sorted: CloudFormation refuses to
+// deploy them, before it creates or changes anything.
+func (r *resolver) refusals() ([]string, error) {
+	var out []string
+	for name, rl := range r.tp.Rules {
+		if rl.RuleCondition != nil {
+			applies, err := r.eval(rl.RuleCondition)
+			if err != nil {
+				return nil, fmt.Errorf("rule %s: %w", name, err)
+			}
+			if !applies {
+				continue
+			}
+		}
+		for _, a := range rl.Assertions {
+			holds, err := r.eval(a.Assert)
+			if err != nil {
+				return nil, fmt.Errorf("rule %s: %w", name, err)
+			}
+			if !holds {
+				out = append(out, name+": "+a.AssertDescription)
+			}
 		}
 	}
-	return "", fmt.Errorf("cannot resolve %v", v)
+	slices.Sort(out)
+	return out, nil
+}
+
+// deployable fails the test unless the template's Rules accept the
+// resolver's parameters.
+func (r *resolver) deployable(t *testing.T) {
+	t.Helper()
+	refused, err := r.refusals()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(refused) > 0 {
+		t.Fatalf("the template's Rules refuse %v:\n%s", r.overrides(), strings.Join(refused, "\n"))
+	}
+}
+
+// overrides returns the parameters that differ from their defaults, for
+// messages.
+func (r *resolver) overrides() map[string]string {
+	out := map[string]string{}
+	for name, v := range r.params {
+		if d := r.tp.Parameters[name].Default; d == nil || *d != v {
+			out[name] = v
+		}
+	}
+	return out
 }
 
 func (r *resolver) condition(name string) (bool, error) {
@@ -149,18 +273,27 @@ func readConfig(env map[string]string) (*app.Config, []string, error) {
 // be valid, and every variable set must be one the code reads.
 func TestConfigReadsTemplate(t *testing.T) {
 	tp := loadTemplate(t)
-	samOverrides := map[string]string{}
-	for _, o := range loadSamconfig(t).arrays["default.deploy.parameters"]["parameter_overrides"] {
-		k, v, _ := strings.Cut(o, "=")
-		samOverrides[k] = v
+	sc := loadSamconfig(t)
+	requireAuth := func(want bool) func(t *testing.T, c *app.Config) {
+		return func(t *testing.T, c *app.Config) {
+			if c.RequireAuth != want {
+				t.Errorf("RequireAuth = %v, want %v", c.RequireAuth, want)
+			}
+		}
 	}
 	tests := []struct {
 		name      string
 		overrides map[string]string
 		check     func(t *testing.T, c *app.Config)
 	}{
-		{name: "defaults"},
-		{name: "samconfig", overrides: samOverrides},
+		// Private by default: IAM auth, and the functions insist on a caller.
+		{name: "defaults", check: requireAuth(true)},
+		{name: "samconfig", overrides: sc.overrides(t, "deploy"), check: requireAuth(true)},
+		// sam local runs no authorizer, so requests name no caller: the
+		// local settings must leave the functions serving them.
+		{name: "samconfig local invoke", overrides: sc.overrides(t, "local_invoke"), check: requireAuth(false)},
+		{name: "samconfig local start-api", overrides: sc.overrides(t, "local_start_api"), check: requireAuth(false)},
+		{name: "anonymous", overrides: map[string]string{"AllowAnonymous": "true"}, check: requireAuth(false)},
 		{
 			name: "jwt",
 			overrides: map[string]string{
@@ -202,6 +335,7 @@ func TestConfigReadsTemplate(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := newResolver(t, tp, tt.overrides)
+			r.deployable(t)
 			for id := range functions {
 				env := r.environment(t, id)
 				c, read, err := readConfig(env)
@@ -232,13 +366,7 @@ func TestConfigAcceptsAllowedValues(t *testing.T) {
 		"1.0", "1.5", ".5", "1e3", " 1", "none", "calculator", "calculator,recall", "true",
 		"false", "DRAFT", "sliding", "summarizing",
 	}
-	// Parameters that the template's Rules tie to others are probed by
-	// TestConfigReadsTemplate in their valid combinations.
-	paired := []string{"GuardrailId", "GuardrailVersion", "JwtIssuer", "JwtAudience", "SummarizerFoundationModelId"}
 	for name, p := range tp.Parameters {
-		if slices.Contains(paired, name) {
-			continue
-		}
 		candidates := append(slices.Clone(probes), p.AllowedValues...)
 		candidates = append(candidates, p.MinValue, p.MaxValue)
 		for _, v := range candidates {
@@ -246,6 +374,14 @@ func TestConfigAcceptsAllowedValues(t *testing.T) {
 				continue
 			}
 			r := newResolver(t, tp, map[string]string{name: v})
+			// A value that the Rules allow only beside others (a
+			// guardrail id without its version) is probed by
+			// TestConfigReadsTemplate in a valid combination.
+			if refused, err := r.refusals(); err != nil {
+				t.Fatal(err)
+			} else if len(refused) > 0 {
+				continue
+			}
 			for id := range functions {
 				if _, _, err := readConfig(r.environment(t, id)); err != nil {
 					t.Errorf("%s=%q is allowed by the template, but %s's configuration says: %v", name, v, id, err)

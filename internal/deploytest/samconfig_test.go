@@ -63,6 +63,25 @@ func loadSamconfig(t *testing.T) *samconfig {
 	return c
 }
 
+// overrides returns the parameter_overrides of [default.<command>.parameters]
+// as parameter names and values.
+func (c *samconfig) overrides(t *testing.T, command string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for _, o := range c.arrays["default."+command+".parameters"]["parameter_overrides"] {
+		name, value, ok := strings.Cut(o, "=")
+		if !ok {
+			t.Errorf("[default.%s.parameters] parameter_overrides: %q is not NAME=VALUE", command, o)
+			continue
+		}
+		out[name] = value
+	}
+	return out
+}
+
+// overrideCommands are the samconfig commands with parameter_overrides.
+var overrideCommands = []string{"deploy", "local_invoke", "local_start_api"}
+
 func unquote(t *testing.T, s string) string {
 	t.Helper()
 	if len(s) < 2 || s[0] != '"' || s[len(s)-1] != '"' {
@@ -93,24 +112,35 @@ func TestSamconfig(t *testing.T) {
 	}
 }
 
-// TestSamconfigOverrides checks the example parameter overrides against the
-// template, so that the example always deploys.
+// TestSamconfigOverrides checks the parameter overrides against the
+// template, so that the example always deploys, and deploys privately.
 func TestSamconfigOverrides(t *testing.T) {
 	c := loadSamconfig(t)
 	tp := loadTemplate(t)
-	overrides := c.arrays["default.deploy.parameters"]["parameter_overrides"]
-	if len(overrides) == 0 {
-		t.Fatal("[default.deploy.parameters] has no parameter_overrides array")
+	for _, command := range overrideCommands {
+		t.Run(command, func(t *testing.T) {
+			overrides := c.overrides(t, command)
+			if len(overrides) == 0 {
+				t.Fatalf("[default.%s.parameters] has no parameter_overrides array", command)
+			}
+			for name, value := range overrides {
+				p, ok := tp.Parameters[name]
+				if !ok {
+					t.Errorf("parameter_overrides sets %s, which the template does not declare", name)
+					continue
+				}
+				if !p.allowed(t, value) {
+					t.Errorf("parameter_overrides: %s=%s is not an allowed value", name, value)
+				}
+			}
+			if t.Failed() {
+				return
+			}
+			newResolver(t, tp, overrides).deployable(t)
+		})
 	}
-	for _, o := range overrides {
-		name, value, _ := strings.Cut(o, "=")
-		p, ok := tp.Parameters[name]
-		if !ok {
-			t.Errorf("parameter_overrides sets %s, which the template does not declare", name)
-			continue
-		}
-		if !p.allowed(t, value) {
-			t.Errorf("parameter_overrides: %s=%s is not an allowed value", name, value)
-		}
+	// Open mode is a choice made on the command line, never the example's.
+	if got := c.overrides(t, "deploy")["AllowAnonymous"]; got == "true" {
+		t.Errorf("[default.deploy.parameters] sets AllowAnonymous=true: sam deploy would open the API to the internet")
 	}
 }

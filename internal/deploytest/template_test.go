@@ -3,6 +3,7 @@ package deploytest
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"maps"
 	"os/exec"
 	"path/filepath"
@@ -63,6 +64,37 @@ var timeouts = map[string]string{
 }
 
 const tableID = "SessionTable"
+
+// jwt turns the JWT authorizer on.
+var jwt = map[string]string{"JwtIssuer": "https://issuer.example.com", "JwtAudience": "client-a,client-b"}
+
+// with returns the union of parameter overrides.
+func with(sets ...map[string]string) map[string]string {
+	out := map[string]string{}
+	for _, s := range sets {
+		maps.Copy(out, s)
+	}
+	return out
+}
+
+// authModes are the ways the HTTP API can be deployed: its routes'
+// AuthorizationType, and the REQUIRE_AUTH the functions get. Open mode
+// (NONE) must be asked for by name, with AllowAnonymous.
+var authModes = []struct {
+	name        string
+	params      map[string]string
+	authType    string
+	requireAuth string
+}{
+	{name: "defaults: IAM", authType: "AWS_IAM", requireAuth: "true"},
+	{name: "IAM ignores RequireAuth", params: map[string]string{"RequireAuth": "false", "AllowAnonymous": "false"}, authType: "AWS_IAM", requireAuth: "true"},
+	{name: "IAM, RequireAuth", params: map[string]string{"RequireAuth": "true"}, authType: "AWS_IAM", requireAuth: "true"},
+	{name: "open", params: map[string]string{"AllowAnonymous": "true"}, authType: "NONE", requireAuth: "false"},
+	{name: "open, RequireAuth", params: map[string]string{"AllowAnonymous": "true", "RequireAuth": "true"}, authType: "NONE", requireAuth: "true"},
+	{name: "open, public stream", params: map[string]string{"AllowAnonymous": "true", "StreamAuthType": "NONE"}, authType: "NONE", requireAuth: "false"},
+	{name: "JWT", params: jwt, authType: "JWT", requireAuth: "true"},
+	{name: "JWT ignores RequireAuth", params: with(jwt, map[string]string{"RequireAuth": "false"}), authType: "JWT", requireAuth: "true"},
+}
 
 func TestTableMatchesStore(t *testing.T) {
 	tp := loadTemplate(t)
@@ -160,9 +192,18 @@ func TestEnvironment(t *testing.T) {
 			if diff := cmp.Diff(ref("ModelId"), vars["MODEL_ID"]); diff != "" {
 				t.Errorf("MODEL_ID (-want +got):\n%s", diff)
 			}
-			// The authorizer on means the functions must insist on claims.
-			if diff := cmp.Diff(fnIf("UseJwt", "true", ref("RequireAuth")), vars["REQUIRE_AUTH"]); diff != "" {
-				t.Errorf("REQUIRE_AUTH (-want +got):\n%s", diff)
+		})
+	}
+	// A JWT authorizer or IAM auth means every request names its caller, so
+	// the functions insist on one; RequireAuth decides only in open mode.
+	for _, m := range authModes {
+		t.Run("REQUIRE_AUTH/"+m.name, func(t *testing.T) {
+			r := newResolver(t, tp, m.params)
+			r.deployable(t)
+			for id := range functions {
+				if got := r.environment(t, id)["REQUIRE_AUTH"]; got != m.requireAuth {
+					t.Errorf("%s: REQUIRE_AUTH = %q, want %q", id, got, m.requireAuth)
+				}
 			}
 		})
 	}
@@ -272,14 +313,30 @@ func (tp *tmpl) statements(t *testing.T, id string) []statement {
 
 func TestLeastPrivilege(t *testing.T) {
 	tp := loadTemplate(t)
-	wantDynamoDB := map[string][]string{
-		// Load (GetItem, Query), commit (TransactWriteItems of Puts), delete.
-		"ChatFunction": {"dynamodb:BatchWriteItem", "dynamodb:DeleteItem", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query"},
-		// Load and commit only.
-		"StructuredFunction": {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query"},
-		// The chat function's: its URL serves the session routes too.
-		"ChatStreamFunction": {"dynamodb:BatchWriteItem", "dynamodb:DeleteItem", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query"},
+	// The store's calls on the table, without conditions. IAM checks each
+	// action of a TransactWriteItems as its own (a Put as PutItem, an Update
+	// as UpdateItem, a Delete as DeleteItem, a ConditionCheck as
+	// ConditionCheckItem), so that action is never granted itself.
+	chat := []string{
+		"dynamodb:ConditionCheckItem", "dynamodb:DeleteItem", "dynamodb:GetItem",
+		"dynamodb:PutItem", "dynamodb:Query", "dynamodb:UpdateItem",
 	}
+	wantDynamoDB := map[string][]string{
+		// Load, hold, commit, release, and delete sessions.
+		"ChatFunction": chat,
+		// Load, hold and commit; it never deletes a session.
+		"StructuredFunction": {
+			"dynamodb:ConditionCheckItem", "dynamodb:GetItem",
+			"dynamodb:PutItem", "dynamodb:Query", "dynamodb:UpdateItem",
+		},
+		// The chat function's: its URL serves the session routes too.
+		"ChatStreamFunction": chat,
+	}
+	// Actions granted on the table only for idempotency holds, whose
+	// partition keys begin with i#: the structured function deletes those
+	// when it releases a hold, and nothing else.
+	holdsOnly := map[string]any{"ForAllValues:StringLike": map[string]any{"dynamodb:LeadingKeys": []any{"i#*"}}}
+	wantHoldsOnly := map[string][]string{"StructuredFunction": {"dynamodb:DeleteItem"}}
 	// The functions that list sessions, and the owner index is all they may
 	// query besides the table.
 	wantIndex := map[string]bool{"ChatFunction": true, "ChatStreamFunction": true}
@@ -298,7 +355,7 @@ func TestLeastPrivilege(t *testing.T) {
 
 	for id := range functions {
 		t.Run(id, func(t *testing.T) {
-			var dynamo, bedrock, invokeResources, guardrailResources []string
+			var dynamo, dynamoHolds, bedrock, invokeResources, guardrailResources []string
 			queriesIndex := false
 			for _, s := range tp.statements(t, id) {
 				service := ""
@@ -321,14 +378,21 @@ func TestLeastPrivilege(t *testing.T) {
 				case "dynamodb":
 					if cmp.Equal([]any{index}, s.Resources) {
 						queriesIndex = true
-						if !slices.Equal(s.Actions, []string{"dynamodb:Query"}) {
-							t.Errorf("actions on the owner index: %v, want dynamodb:Query only", s.Actions)
+						if !slices.Equal(s.Actions, []string{"dynamodb:Query"}) || s.Condition != nil {
+							t.Errorf("actions on the owner index: %v, condition %v; want dynamodb:Query only, unconditionally", s.Actions, s.Condition)
 						}
 						continue
 					}
-					dynamo = append(dynamo, s.Actions...)
 					if diff := cmp.Diff([]any{getAtt(tableID, "Arn")}, s.Resources); diff != "" {
 						t.Errorf("DynamoDB resources (-want +got):\n%s", diff)
+					}
+					switch {
+					case s.Condition == nil:
+						dynamo = append(dynamo, s.Actions...)
+					case cmp.Equal(holdsOnly, s.Condition):
+						dynamoHolds = append(dynamoHolds, s.Actions...)
+					default:
+						t.Errorf("DynamoDB actions %v: unexpected condition %v", s.Actions, s.Condition)
 					}
 				case "bedrock":
 					bedrock = append(bedrock, s.Actions...)
@@ -362,6 +426,9 @@ func TestLeastPrivilege(t *testing.T) {
 			if diff := cmp.Diff(wantDynamoDB[id], sortCompact(dynamo)); diff != "" {
 				t.Errorf("DynamoDB actions (-want +got):\n%s", diff)
 			}
+			if diff := cmp.Diff(wantHoldsOnly[id], sortCompact(dynamoHolds)); diff != "" {
+				t.Errorf("DynamoDB actions on idempotency holds only, with dynamodb:LeadingKeys i#* (-want +got):\n%s", diff)
+			}
 			if diff := cmp.Diff(wantBedrock, sortCompact(bedrock)); diff != "" {
 				t.Errorf("Bedrock actions (-want +got):\n%s", diff)
 			}
@@ -392,12 +459,6 @@ func TestRoutes(t *testing.T) {
 		key, _ := props["RouteKey"].(string)
 		if refName(props["ApiId"]) != "Api" {
 			t.Errorf("%s: ApiId = %v, want Ref Api", id, props["ApiId"])
-		}
-		if diff := cmp.Diff(fnIf("UseJwt", "JWT", "NONE"), props["AuthorizationType"]); diff != "" {
-			t.Errorf("%s: AuthorizationType (-want +got):\n%s", id, diff)
-		}
-		if diff := cmp.Diff(fnIf("UseJwt", ref("JwtAuthorizer"), noValue), props["AuthorizerId"]); diff != "" {
-			t.Errorf("%s: AuthorizerId (-want +got):\n%s", id, diff)
 		}
 		integration, ok := strings.CutPrefix(sub(props["Target"]), "integrations/${")
 		integration, ok2 := strings.CutSuffix(integration, "}")
@@ -458,6 +519,118 @@ func TestRoutes(t *testing.T) {
 	if diff := cmp.Diff(wantCond, tp.Conditions["UseJwt"]); diff != "" {
 		t.Errorf("condition UseJwt: the authorizer must be on exactly when both JwtIssuer and JwtAudience are set (-want +got):\n%s", diff)
 	}
+
+	// Every route's auth, as deployed in each mode.
+	for _, m := range authModes {
+		t.Run(m.name, func(t *testing.T) {
+			r := newResolver(t, tp, m.params)
+			r.deployable(t)
+			for _, id := range tp.ofType("AWS::ApiGatewayV2::Route") {
+				props, _, err := r.resolve(tp.Resources[id].Properties)
+				if err != nil {
+					t.Fatalf("%s: %v", id, err)
+				}
+				got := map[string]any{
+					"AuthorizationType": get(props, "AuthorizationType"),
+					"AuthorizerId":      get(props, "AuthorizerId"),
+				}
+				want := map[string]any{"AuthorizationType": m.authType, "AuthorizerId": nil}
+				if m.authType == "JWT" {
+					want["AuthorizerId"] = "resource-JwtAuthorizer"
+				}
+				if diff := cmp.Diff(want, got); diff != "" {
+					t.Errorf("%s (-want +got):\n%s", id, diff)
+				}
+			}
+		})
+	}
+}
+
+// TestPrivateUnlessAllowAnonymous deploys every combination of the auth
+// parameters that the Rules accept, and checks that the HTTP API and the
+// stream URL are open only when AllowAnonymous says so, and that the
+// functions then follow RequireAuth; and that the Rules refuse exactly the
+// contradictory or half-set combinations.
+func TestPrivateUnlessAllowAnonymous(t *testing.T) {
+	tp := loadTemplate(t)
+	domains := []struct {
+		name   string
+		values []string
+	}{
+		{"JwtIssuer", []string{"", jwt["JwtIssuer"]}},
+		{"JwtAudience", []string{"", jwt["JwtAudience"]}},
+		{"AllowAnonymous", []string{"true", "false"}},
+		{"StreamAuthType", []string{"AWS_IAM", "NONE"}},
+		{"RequireAuth", []string{"true", "false"}},
+	}
+	combos := []map[string]string{{}}
+	for _, d := range domains {
+		var next []map[string]string
+		for _, c := range combos {
+			for _, v := range d.values {
+				next = append(next, with(c, map[string]string{d.name: v}))
+			}
+		}
+		combos = next
+	}
+	deployed := 0
+	for _, p := range combos {
+		name := fmt.Sprintf("issuer=%t,audience=%t,anonymous=%s,stream=%s,require=%s",
+			p["JwtIssuer"] != "", p["JwtAudience"] != "", p["AllowAnonymous"], p["StreamAuthType"], p["RequireAuth"])
+		t.Run(name, func(t *testing.T) {
+			r := newResolver(t, tp, p)
+			refused, err := r.refusals()
+			if err != nil {
+				t.Fatal(err)
+			}
+			useJwt := p["JwtIssuer"] != "" && p["JwtAudience"] != ""
+			halfJwt := (p["JwtIssuer"] != "") != (p["JwtAudience"] != "")
+			anonymous := p["AllowAnonymous"] == "true"
+			wantRefused := halfJwt || (anonymous && useJwt) || (p["StreamAuthType"] == "NONE" && !anonymous)
+			if gotRefused := len(refused) > 0; gotRefused != wantRefused {
+				t.Fatalf("refused = %v %q, want refused = %v", gotRefused, refused, wantRefused)
+			}
+			if wantRefused {
+				return
+			}
+			deployed++
+
+			wantAuth, wantRequire := "AWS_IAM", "true"
+			switch {
+			case useJwt:
+				wantAuth = "JWT"
+			case anonymous:
+				wantAuth, wantRequire = "NONE", p["RequireAuth"]
+			}
+			for _, id := range tp.ofType("AWS::ApiGatewayV2::Route") {
+				if got, err := r.value(tp.Resources[id].Properties["AuthorizationType"]); err != nil || got != wantAuth {
+					t.Errorf("%s: AuthorizationType = %q (%v), want %s", id, got, err, wantAuth)
+				}
+			}
+			for id := range functions {
+				if got := r.environment(t, id)["REQUIRE_AUTH"]; got != wantRequire {
+					t.Errorf("%s: REQUIRE_AUTH = %q, want %s", id, got, wantRequire)
+				}
+			}
+			url, err := r.value(get(tp.functionProperties("ChatStreamFunction"), "FunctionUrlConfig", "AuthType"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			public, err := r.exists("ChatStreamPublicInvoke")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (url == "NONE" || public) && !anonymous {
+				t.Errorf("stream URL AuthType %s, public invoke permission %v, without AllowAnonymous", url, public)
+			}
+			if public != (url == "NONE") {
+				t.Errorf("stream URL AuthType %s, but public invoke permission %v", url, public)
+			}
+		})
+	}
+	if deployed == 0 {
+		t.Error("the Rules refuse every combination")
+	}
 }
 
 func TestParameters(t *testing.T) {
@@ -480,6 +653,12 @@ func TestParameters(t *testing.T) {
 		if _, ok := tp.Parameters[name]; !ok {
 			t.Errorf("parameter group lists %s, which is not a parameter", name)
 		}
+	}
+
+	// Open mode is asked for by name: a true/false string, false by default.
+	anon := tp.Parameters["AllowAnonymous"]
+	if anon.Type != "String" || anon.Default == nil || *anon.Default != "false" || !slices.Equal(anon.AllowedValues, []string{"true", "false"}) {
+		t.Errorf("AllowAnonymous: Type %q, Default %v, AllowedValues %v; want String, false, [true false]", anon.Type, anon.Default, anon.AllowedValues)
 	}
 
 	// The Tools parameter offers exactly the built-in tools.
@@ -562,5 +741,27 @@ func TestStreamFunctionURL(t *testing.T) {
 	wantCond := map[string]any{"Fn::Equals": []any{ref("StreamAuthType"), "NONE"}}
 	if diff := cmp.Diff(wantCond, tp.Conditions["StreamIsPublic"]); diff != "" {
 		t.Errorf("condition StreamIsPublic (-want +got):\n%s", diff)
+	}
+	// A public URL is an open mode: the Rules refuse it without
+	// AllowAnonymous, however the rest is set.
+	for _, tt := range []struct {
+		params  map[string]string
+		refused bool
+	}{
+		{params: nil},
+		{params: map[string]string{"StreamAuthType": "NONE"}, refused: true},
+		{params: map[string]string{"StreamAuthType": "NONE", "RequireAuth": "true"}, refused: true},
+		{params: map[string]string{"StreamAuthType": "NONE", "AllowAnonymous": "false"}, refused: true},
+		{params: with(jwt, map[string]string{"StreamAuthType": "NONE"}), refused: true},
+		{params: map[string]string{"StreamAuthType": "NONE", "AllowAnonymous": "true"}},
+		{params: map[string]string{"StreamAuthType": "AWS_IAM", "AllowAnonymous": "true"}},
+	} {
+		refused, err := newResolver(t, tp, tt.params).refusals()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := len(refused) > 0; got != tt.refused {
+			t.Errorf("%v: refused = %v %q, want %v", tt.params, got, refused, tt.refused)
+		}
 	}
 }
