@@ -13,13 +13,8 @@ import (
 
 // Real first bytes of each kind of file.
 var (
-	pngHead  = []byte("\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR")
-	jpegHead = []byte("\xff\xd8\xff\xe0\x00\x10JFIF\x00")
-	gifHead  = []byte("GIF89a\x01\x00\x01\x00")
-	webpHead = []byte("RIFF\x24\x00\x00\x00WEBPVP8 ")
-	pdfHead  = []byte("%PDF-1.7\n%\xe2\xe3\xcf\xd3\n")
-	zipHead  = []byte("PK\x03\x04\x14\x00\x06\x00")
-	oleHead  = []byte("\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1\x00\x00")
+	pngHead, jpegHead, gifHead, webpHead = conversetest.PNGStart, conversetest.JPEGStart, conversetest.GIFStart, conversetest.WebPStart
+	pdfHead, zipHead, oleHead            = conversetest.PDFStart, conversetest.ZIPStart, conversetest.OLEStart
 )
 
 func withImage(format string, b []byte) []agent.ContentBlock {

@@ -17,6 +17,19 @@ const (
 	unparsedDocumentMessage = "The document source bytes could not be parsed as the specified format"
 )
 
+// The first bytes of real files of each kind Bedrock reads, for tests that
+// send images and documents: the stand-in, and Bedrock, recognise them.
+var (
+	PNGStart  = []byte("\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR")
+	JPEGStart = []byte("\xff\xd8\xff\xe0\x00\x10JFIF\x00")
+	GIFStart  = []byte("GIF89a\x01\x00\x01\x00")
+	WebPStart = []byte("RIFF\x24\x00\x00\x00WEBPVP8 ")
+	PDFStart  = []byte("%PDF-1.7\n%\xe2\xe3\xcf\xd3\n")
+	// ZIPStart begins docx and xlsx files, OLEStart doc and xls files.
+	ZIPStart = []byte("PK\x03\x04\x14\x00\x06\x00")
+	OLEStart = []byte("\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1\x00\x00")
+)
+
 // imageType returns the media type that b begins like, or "". A model tells
 // images apart by their first bytes, whatever the request says they are.
 func imageType(b []byte) string {

@@ -71,11 +71,10 @@ func strictBetween(h http.Handler) http.Handler {
 			h.ServeHTTP(w, r)
 			return
 		}
-		body, err := io.ReadAll(r.Body)
-		if err != nil {
+		body, ok := readBody(r)
+		if !ok {
 			return
 		}
-		r.Body = io.NopCloser(bytes.NewReader(body))
 		if msg := reversedBetween(body); msg != "" {
 			w.Header().Set("Content-Type", "application/x-amz-json-1.0")
 			w.WriteHeader(http.StatusBadRequest)
@@ -141,11 +140,9 @@ func (s *Server) hooked(h http.Handler) http.Handler {
 		}
 		// Reading the body first lets the server notice a client that goes
 		// away while the hook holds the request.
-		body, err := io.ReadAll(r.Body)
-		if err != nil {
+		if _, ok := readBody(r); !ok {
 			return
 		}
-		r.Body = io.NopCloser(bytes.NewReader(body))
 		target := r.Header.Get("X-Amz-Target")
 		(*hook)(target[strings.LastIndex(target, ".")+1:], r)
 		if r.Context().Err() != nil {
@@ -153,6 +150,17 @@ func (s *Server) hooked(h http.Handler) http.Handler {
 		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+// readBody reads r's body and puts it back for the next handler; false when
+// the client went away first.
+func readBody(r *http.Request) ([]byte, bool) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		return nil, false
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	return body, true
 }
 
 // withCRC32 adds DynamoDB's X-Amz-Crc32 header, the CRC-32 of the body, to
