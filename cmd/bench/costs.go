@@ -13,16 +13,29 @@ import (
 var turnKinds = []struct {
 	name, message string
 	env           map[string]string
+	keyed         bool // each turn sends a new Idempotency-Key
 }{
-	{"plain", "Hello again", nil},
-	{"tool", "What is 25*48?", nil},
-	{"summarizing", "Hello again", map[string]string{"CONVERSATION_MANAGER": "summarizing"}},
+	{"plain", "Hello again", nil, false},
+	{"plain, Idempotency-Key", "Hello again", nil, true},
+	{"tool", "What is 25*48?", nil, false},
+	{"150 messages", longTurn, map[string]string{"MAX_CYCLES": "80"}, false},
+	{"summarizing", "Hello again", map[string]string{"CONVERSATION_MANAGER": "summarizing"}, false},
 }
+
+// longTurn asks for a turn of 150 messages: 74 calculator calls in a row,
+// more than one DynamoDB transaction holds.
+const longTurn = "Add up 74 numbers"
 
 // respond answers like a model: arithmetic gets a calculator call, tool
 // results an answer, anything else an echo. It answers the summarizer too.
 func respond(r *conversetest.Request) conversetest.Reply {
 	last := r.Messages[len(r.Messages)-1]
+	if calls, ok := callsSince(r.Messages, longTurn); ok {
+		if calls < 74 {
+			return conversetest.ToolUse(fmt.Sprintf("n%d", calls), "calculator", map[string]string{"expression": fmt.Sprintf("%d+1", calls)})
+		}
+		return conversetest.Text("Done adding.")
+	}
 	if len(last.Content) > 0 && last.Content[0].ToolResult != nil {
 		return conversetest.Text("25 × 48 = 1200.")
 	}
@@ -32,10 +45,25 @@ func respond(r *conversetest.Request) conversetest.Reply {
 	return conversetest.EchoResponder(r)
 }
 
+// callsSince counts the tool results after the last user message whose text
+// is prompt, and reports whether the request's turn began with it.
+func callsSince(msgs []conversetest.Message, prompt string) (int, bool) {
+	n := 0
+	for i := len(msgs) - 1; i >= 0; i-- {
+		switch m := msgs[i]; {
+		case m.Role == "user" && len(m.Content) > 0 && m.Content[0].ToolResult != nil:
+			n++
+		case m.Role == "user":
+			return n, m.Text() == prompt
+		}
+	}
+	return 0, false
+}
+
 // costs measures what each kind of turn costs in DynamoDB, against a store
 // that keeps the whole history in one item.
 func costs(ctx context.Context, cfg config, b *strings.Builder) error {
-	fmt.Fprintf(b, "### DynamoDB cost per turn\n\nAverages over %d turns of each kind, through the handler, counted on the wire by the client's transport (`ddblocal.Meter`). RCU is 1 per 4 KB read strongly consistently. WCU is 1 per KB written, doubled in a transaction. Every session has a window of 40 messages. A summarizing turn uses `CONVERSATION_MANAGER=summarizing`, whose window summarizes past 40 messages.\n\n", cfg.costTurns)
+	fmt.Fprintf(b, "### DynamoDB cost per turn\n\nAverages over %d turns of each kind, through the handler, counted on the wire by the client's transport (`ddblocal.Meter`). RCU is 1 per 4 KB read strongly consistently. WCU is 1 per KB written, doubled in a transaction. Every session has a window of 40 messages. A keyed turn sends a new `Idempotency-Key` each time. A turn of 150 messages is 74 calculator calls in a row (`MAX_CYCLES=80`), more than one transaction holds, so it is committed in parts. A summarizing turn uses `CONVERSATION_MANAGER=summarizing`, whose window summarizes past 40 messages.\n\n", cfg.costTurns)
 	b.WriteString("| turn | stored messages | requests | sent | received | RCU | WCU |\n|---|---|---|---|---|---|---|\n")
 	type key struct {
 		kind string
@@ -51,12 +79,18 @@ func costs(ctx context.Context, cfg config, b *strings.Builder) error {
 			s.model.Responder = respond
 			id := fmt.Sprintf("%s-%d", kind.name, n)
 			err = s.fill(ctx, id, n)
+			key := func(i int) string {
+				if kind.keyed {
+					return fmt.Sprintf("key-%d", i)
+				}
+				return ""
+			}
 			if err == nil {
-				_, err = s.chat(ctx, id, kind.message) // warm up
+				_, err = s.chatWithKey(ctx, id, kind.message, key(-1)) // warm up
 			}
 			s.meter.Take()
 			for i := 0; err == nil && i < cfg.costTurns; i++ {
-				_, err = s.chat(ctx, id, kind.message)
+				_, err = s.chatWithKey(ctx, id, kind.message, key(i))
 			}
 			u := s.meter.Take()
 			s.Close()

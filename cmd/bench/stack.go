@@ -111,15 +111,24 @@ func (s *stack) fill(ctx context.Context, id string, n int) error {
 
 // chat sends one chat turn through the handler and returns its answer.
 func (s *stack) chat(ctx context.Context, id, message string) (httpapi.ChatResponse, error) {
+	return s.chatWithKey(ctx, id, message, "")
+}
+
+// chatWithKey is chat with an Idempotency-Key, unless key is empty.
+func (s *stack) chatWithKey(ctx context.Context, id, message, key string) (httpapi.ChatResponse, error) {
 	body, _ := json.Marshal(map[string]string{"session_id": id, "message": message})
 	ev := events.APIGatewayV2HTTPRequest{
 		RouteKey: httpapi.RouteChat,
 		RawPath:  "/chat",
 		Body:     string(body),
+		Headers:  map[string]string{},
 		RequestContext: events.APIGatewayV2HTTPRequestContext{
 			RequestID: "bench",
 			HTTP:      events.APIGatewayV2HTTPRequestContextHTTPDescription{Method: "POST", Path: "/chat"},
 		},
+	}
+	if key != "" {
+		ev.Headers["idempotency-key"] = key
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()

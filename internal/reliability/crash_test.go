@@ -33,9 +33,12 @@ type sandbox struct {
 	fn    *lambdatest.Function
 	model *conversetest.Server
 	store *ddbhistory.Store
+	ddb   *ddblocal.Server
 }
 
-func newSandbox(t *testing.T) *sandbox {
+// newSandbox starts the chat function; env adds to its environment, as
+// "NAME=value".
+func newSandbox(t *testing.T, env ...string) *sandbox {
 	t.Helper()
 	bin, err := chatBinary()
 	if err != nil {
@@ -60,7 +63,7 @@ func newSandbox(t *testing.T) *sandbox {
 		}
 		model.Close()
 	})
-	fn, err := lambdatest.Start(t.Context(), bin, lambdatest.Config{Name: "chat", Env: []string{
+	fn, err := lambdatest.Start(t.Context(), bin, lambdatest.Config{Name: "chat", Env: append([]string{
 		"TABLE_NAME=" + table,
 		"MODEL_ID=test-model",
 		"TOOLS=calculator,slow",
@@ -69,12 +72,12 @@ func newSandbox(t *testing.T) *sandbox {
 		"AWS_SECRET_ACCESS_KEY=test",
 		"AWS_ENDPOINT_URL_DYNAMODB=" + ddb.URL,
 		"AWS_ENDPOINT_URL_BEDROCK_RUNTIME=" + model.URL,
-	}})
+	}, env...)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = fn.Close() })
-	return &sandbox{fn: fn, model: model, store: store}
+	return &sandbox{fn: fn, model: model, store: store, ddb: ddb}
 }
 
 func (b *sandbox) invoke(t *testing.T, message string, timeout time.Duration) (events.APIGatewayV2HTTPResponse, time.Duration) {

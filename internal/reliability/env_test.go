@@ -91,14 +91,53 @@ func (noRateLimit) GetToken(context.Context, uint) (func() error, error) {
 }
 func (noRateLimit) AddTokens(uint) error { return nil }
 
-// faults answers DynamoDB requests with throttling errors while armed.
+// faults answers DynamoDB requests with throttling errors while armed, and
+// lets a test hold requests or lose their answers.
 type faults struct {
 	next     http.RoundTripper
 	left     atomic.Int64 // throttles still to inject; negative means always
 	injected atomic.Int64
+
+	mu sync.Mutex
+	// hold, when set, sees each request before it is sent, and may block.
+	hold func(op string)
+	// lose, when set, sees each request after the server answered it, and
+	// may return an error for the client to get instead of the answer.
+	lose func(op string, r *http.Request) error
+}
+
+func (f *faults) setHold(h func(op string)) {
+	f.mu.Lock()
+	f.hold = h
+	f.mu.Unlock()
+}
+
+func (f *faults) setLose(l func(op string, r *http.Request) error) {
+	f.mu.Lock()
+	f.lose = l
+	f.mu.Unlock()
 }
 
 func (f *faults) RoundTrip(r *http.Request) (*http.Response, error) {
+	f.mu.Lock()
+	hold, lose := f.hold, f.lose
+	f.mu.Unlock()
+	target := r.Header.Get("X-Amz-Target")
+	op := target[strings.LastIndex(target, ".")+1:]
+	if hold != nil {
+		hold(op)
+	}
+	resp, err := f.throttle(r)
+	if err == nil && lose != nil {
+		if err = lose(op, r); err != nil {
+			resp.Body.Close()
+			return nil, err
+		}
+	}
+	return resp, err
+}
+
+func (f *faults) throttle(r *http.Request) (*http.Response, error) {
 	for {
 		n := f.left.Load()
 		if n == 0 {
