@@ -70,14 +70,14 @@ func costs(ctx context.Context, cfg config, b *strings.Builder) error {
 		size int
 	}
 	plain := map[int]ddblocal.Usage{}
-	for _, kind := range turnKinds {
+	for k, kind := range turnKinds {
 		for _, n := range sizes {
 			s, err := newStack(ctx, kind.env)
 			if err != nil {
 				return err
 			}
 			s.model.Responder = respond
-			id := fmt.Sprintf("%s-%d", kind.name, n)
+			id := fmt.Sprintf("kind%d-%d", k, n)
 			err = s.fill(ctx, id, n)
 			key := func(i int) string {
 				if kind.keyed {
