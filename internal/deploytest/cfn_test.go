@@ -30,6 +30,7 @@ type tmpl struct {
 		Function map[string]any
 	}
 	Resources map[string]resource
+	Outputs   map[string]struct{ Value any }
 	Metadata  struct {
 		Interface struct {
 			ParameterGroups []struct {

@@ -551,6 +551,32 @@ func TestRoutes(t *testing.T) {
 // stream URL are open only when AllowAnonymous says so, and that the
 // functions then follow RequireAuth; and that the Rules refuse exactly the
 // contradictory or half-set combinations.
+// TestApiInvokeArnCoversEveryRoute holds the output that the README tells
+// IAM callers to grant execute-api:Invoke on: it must cover every route of
+// the API, on its stage, and no other API.
+func TestApiInvokeArnCoversEveryRoute(t *testing.T) {
+	tp := loadTemplate(t)
+	arn := sub(tp.Outputs["ApiInvokeArn"].Value)
+	prefix := "arn:${AWS::Partition}:execute-api:${AWS::Region}:${AWS::AccountId}:${Api}/"
+	if !strings.HasPrefix(arn, prefix) {
+		t.Fatalf("ApiInvokeArn = %q, want an execute-api ARN of this stack's Api", arn)
+	}
+	// IAM matches * against any characters, / included.
+	pattern := "^" + strings.ReplaceAll(regexp.QuoteMeta(arn), `\*`, ".*") + "$"
+	routes := tp.ofType("AWS::ApiGatewayV2::Route")
+	if len(routes) == 0 {
+		t.Fatal("no routes")
+	}
+	for _, id := range routes {
+		method, path, _ := strings.Cut(tp.Resources[id].Properties["RouteKey"].(string), " ")
+		// The request's resource: stage, method, path with its parameters filled.
+		resource := prefix + "$default/" + method + regexp.MustCompile(`\{[^}]+\}`).ReplaceAllString(path, "s-1")
+		if !regexp.MustCompile(pattern).MatchString(resource) {
+			t.Errorf("ApiInvokeArn %q does not cover route %s (%s)", arn, id, resource)
+		}
+	}
+}
+
 func TestPrivateUnlessAllowAnonymous(t *testing.T) {
 	tp := loadTemplate(t)
 	domains := []struct {
