@@ -50,8 +50,9 @@ var ErrOutcomeUnknown = errors.New("the commit's outcome is unknown")
 //
 // It returns ErrConflict when another commit came first, ErrNotFound when a
 // new session's id belongs to another owner, ErrThrottled when DynamoDB
-// throttled every attempt, ErrTooLarge for a message item that cannot be
-// stored, and ErrOutcomeUnknown when ctx ended while the write that makes the
+// throttled every attempt, ErrTooLarge for an item larger than DynamoDB
+// stores (agent state past 400 KB, say) before anything is written, and
+// ErrOutcomeUnknown when ctx ended while the write that makes the
 // turn visible was under way. On success it updates sess to the committed
 // state.
 func (s *Store) Commit(ctx context.Context, sess *Session, turn Turn) error {
