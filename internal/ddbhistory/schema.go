@@ -23,10 +23,9 @@ const (
 
 // Sort keys and their prefixes.
 const (
-	skMeta        = "meta"
-	skMessage     = "m#"
-	skIdempotency = "i#"
-	skClaim       = "claim"
+	skMeta    = "meta"
+	skMessage = "m#"
+	skClaim   = "claim"
 	// indexDigits pads message indexes so that sort keys order numerically.
 	indexDigits = 10
 )
