@@ -149,22 +149,14 @@ func (s *Store) cleanUp(ctx context.Context, key Key, version int64) error {
 		}
 		return err
 	}
-	deleteMeta := types.TransactWriteItem{Delete: &types.Delete{
-		TableName:                 aws.String(s.cfg.Table),
-		Key:                       item{PartitionKey: str(pk), SortKey: str(skMeta)},
-		ConditionExpression:       aws.String(guard.expr),
-		ExpressionAttributeNames:  guard.names,
-		ExpressionAttributeValues: guard.values,
-	}}
+	deleteMeta := s.remove(item{PartitionKey: str(pk), SortKey: str(skMeta)}, guard)
 	// Free the id with the tombstone, if the claim is the owner's: an
 	// expired claim may since be another owner's.
-	deleteClaim := types.TransactWriteItem{Delete: &types.Delete{
-		TableName:                 aws.String(s.cfg.Table),
-		Key:                       item{PartitionKey: str(claimKey(key.ID)), SortKey: str(skClaim)},
-		ConditionExpression:       aws.String("#owner = :owner"),
-		ExpressionAttributeNames:  map[string]string{"#owner": attrOwner},
-		ExpressionAttributeValues: item{":owner": str(key.Owner)},
-	}}
+	deleteClaim := s.remove(item{PartitionKey: str(claimKey(key.ID)), SortKey: str(skClaim)}, &condition{
+		expr:   "#owner = :owner",
+		names:  map[string]string{"#owner": attrOwner},
+		values: item{":owner": str(key.Owner)},
+	})
 	err = s.transact(ctx, []types.TransactWriteItem{deleteMeta, deleteClaim})
 	if failedAt(err, 1) {
 		err = s.transact(ctx, []types.TransactWriteItem{deleteMeta})
@@ -197,7 +189,7 @@ func (s *Store) deleteGuarded(ctx context.Context, pk string, keys []item, guard
 		n := min(MaxTransactionItems-1, len(keys))
 		items := []types.TransactWriteItem{s.check(pk, skMeta, guard)}
 		for _, k := range keys[:n] {
-			items = append(items, types.TransactWriteItem{Delete: &types.Delete{TableName: aws.String(s.cfg.Table), Key: k}})
+			items = append(items, s.remove(k, nil))
 		}
 		keys = keys[n:]
 		if err := s.transact(ctx, items); err != nil {

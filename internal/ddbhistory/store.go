@@ -471,6 +471,18 @@ func (s *Store) put(it item, c *condition) types.TransactWriteItem {
 	return types.TransactWriteItem{Put: p}
 }
 
+// remove returns a transaction's Delete of the item with key k, on condition
+// c when c is not nil.
+func (s *Store) remove(k item, c *condition) types.TransactWriteItem {
+	d := &types.Delete{TableName: aws.String(s.cfg.Table), Key: k}
+	if c != nil {
+		d.ConditionExpression = aws.String(c.expr)
+		d.ExpressionAttributeNames = c.names
+		d.ExpressionAttributeValues = c.values
+	}
+	return types.TransactWriteItem{Delete: d}
+}
+
 // check returns a transaction's ConditionCheck of c on the item at pk, sk.
 func (s *Store) check(pk, sk string, c *condition) types.TransactWriteItem {
 	return types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{

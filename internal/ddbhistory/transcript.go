@@ -190,14 +190,11 @@ func (s *Store) Redact(ctx context.Context, key Key, index int, m agent.Message)
 	var items []types.TransactWriteItem
 	var sizes []int
 	for _, it := range its {
-		items = append(items, types.TransactWriteItem{Put: &types.Put{TableName: aws.String(s.cfg.Table), Item: it}})
+		items = append(items, s.put(it, nil))
 		sizes = append(sizes, itemSize(it))
 	}
 	for p := len(its); p < int(getN(old, attrParts)); p++ {
-		items = append(items, types.TransactWriteItem{Delete: &types.Delete{
-			TableName: aws.String(s.cfg.Table),
-			Key:       item{PartitionKey: str(pk), SortKey: str(partKey(index, p))},
-		}})
+		items = append(items, s.remove(item{PartitionKey: str(pk), SortKey: str(partKey(index, p))}, nil))
 		sizes = append(sizes, 0)
 	}
 	v := versionIs(getN(meta, attrVersion))
