@@ -125,15 +125,18 @@ func TestCrashMidTurn(t *testing.T) {
 	rng := newRand(7)
 	kills := map[string]int{}
 	damaged := 0
-	crash := func(where string, script func(), when func()) {
+	// when gets the model's call count from before the doomed turn, so that
+	// it waits for that turn's own call, not one of the turns before.
+	crash := func(where string, script func(), when func(calls int)) {
 		t.Helper()
 		before := storedIn(t, b.store, "", "crashy")
+		calls := b.model.Calls()
 		script()
 		inv, err := b.fn.InvokeAsync(t.Context(), chatEvent(t, "doomed "+where), 20*time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
-		when()
+		when(calls)
 		if err := b.fn.Kill(); err != nil {
 			t.Fatal(err)
 		}
@@ -159,13 +162,13 @@ func TestCrashMidTurn(t *testing.T) {
 	for range 3 {
 		crash("during the model call",
 			func() { b.model.Enqueue(conversetest.Text("never sent").WithDelay(time.Minute)) },
-			func() { waitFor(t, "the model call", func() bool { return b.model.Calls() == 1 }) })
+			func(calls int) { waitFor(t, "the model call", func() bool { return b.model.Calls() == calls+1 }) })
 		crash("while a tool runs",
 			func() {
 				b.model.Enqueue(conversetest.Text("working on it").WithToolUse("s1", "slow", map[string]int{"milliseconds": 60_000}))
 			},
-			func() {
-				waitFor(t, "the model's tool use", func() bool { return b.model.Calls() == 1 })
+			func(calls int) {
+				waitFor(t, "the model's tool use", func() bool { return b.model.Calls() == calls+1 })
 				time.Sleep(50 * time.Millisecond) // the answer is decoded and the tool started
 			})
 	}
@@ -180,7 +183,7 @@ func TestCrashMidTurn(t *testing.T) {
 					conversetest.Text("done").WithDelay(10*time.Millisecond),
 				)
 			},
-			func() { time.Sleep(at) })
+			func(int) { time.Sleep(at) })
 	}
 	total := 0
 	var parts []string
