@@ -21,6 +21,7 @@ import (
 	"github.com/lambda-agent/lambda-agent/internal/ddblocal"
 	"github.com/lambda-agent/lambda-agent/internal/lambdatest"
 	"github.com/lambda-agent/lambda-agent/internal/offline"
+	"github.com/lambda-agent/lambda-agent/internal/testkit"
 )
 
 // build compiles each function once per test binary.
@@ -71,9 +72,7 @@ func deploy(t *testing.T, extraEnv ...string) *deployment {
 	}
 	model := offline.NewServer()
 	t.Cleanup(func() {
-		if v := model.Violations(); len(v) > 0 {
-			t.Errorf("the functions sent requests Bedrock rejects:\n%s", strings.Join(v, "\n"))
-		}
+		testkit.CheckModel(t, model)
 		model.Close()
 	})
 	env := append([]string{

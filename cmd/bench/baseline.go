@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/lambda-agent/lambda-agent/internal/ddbhistory"
 	"github.com/lambda-agent/lambda-agent/internal/ddblocal"
+	"github.com/lambda-agent/lambda-agent/internal/testkit"
 )
 
 // wholeHistory is the layout of popular chat-history classes (LangChain's
@@ -111,8 +112,8 @@ func baselineCosts(ctx context.Context, cfg config, b *strings.Builder, ours map
 			return err
 		}
 		meter := &ddblocal.Meter{}
-		w := wholeHistory{client: ddb.Client(func(o *dynamodb.Options) { o.HTTPClient = &http.Client{Transport: meter} }), table: table}
-		if err := ddbhistory.CreateTable(ctx, ddb.Client(), table); err != nil {
+		w := wholeHistory{client: ddb.Client(func(o *dynamodb.Options) { o.HTTPClient = &http.Client{Transport: meter} }), table: testkit.Table}
+		if err := ddbhistory.CreateTable(ctx, ddb.Client(), testkit.Table); err != nil {
 			ddb.Close()
 			return err
 		}

@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"github.com/lambda-agent/lambda-agent/internal/ddbhistory"
 	"github.com/lambda-agent/lambda-agent/internal/ddblocal"
 	"github.com/lambda-agent/lambda-agent/internal/lambdatest"
+	"github.com/lambda-agent/lambda-agent/internal/testkit"
 )
 
 // coldStart times process start to first completed invocation, for the chat
@@ -48,13 +50,13 @@ func coldStart(ctx context.Context, cfg config, b *strings.Builder) error {
 		return err
 	}
 	defer ddb.Close()
-	if err := ddbhistory.CreateTable(ctx, ddb.Client(), table); err != nil {
+	if err := ddbhistory.CreateTable(ctx, ddb.Client(), testkit.Table); err != nil {
 		return err
 	}
 	model := conversetest.NewServer()
 	defer model.Close()
 	env := []string{
-		"TABLE_NAME=" + table, "MODEL_ID=bench-model", "AWS_REGION=us-east-1",
+		"TABLE_NAME=" + testkit.Table, "MODEL_ID=bench-model", "AWS_REGION=us-east-1",
 		"AWS_ACCESS_KEY_ID=bench", "AWS_SECRET_ACCESS_KEY=bench",
 		"AWS_ENDPOINT_URL_DYNAMODB=" + ddb.URL, "AWS_ENDPOINT_URL_BEDROCK_RUNTIME=" + model.URL,
 		"AWS_LAMBDA_LOG_FORMAT=JSON",
@@ -94,7 +96,16 @@ func coldStart(ctx context.Context, cfg config, b *strings.Builder) error {
 	// The three alternate, so that a busy moment on the machine falls on all.
 	var chatSamples, echoSamples, floorSamples []sample
 	for i := range cfg.coldRuns {
-		c, err := measure(chat, fmt.Appendf(nil, `{"version":"2.0","routeKey":"POST /chat","rawPath":"/chat","body":"{\"session_id\":\"cold-%d\",\"message\":\"Hello\"}","requestContext":{"requestId":"r%d","http":{"method":"POST","path":"/chat"}}}`, i, i))
+		ev, err := chatEvent(fmt.Sprintf("cold-%d", i), "Hello", "")
+		if err != nil {
+			return err
+		}
+		ev.RequestContext.RequestID = fmt.Sprintf("r%d", i)
+		event, err := json.Marshal(ev)
+		if err != nil {
+			return err
+		}
+		c, err := measure(chat, event)
 		if err != nil {
 			return err
 		}

@@ -65,10 +65,6 @@ func callsSince(msgs []conversetest.Message, prompt string) (int, bool) {
 func costs(ctx context.Context, cfg config, b *strings.Builder) error {
 	fmt.Fprintf(b, "### DynamoDB cost per turn\n\nAverages over %d turns of each kind, through the handler, counted on the wire by the client's transport (`ddblocal.Meter`). RCU is 1 per 4 KB read strongly consistently. WCU is 1 per KB written, doubled in a transaction. Every session has a window of 40 messages. A keyed turn sends a new `Idempotency-Key` each time. A turn of 150 messages is 74 calculator calls in a row (`MAX_CYCLES=80`), more than one transaction holds, so it is committed in parts. A summarizing turn uses `CONVERSATION_MANAGER=summarizing`, whose window summarizes past 40 messages.\n\n", cfg.costTurns)
 	b.WriteString("| turn | stored messages | requests | sent | received | RCU | WCU |\n|---|---|---|---|---|---|---|\n")
-	type key struct {
-		kind string
-		size int
-	}
 	plain := map[int]ddblocal.Usage{}
 	for k, kind := range turnKinds {
 		for _, n := range sizes {
@@ -76,7 +72,7 @@ func costs(ctx context.Context, cfg config, b *strings.Builder) error {
 			if err != nil {
 				return err
 			}
-			s.model.Responder = respond
+			s.Model.Responder = respond
 			id := fmt.Sprintf("kind%d-%d", k, n)
 			err = s.fill(ctx, id, n)
 			key := func(i int) string {
@@ -88,11 +84,11 @@ func costs(ctx context.Context, cfg config, b *strings.Builder) error {
 			if err == nil {
 				_, err = s.chatWithKey(ctx, id, kind.message, key(-1)) // warm up
 			}
-			s.meter.Take()
+			s.Meter.Take()
 			for i := 0; err == nil && i < cfg.costTurns; i++ {
 				_, err = s.chatWithKey(ctx, id, kind.message, key(i))
 			}
-			u := s.meter.Take()
+			u := s.Meter.Take()
 			s.Close()
 			if err != nil {
 				return fmt.Errorf("%s turn at %d messages: %w", kind.name, n, err)

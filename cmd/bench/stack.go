@@ -5,36 +5,35 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
+	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
-	"github.com/aws/aws-lambda-go/lambdacontext"
-	"github.com/aws/aws-sdk-go-v2/service/bedrockruntime"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/lambda-agent/lambda-agent/internal/agent"
-	"github.com/lambda-agent/lambda-agent/internal/app"
-	"github.com/lambda-agent/lambda-agent/internal/conversetest"
 	"github.com/lambda-agent/lambda-agent/internal/ddbhistory"
-	"github.com/lambda-agent/lambda-agent/internal/ddblocal"
 	"github.com/lambda-agent/lambda-agent/internal/httpapi"
-	"github.com/lambda-agent/lambda-agent/internal/schema"
+	"github.com/lambda-agent/lambda-agent/internal/lambdahttp"
+	"github.com/lambda-agent/lambda-agent/internal/testkit"
 )
 
-const table = "sessions"
-
-// stack is the chat handler wired as a function wires it, on the Converse
-// stand-in and an in-process DynamoDB, with its DynamoDB client metered and
-// timed.
+// stack is the chat function as it runs in Lambda: its handler, wired by
+// testkit as app.New wires it, on the Converse stand-in and an in-process
+// DynamoDB, behind the adapter that serves API Gateway's events
+// (lambdahttp). Its DynamoDB client is metered and timed, and its Bedrock
+// client timed.
 type stack struct {
-	h     *httpapi.Handler
-	model *conversetest.Server
-	ddb   *ddblocal.Server
-	store *ddbhistory.Store
-	meter *ddblocal.Meter
-	timer *timer // time in DynamoDB requests
+	*testkit.Stack
+	fn lambdahttp.Handler
+	// direct writes to the table without the metered client.
+	direct *ddbhistory.Store
+	timer  *timer // time in DynamoDB requests
 	// modelTimer is the time in Converse requests.
 	modelTimer *timer
 }
@@ -54,42 +53,31 @@ func (t *timer) RoundTrip(r *http.Request) (*http.Response, error) {
 
 func (t *timer) take() time.Duration { return time.Duration(t.ns.Swap(0)) }
 
-func newStack(ctx context.Context, env map[string]string) (*stack, error) {
-	ddb, err := ddblocal.NewServer("")
-	if err != nil {
-		return nil, err
-	}
-	meter := &ddblocal.Meter{}
-	tm := &timer{next: meter}
-	client := ddb.Client(func(o *dynamodb.Options) { o.HTTPClient = &http.Client{Transport: tm} })
-	if err := ddbhistory.CreateTable(ctx, ddb.Client(), table); err != nil {
-		return nil, err
-	}
-	model := conversetest.NewServer()
-	vars := map[string]string{"TABLE_NAME": table, "MODEL_ID": "bench-model"}
-	for k, v := range env {
-		vars[k] = v
-	}
-	cfg, err := app.FromEnv(func(k string) string { return vars[k] })
-	if err != nil {
-		return nil, err
-	}
-	mt := &timer{next: http.DefaultTransport}
-	bedrock := model.Client(func(o *bedrockruntime.Options) { o.HTTPClient = &http.Client{Transport: mt} })
-	h, err := app.New(cfg, bedrock, client, schema.Compile, slog.New(slog.DiscardHandler))
-	if err != nil {
-		return nil, err
-	}
-	store, err := ddbhistory.New(ddb.Client(), ddbhistory.Config{Table: table})
-	if err != nil {
-		return nil, err
-	}
-	return &stack{h: h, model: model, ddb: ddb, store: store, meter: meter, timer: tm, modelTimer: mt}, nil
+// wrap makes t time what next sends, and returns t: a transport wrapper
+// for testkit.Options.
+func (t *timer) wrap(next http.RoundTripper) http.RoundTripper {
+	t.next = next
+	return t
 }
 
-func (s *stack) Close() {
-	s.model.Close()
-	s.ddb.Close()
+// newStack builds the chat function on stand-ins; env adds to its
+// environment.
+func newStack(ctx context.Context, env map[string]string) (*stack, error) {
+	vars := map[string]string{"MODEL_ID": "bench-model"}
+	maps.Copy(vars, env)
+	tm, mt := &timer{}, &timer{}
+	s, err := testkit.New(ctx, testkit.Options{
+		Env:    vars,
+		Routes: httpapi.ChatRoutes,
+		// The timer is outside testkit's meter, as it always was.
+		DynamoDB: tm.wrap,
+		Bedrock:  mt.wrap,
+		Logger:   slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &stack{Stack: s, fn: lambdahttp.Wrap(s.Handler), direct: s.DirectStore(), timer: tm, modelTimer: mt}, nil
 }
 
 // fill stores n messages in a session, the last 40 of them its window.
@@ -102,7 +90,7 @@ func (s *stack) fill(ctx context.Context, id string, n int) error {
 			i++
 		}
 		count := sess.Count + len(msgs)
-		if err := s.store.Commit(ctx, sess, ddbhistory.Turn{Messages: msgs, Window: agent.WindowState{Removed: max(0, count-40)}}); err != nil {
+		if err := s.direct.Commit(ctx, sess, ddbhistory.Turn{Messages: msgs, Window: agent.WindowState{Removed: max(0, count-40)}}); err != nil {
 			return err
 		}
 	}
@@ -114,26 +102,16 @@ func (s *stack) chat(ctx context.Context, id, message string) (httpapi.ChatRespo
 	return s.chatWithKey(ctx, id, message, "")
 }
 
-// chatWithKey is chat with an Idempotency-Key, unless key is empty.
+// chatWithKey is chat with an Idempotency-Key, unless key is empty. It
+// sends the event through the adapter, as Lambda does.
 func (s *stack) chatWithKey(ctx context.Context, id, message, key string) (httpapi.ChatResponse, error) {
-	body, _ := json.Marshal(map[string]string{"session_id": id, "message": message})
-	ev := events.APIGatewayV2HTTPRequest{
-		RouteKey: httpapi.RouteChat,
-		RawPath:  "/chat",
-		Body:     string(body),
-		Headers:  map[string]string{},
-		RequestContext: events.APIGatewayV2HTTPRequestContext{
-			RequestID: "bench",
-			HTTP:      events.APIGatewayV2HTTPRequestContextHTTPDescription{Method: "POST", Path: "/chat"},
-		},
-	}
-	if key != "" {
-		ev.Headers["idempotency-key"] = key
+	ev, err := chatEvent(id, message, key)
+	if err != nil {
+		return httpapi.ChatResponse{}, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	ctx = lambdacontext.NewContext(ctx, &lambdacontext.LambdaContext{AwsRequestID: "bench"})
-	resp, err := s.h.Chat(ctx, ev)
+	resp, err := s.fn(ctx, ev)
 	if err != nil {
 		return httpapi.ChatResponse{}, err
 	}
@@ -142,6 +120,40 @@ func (s *stack) chatWithKey(ctx context.Context, id, message, key string) (httpa
 	}
 	var out httpapi.ChatResponse
 	return out, json.Unmarshal([]byte(resp.Body), &out)
+}
+
+// chatFixture is the sample chat event (what sam local invoke sends), read
+// once; the bench runs from the module's root.
+var chatFixture = sync.OnceValues(func() (events.APIGatewayV2HTTPRequest, error) {
+	var ev events.APIGatewayV2HTTPRequest
+	raw, err := os.ReadFile(filepath.Join("events", "chat-new.json"))
+	if err != nil {
+		return ev, err
+	}
+	if err := json.Unmarshal(raw, &ev); err != nil {
+		return ev, fmt.Errorf("events/chat-new.json: %w", err)
+	}
+	return ev, nil
+})
+
+// chatEvent is the sample chat event with its body replaced by message to
+// session id, and with the Idempotency-Key key unless it is empty.
+func chatEvent(id, message, key string) (events.APIGatewayV2HTTPRequest, error) {
+	ev, err := chatFixture()
+	if err != nil {
+		return ev, err
+	}
+	body, err := json.Marshal(map[string]string{"session_id": id, "message": message})
+	if err != nil {
+		return ev, err
+	}
+	ev.Body = string(body)
+	ev.Headers = maps.Clone(ev.Headers)
+	ev.Headers["content-length"] = strconv.Itoa(len(body))
+	if key != "" {
+		ev.Headers["idempotency-key"] = key
+	}
+	return ev, nil
 }
 
 // percentile returns the p-th percentile of d (0 < p <= 100), nearest rank.

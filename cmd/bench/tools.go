@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/lambda-agent/lambda-agent/internal/agent"
+	"github.com/lambda-agent/lambda-agent/internal/agent/bedrock"
 	"github.com/lambda-agent/lambda-agent/internal/conversetest"
 )
 
@@ -37,7 +38,7 @@ func toolConcurrency(ctx context.Context, cfg config, b *strings.Builder) error 
 	if err != nil {
 		return err
 	}
-	model, err := agent.NewBedrock(s.Client(), agent.BedrockConfig{ModelID: "bench"})
+	model, err := bedrock.New(s.Client(), bedrock.Config{ModelID: "bench"})
 	if err != nil {
 		return err
 	}

@@ -36,7 +36,7 @@ func warmTurns(ctx context.Context, cfg config, b *strings.Builder) error {
 		}
 		s.timer.take()
 		s.modelTimer.take()
-		s.meter.Take()
+		s.Meter.Take()
 		r := row{size: n}
 		for i := range cfg.warmTurns {
 			start := time.Now()
@@ -55,7 +55,7 @@ func warmTurns(ctx context.Context, cfg config, b *strings.Builder) error {
 			r.noModel = append(r.noModel, total-modelTime)
 			r.own = append(r.own, total-modelTime-ddb)
 		}
-		r.requests = float64(s.meter.Take().Requests) / float64(cfg.warmTurns)
+		r.requests = float64(s.Meter.Take().Requests) / float64(cfg.warmTurns)
 		rows = append(rows, r)
 		s.Close()
 	}

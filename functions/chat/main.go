@@ -1,8 +1,9 @@
 // Command chat is the chat function: POST /chat, and GET and DELETE
 // /sessions/{sessionId}, behind API Gateway's HTTP API. It only wires things
 // up: the configuration is read and checked, and the AWS clients are built,
-// once at init; the handler lives in internal/httpapi. It takes no schemas,
-// so it does without a schema compiler and the start-up cost of one.
+// once at init; the handler lives in internal/httpapi, and internal/lambdahttp
+// serves API Gateway's events with it. It takes no schemas, so it does
+// without a schema compiler and the start-up cost of one.
 package main
 
 import (
@@ -12,14 +13,16 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-lambda-go/lambdacontext"
 	"github.com/lambda-agent/lambda-agent/internal/app"
+	"github.com/lambda-agent/lambda-agent/internal/httpapi"
+	"github.com/lambda-agent/lambda-agent/internal/lambdahttp"
 )
 
 func main() {
 	logger := lambdacontext.NewLogger()
-	h, err := app.FromEnvironment(context.Background(), os.Getenv, nil, logger)
+	a, err := app.NewFromEnv(context.Background(), os.Getenv, app.Options{Routes: httpapi.ChatRoutes, Logger: logger})
 	if err != nil {
 		logger.Error("init failed", "error", err)
 		os.Exit(1)
 	}
-	lambda.Start(h.Chat)
+	lambda.Start(lambdahttp.Wrap(a.Handler))
 }

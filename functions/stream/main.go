@@ -1,9 +1,9 @@
 // Command stream is the streaming chat function, behind a Lambda function URL
-// in RESPONSE_STREAM mode: POST /chat as Server-Sent Events, and the session
-// routes for the callers the URL authenticates. It only wires things up: the
-// configuration is read and checked, and the AWS clients are built, once at
-// init; the handler lives in internal/httpapi (Handler.FunctionURL), and
-// aws-lambda-go's lambdaurl streams what it writes.
+// in RESPONSE_STREAM mode: POST (on any path) streams a chat turn as
+// Server-Sent Events, and the session routes serve the callers the URL
+// authenticates. It only wires things up: the configuration is read and
+// checked, and the AWS clients are built, once at init; the handler lives in
+// internal/httpapi, and aws-lambda-go's lambdaurl streams what it writes.
 package main
 
 import (
@@ -13,14 +13,15 @@ import (
 	"github.com/aws/aws-lambda-go/lambdacontext"
 	"github.com/aws/aws-lambda-go/lambdaurl"
 	"github.com/lambda-agent/lambda-agent/internal/app"
+	"github.com/lambda-agent/lambda-agent/internal/httpapi"
 )
 
 func main() {
 	logger := lambdacontext.NewLogger()
-	h, err := app.FromEnvironment(context.Background(), os.Getenv, nil, logger)
+	a, err := app.NewFromEnv(context.Background(), os.Getenv, app.Options{Routes: httpapi.FunctionURLRoutes, Logger: logger})
 	if err != nil {
 		logger.Error("init failed", "error", err)
 		os.Exit(1)
 	}
-	lambdaurl.Start(h.FunctionURL())
+	lambdaurl.Start(a.Handler)
 }

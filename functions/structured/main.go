@@ -1,6 +1,8 @@
 // Command structured is the structured function: POST /structured, which
-// answers with an object valid against the caller's JSON Schema. It only
-// wires things up; the handler lives in internal/httpapi.
+// answers with an object valid against the caller's JSON Schema, behind API
+// Gateway's HTTP API. It only wires things up; the handler lives in
+// internal/httpapi, and internal/lambdahttp serves API Gateway's events with
+// it.
 package main
 
 import (
@@ -10,15 +12,17 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-lambda-go/lambdacontext"
 	"github.com/lambda-agent/lambda-agent/internal/app"
+	"github.com/lambda-agent/lambda-agent/internal/httpapi"
+	"github.com/lambda-agent/lambda-agent/internal/lambdahttp"
 	"github.com/lambda-agent/lambda-agent/internal/schema"
 )
 
 func main() {
 	logger := lambdacontext.NewLogger()
-	h, err := app.FromEnvironment(context.Background(), os.Getenv, schema.Compile, logger)
+	a, err := app.NewFromEnv(context.Background(), os.Getenv, app.Options{Routes: httpapi.StructuredRoutes, CompileSchema: schema.Compile, Logger: logger})
 	if err != nil {
 		logger.Error("init failed", "error", err)
 		os.Exit(1)
 	}
-	lambda.Start(h.Structured)
+	lambda.Start(lambdahttp.Wrap(a.Handler))
 }

@@ -13,38 +13,40 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/lambda-agent/lambda-agent/internal/agent"
+	"github.com/lambda-agent/lambda-agent/internal/agent/bedrock"
 	"github.com/lambda-agent/lambda-agent/internal/conversetest"
+	"github.com/lambda-agent/lambda-agent/internal/testkit"
 	"github.com/lambda-agent/lambda-agent/internal/tools"
 )
 
 // newServer starts a strict Converse stand-in. A test fails if the agent ever
 // sent it a request that Bedrock would reject.
-func newServer(t *testing.T) *conversetest.Server {
-	t.Helper()
-	s := conversetest.NewServer()
-	t.Cleanup(func() {
-		if v := s.Violations(); len(v) > 0 {
-			t.Errorf("the agent sent requests Bedrock rejects:\n%s", strings.Join(v, "\n"))
-		}
-		s.Close()
-	})
-	return s
-}
+func newServer(t *testing.T) *conversetest.Server { return testkit.ConverseServer(t) }
 
-func bedrock(t *testing.T, s *conversetest.Server, modelID string) *agent.Bedrock {
+// newModel returns the Bedrock model on the stand-in s: the real SDK client,
+// over HTTP.
+func newModel(t *testing.T, s *conversetest.Server, modelID string) *bedrock.Model {
 	t.Helper()
-	m, err := agent.NewBedrock(s.Client(), agent.BedrockConfig{ModelID: modelID, MaxTokens: 512})
+	m, err := bedrock.New(s.Client(), bedrock.Config{ModelID: modelID, MaxTokens: 512})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return m
 }
 
+// The internal tests cannot import internal/agent/bedrock, which imports
+// package agent; they get their model on the stand-in from here.
+func init() {
+	agent.NewWireModel = func(s *conversetest.Server, modelID string) (agent.Model, error) {
+		return bedrock.New(s.Client(), bedrock.Config{ModelID: modelID})
+	}
+}
+
 // newAgent builds an agent on the stand-in, with fast retries.
 func newAgent(t *testing.T, s *conversetest.Server, cfg agent.Config) *agent.Agent {
 	t.Helper()
 	if cfg.Model == nil {
-		cfg.Model = bedrock(t, s, "test-model")
+		cfg.Model = newModel(t, s, "test-model")
 	}
 	if cfg.Retry == (agent.RetryPolicy{}) {
 		cfg.Retry = agent.RetryPolicy{BaseDelay: time.Millisecond, MaxDelay: 5 * time.Millisecond}
@@ -726,7 +728,7 @@ func TestSummarizingEndToEnd(t *testing.T) {
 		return conversetest.EchoResponder(req)
 	}
 	a := newAgent(t, s, agent.Config{Manager: agent.Summarizing{
-		Model:       agent.Retrying(bedrock(t, s, "summarizer"), agent.RetryPolicy{}),
+		Model:       agent.Retrying(newModel(t, s, "summarizer"), agent.RetryPolicy{}),
 		MaxMessages: 20,
 	}})
 	conv := longConversation(10) // 20 messages; the turn's input makes 21
@@ -777,7 +779,7 @@ func TestInvalidInput(t *testing.T) {
 
 func TestNewRejectsBadConfig(t *testing.T) {
 	s := newServer(t)
-	m := bedrock(t, s, "m")
+	m := newModel(t, s, "m")
 	calc := tools.Calculator()
 	for name, cfg := range map[string]agent.Config{
 		"no model":        {},

@@ -86,10 +86,7 @@ func BenchmarkReduceWholeHistory(b *testing.B) {
 func BenchmarkTurn(b *testing.B) {
 	s := conversetest.NewServer()
 	defer s.Close()
-	model, err := NewBedrock(s.Client(), BedrockConfig{ModelID: "bench"})
-	if err != nil {
-		b.Fatal(err)
-	}
+	model := wireModel(b, s, "bench")
 	calc, err := NewFuncTool("calculator", "adds", func(_ context.Context, _ *ToolCall, in struct {
 		Expression string `json:"expression"`
 	}) (string, error) {

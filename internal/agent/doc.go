@@ -1,6 +1,5 @@
-// Package agent runs one turn of a conversation with a model on Amazon
-// Bedrock: the loop of model calls and tool runs that answers one user
-// message.
+// Package agent runs one turn of a conversation with a model: the loop of
+// model calls and tool runs that answers one user message.
 //
 // The agent is stateless. A turn starts from a Conversation (the active
 // window of a stored session, the conversation manager's state and the agent
@@ -9,8 +8,14 @@
 // when a turn fails, so a failure leaves the session as it was.
 //
 // The package owns its message model (Message and ContentBlock), which
-// survives encoding/json; conversion to and from Bedrock's types happens only
-// in convert.go.
+// survives encoding/json, and the Model and StreamingModel interfaces with
+// the failures a model reports (ModelError and its ErrorKind). It imports no
+// AWS SDK package. The model on Amazon Bedrock's Converse API lives in
+// internal/agent/bedrock, the one place that converts to and from Bedrock's
+// types, decodes its streams and classifies its errors. What this package
+// knows of Bedrock are the rules every history must keep (Repair) and the
+// limits on a user's input (ValidateInput) and on schemas
+// (CheckSchemaDocument), which need no SDK.
 //
 // What a turn guarantees:
 //   - the loop ends: at most Config.MaxCycles model calls, after which the

@@ -171,33 +171,6 @@ func isTurnStart(m Message) bool {
 	return m.Role == RoleUser && !m.HasToolResults()
 }
 
-// size estimates the bytes m takes on the wire. It is what conversation
-// managers and the summarizer budget with.
-func (m Message) size() int {
-	n := 0
-	for _, b := range m.Content {
-		n += b.size()
-	}
-	return n
-}
-
-func (b ContentBlock) size() int {
-	n := len(b.Text)
-	switch {
-	case b.Image != nil:
-		n += b.Image.Source.size()
-	case b.Document != nil:
-		n += b.Document.Source.size() + len(b.Document.Name)
-	case b.ToolUse != nil:
-		n += len(b.ToolUse.Input) + len(b.ToolUse.Name)
-	case b.ToolResult != nil:
-		n += b.ToolResult.size()
-	case b.Reasoning != nil:
-		n += len(b.Reasoning.Text) + len(b.Reasoning.Signature) + len(b.Reasoning.Redacted)
-	}
-	return n
-}
-
 func (s Source) size() int { return len(s.Bytes) + len(s.Text) }
 
 func (r *ToolResultBlock) size() int {

@@ -40,7 +40,7 @@ func CheckSchemaDocument(doc any) error {
 		return invalidSchema(`the root must have "type": "object"`)
 	}
 	if hasEmptyKey(doc) {
-		return invalidSchema("%v", errEmptyKey)
+		return invalidSchema("an object key is empty, which the AWS SDK cannot send")
 	}
 	return nil
 }

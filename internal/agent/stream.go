@@ -5,11 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"time"
-
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/bedrockruntime"
-	"github.com/aws/aws-sdk-go-v2/service/bedrockruntime/types"
 )
 
 // StreamingModel is a Model that can also hand over its answer as the model
@@ -45,97 +40,6 @@ func converseStream(ctx context.Context, m Model, req *ModelRequest, emit func(D
 		}
 	}
 	return resp, nil
-}
-
-// ConverseStream sends req to Bedrock's ConverseStream and decodes the event
-// stream: text deltas are emitted as they arrive; tool-use input, reasoning,
-// the stop reason and the usage are assembled into the response. Failures
-// are classified as Converse's are, whether Bedrock reports them before the
-// first event or as an exception in the stream.
-func (b *Bedrock) ConverseStream(ctx context.Context, req *ModelRequest, emit func(Delta)) (*ModelResponse, error) {
-	in, err := b.input(req)
-	if err != nil {
-		return nil, &ModelError{Kind: KindInvalid, Message: err.Error(), Err: err}
-	}
-	out, err := b.client.ConverseStream(ctx, streamInput(in), func(o *bedrockruntime.Options) { o.Retryer = aws.NopRetryer{} })
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		return nil, classify(err)
-	}
-	stream := out.GetStream()
-	defer stream.Close()
-
-	var msg streamedMessage
-	resp := &ModelResponse{}
-	for ev := range stream.Events() {
-		switch e := ev.(type) {
-		case *types.ConverseStreamOutputMemberContentBlockStart:
-			err = msg.start(e.Value)
-		case *types.ConverseStreamOutputMemberContentBlockDelta:
-			var text string
-			if text, err = msg.delta(e.Value); text != "" {
-				emit(Delta{Text: text})
-			}
-		case *types.ConverseStreamOutputMemberMessageStop:
-			resp.StopReason = StopReason(e.Value.StopReason)
-		case *types.ConverseStreamOutputMemberMetadata:
-			if u := e.Value.Usage; u != nil {
-				resp.Usage = Usage{
-					InputTokens:  int(aws.ToInt32(u.InputTokens)),
-					OutputTokens: int(aws.ToInt32(u.OutputTokens)),
-					TotalTokens:  int(aws.ToInt32(u.TotalTokens)),
-				}
-			}
-			if m := e.Value.Metrics; m != nil {
-				resp.Latency = time.Duration(aws.ToInt64(m.LatencyMs)) * time.Millisecond
-			}
-		}
-		// messageStart, contentBlockStop and members newer than this code
-		// carry nothing the answer needs.
-		if err != nil {
-			return nil, &ModelError{Kind: KindOther, Message: "decode answer: " + err.Error(), Err: err}
-		}
-	}
-	if err := stream.Err(); err != nil {
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		return nil, classify(err)
-	}
-	if ctx.Err() != nil {
-		return nil, ctx.Err() // the stream ended because the request was cancelled
-	}
-	if resp.StopReason == "" {
-		return nil, &ModelError{Kind: KindUnavailable, Message: "the answer stream ended before its messageStop event"}
-	}
-	if resp.Message, err = msg.message(); err != nil {
-		return nil, &ModelError{Kind: KindOther, Message: "decode answer: " + err.Error(), Err: err}
-	}
-	return resp, nil
-}
-
-// streamInput is in, for ConverseStream. A guardrail checks the answer
-// before it is streamed (sync mode), so that nothing it would block is
-// emitted first.
-func streamInput(in *bedrockruntime.ConverseInput) *bedrockruntime.ConverseStreamInput {
-	out := &bedrockruntime.ConverseStreamInput{
-		ModelId:         in.ModelId,
-		Messages:        in.Messages,
-		System:          in.System,
-		InferenceConfig: in.InferenceConfig,
-		ToolConfig:      in.ToolConfig,
-	}
-	if g := in.GuardrailConfig; g != nil {
-		out.GuardrailConfig = &types.GuardrailStreamConfiguration{
-			GuardrailIdentifier:  g.GuardrailIdentifier,
-			GuardrailVersion:     g.GuardrailVersion,
-			Trace:                g.Trace,
-			StreamProcessingMode: types.GuardrailStreamProcessingModeSync,
-		}
-	}
-	return out
 }
 
 // ConverseStream retries as Converse does, but only until the first piece

@@ -252,7 +252,7 @@ type plainModel struct{ agent.Model }
 func TestStreamWithAModelThatCannotStream(t *testing.T) {
 	s := newServer(t)
 	s.Enqueue(conversetest.Text("all at once"))
-	a := newAgent(t, s, agent.Config{Model: plainModel{bedrock(t, s, "m")}})
+	a := newAgent(t, s, agent.Config{Model: plainModel{newModel(t, s, "m")}})
 	var rec recorder
 	res, err := a.Stream(t.Context(), &agent.Conversation{}, input("Hello"), rec.emit)
 	if err != nil {

@@ -44,8 +44,6 @@ func (c *chooser) intn(n int) int {
 
 func (c *chooser) chance(pct int) bool { return c.intn(100) >= 100-pct }
 
-func (c *chooser) exhausted() bool { return c.i >= len(c.data) }
-
 // validHistory builds a history an agent could have stored: turns of user
 // input (text, images, documents), tool cycles with small or huge results,
 // and a closing answer. The last turn may have been cut by a crash after a
@@ -145,12 +143,9 @@ func checkView(t testing.TB, view []Message) {
 		view = Repair(view)
 	}
 	s := sharedServer()
-	m, err := NewBedrock(s.Client(), BedrockConfig{ModelID: "window-check"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := wireModel(t, s, "window-check")
 	schema := json.RawMessage(`{"type":"object"}`)
-	_, err = m.Converse(context.Background(), &ModelRequest{Messages: view, Tools: []ToolSpec{{Name: "lookup", InputSchema: schema}}})
+	_, err := m.Converse(context.Background(), &ModelRequest{Messages: view, Tools: []ToolSpec{{Name: "lookup", InputSchema: schema}}})
 	if err != nil {
 		raw, _ := json.Marshal(Repair(truncateResults(view, 100)))
 		t.Fatalf("stand-in rejected the view: %v\nview, results cut: %.2000s", err, raw)

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -11,51 +12,92 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/bedrockruntime"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/lambda-agent/lambda-agent/internal/agent"
+	"github.com/lambda-agent/lambda-agent/internal/agent/bedrock"
 	"github.com/lambda-agent/lambda-agent/internal/ddbhistory"
 	"github.com/lambda-agent/lambda-agent/internal/httpapi"
 	"github.com/lambda-agent/lambda-agent/internal/sdkhttp"
 	"github.com/lambda-agent/lambda-agent/internal/tools"
+	"github.com/lambda-agent/lambda-agent/internal/turn"
 )
 
-// New builds the HTTP handler from cfg, calling Bedrock and DynamoDB
-// through the given clients. compile compiles structured requests' schemas:
-// schema.Compile for a handler that serves them, nil for one that does not.
-func New(cfg *Config, bedrock agent.ConverseAPI, ddb ddbhistory.DynamoDBAPI, compile SchemaCompiler, logger *slog.Logger) (*httpapi.Handler, error) {
-	a, err := NewAgent(cfg, bedrock)
+// Options are what a function chooses beyond its configuration.
+type Options struct {
+	// Routes are the routes the handler serves; see httpapi.Routes.
+	Routes httpapi.Routes
+	// CompileSchema compiles structured requests' schemas: schema.Compile
+	// for a handler that serves them, nil for one that does not, which then
+	// goes without the validator's start-up cost.
+	CompileSchema SchemaCompiler
+	// Logger gets the handler's line per request; nil means slog.Default().
+	Logger *slog.Logger
+	// Retry is the model calls' retry policy; the zero value is the agent's
+	// default. Tests shorten its waits.
+	Retry agent.RetryPolicy
+}
+
+// App is what New built: the handler, and the parts it is made of, which
+// tests reach for rather than build the wiring again.
+type App struct {
+	Config  *Config
+	Agent   *agent.Agent
+	Store   *ddbhistory.Store
+	Turns   *turn.Service
+	Handler *httpapi.Handler
+}
+
+// New builds the application from cfg, calling Bedrock and DynamoDB
+// through the given clients.
+func New(cfg *Config, converse bedrock.ConverseAPI, ddb ddbhistory.DynamoDBAPI, opts Options) (*App, error) {
+	a, err := NewAgent(cfg, converse, opts.Retry)
 	if err != nil {
 		return nil, err
 	}
-	store, err := ddbhistory.New(ddb, ddbhistory.Config{
-		Table: cfg.TableName,
-		TTL:   time.Duration(cfg.SessionTTLDays) * 24 * time.Hour,
-		// The window after a turn: the manager's size, plus the turn's
-		// input and answer.
-		WindowHint: cfg.WindowSize + 2,
-	})
+	store, err := ddbhistory.New(ddb, StoreConfig(cfg))
 	if err != nil {
 		return nil, err
 	}
-	return httpapi.New(httpapi.Config{
-		Agent:           a,
-		Store:           store,
-		CompileSchema:   compile,
+	turns, err := turn.New(store, a)
+	if err != nil {
+		return nil, err
+	}
+	h, err := httpapi.New(httpapi.Config{
+		Turns:           turns,
+		Sessions:        store,
+		Routes:          opts.Routes,
+		CompileSchema:   opts.CompileSchema,
 		RequireAuth:     cfg.RequireAuth,
 		MaxMessageBytes: cfg.MaxMessageBytes,
-		Logger:          logger,
+		Logger:          opts.Logger,
 	})
+	if err != nil {
+		return nil, err
+	}
+	return &App{Config: cfg, Agent: a, Store: store, Turns: turns, Handler: h}, nil
+}
+
+// StoreConfig is the session store's configuration for cfg.
+func StoreConfig(cfg *Config) ddbhistory.Config {
+	return ddbhistory.Config{
+		Table: cfg.TableName,
+		TTL:   time.Duration(cfg.SessionTTLDays) * 24 * time.Hour,
+		// Load reads the window a turn starts from: the manager's size, plus
+		// the last turn's input and answer.
+		WindowHint: cfg.WindowSize + 2,
+	}
 }
 
 // SchemaCompiler compiles a JSON Schema that a caller supplies, as
 // schema.Compile does.
 type SchemaCompiler = func(json.RawMessage) (agent.Schema, error)
 
-// NewAgent builds the agent from cfg, calling Bedrock through client.
-func NewAgent(cfg *Config, client agent.ConverseAPI) (*agent.Agent, error) {
-	bc := agent.BedrockConfig{ModelID: cfg.ModelID, MaxTokens: cfg.MaxTokens, Temperature: cfg.Temperature}
+// NewAgent builds the agent from cfg, calling Bedrock through client, and
+// retrying failed model calls as retry says.
+func NewAgent(cfg *Config, client bedrock.ConverseAPI, retry agent.RetryPolicy) (*agent.Agent, error) {
+	bc := bedrock.Config{ModelID: cfg.ModelID, MaxTokens: cfg.MaxTokens, Temperature: cfg.Temperature}
 	if cfg.GuardrailID != "" {
-		bc.Guardrail = &agent.Guardrail{ID: cfg.GuardrailID, Version: cfg.GuardrailVersion}
+		bc.Guardrail = &bedrock.Guardrail{ID: cfg.GuardrailID, Version: cfg.GuardrailVersion}
 	}
-	model, err := agent.NewBedrock(client, bc)
+	model, err := bedrock.New(client, bc)
 	if err != nil {
 		return nil, err
 	}
@@ -68,12 +110,12 @@ func NewAgent(cfg *Config, client agent.ConverseAPI) (*agent.Agent, error) {
 		if cfg.SummarizerModelID != "" {
 			bc.ModelID = cfg.SummarizerModelID
 			bc.Guardrail = nil // the summary is of text the guardrail already saw
-			if summarizer, err = agent.NewBedrock(client, bc); err != nil {
+			if summarizer, err = bedrock.New(client, bc); err != nil {
 				return nil, err
 			}
 		}
 		manager = agent.Summarizing{
-			Model:          agent.Retrying(summarizer, agent.RetryPolicy{MaxAttempts: 3}),
+			Model:          agent.Retrying(summarizer, summaryRetry(retry)),
 			Ratio:          cfg.SummaryRatio,
 			PreserveRecent: cfg.PreserveRecent,
 			MaxMessages:    cfg.WindowSize,
@@ -92,16 +134,24 @@ func NewAgent(cfg *Config, client agent.ConverseAPI) (*agent.Agent, error) {
 		Manager:             manager,
 		MaxCycles:           cfg.MaxCycles,
 		ContextWindowTokens: cfg.ContextWindowTokens,
+		Retry:               retry,
 	})
 }
 
-// FromEnvironment reads the configuration and the AWS settings from the
-// environment and builds the handler: what a function does at init. The
-// clients' endpoints come from the SDK's standard settings, so
-// AWS_ENDPOINT_URL_DYNAMODB and AWS_ENDPOINT_URL_BEDROCK_RUNTIME redirect them
-// without any setting of ours.
-func FromEnvironment(ctx context.Context, getenv func(string) string, compile SchemaCompiler, logger *slog.Logger) (*httpapi.Handler, error) {
-	cfg, err := FromEnv(getenv)
+// summaryRetry is the policy of the summarizer's calls: the turn's, but
+// fewer, since a summary that fails leaves the turn to reduce otherwise.
+func summaryRetry(p agent.RetryPolicy) agent.RetryPolicy {
+	p.MaxAttempts = min(cmp.Or(p.MaxAttempts, 3), 3)
+	return p
+}
+
+// NewFromEnv reads the configuration and the AWS settings from the
+// environment and builds the application: what a function does at init.
+// The clients' endpoints come from the SDK's standard settings, so
+// AWS_ENDPOINT_URL_DYNAMODB and AWS_ENDPOINT_URL_BEDROCK_RUNTIME redirect
+// them without any setting of ours.
+func NewFromEnv(ctx context.Context, getenv func(string) string, opts Options) (*App, error) {
+	cfg, err := ConfigFromEnv(getenv)
 	if err != nil {
 		return nil, err
 	}
@@ -110,5 +160,5 @@ func FromEnvironment(ctx context.Context, getenv func(string) string, compile Sc
 		return nil, fmt.Errorf("load AWS configuration: %w", err)
 	}
 	awsCfg.HTTPClient = sdkhttp.Wrap(awsCfg.HTTPClient)
-	return New(cfg, bedrockruntime.NewFromConfig(awsCfg), dynamodb.NewFromConfig(awsCfg), compile, logger)
+	return New(cfg, bedrockruntime.NewFromConfig(awsCfg), dynamodb.NewFromConfig(awsCfg), opts)
 }

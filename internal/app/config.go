@@ -48,10 +48,10 @@ const DefaultSessionTTLDays = 30
 // 2 MiB leaves room for the rest of the turn in both.
 const MaxMessageBytes = 2 << 20
 
-// FromEnv reads the configuration with getenv, usually os.Getenv. An empty
+// ConfigFromEnv reads the configuration with getenv, usually os.Getenv. An empty
 // variable is an unset one. It reports every invalid variable at once, so a
 // misconfigured function fails at init with one clear message.
-func FromEnv(getenv func(string) string) (*Config, error) {
+func ConfigFromEnv(getenv func(string) string) (*Config, error) {
 	p := &parser{getenv: getenv}
 	c := &Config{
 		TableName:           p.required("TABLE_NAME"),

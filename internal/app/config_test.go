@@ -12,8 +12,8 @@ func env(vars map[string]string) func(string) string {
 	return func(k string) string { return vars[k] }
 }
 
-func TestFromEnvDefaults(t *testing.T) {
-	got, err := FromEnv(env(map[string]string{"TABLE_NAME": "t", "MODEL_ID": "m"}))
+func TestConfigFromEnvDefaults(t *testing.T) {
+	got, err := ConfigFromEnv(env(map[string]string{"TABLE_NAME": "t", "MODEL_ID": "m"}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -26,8 +26,8 @@ func TestFromEnvDefaults(t *testing.T) {
 	}
 }
 
-func TestFromEnvReadsEverything(t *testing.T) {
-	got, err := FromEnv(env(map[string]string{
+func TestConfigFromEnvReadsEverything(t *testing.T) {
+	got, err := ConfigFromEnv(env(map[string]string{
 		"TABLE_NAME": "t", "MODEL_ID": "m", "SYSTEM_PROMPT": "be brief", "MAX_TOKENS": "1024",
 		"TEMPERATURE": "0.2", "CONVERSATION_MANAGER": "summarizing", "WINDOW_SIZE": "60",
 		"SUMMARY_RATIO": "0.5", "PRESERVE_RECENT_MESSAGES": "6", "SUMMARIZER_MODEL_ID": "small",
@@ -48,21 +48,21 @@ func TestFromEnvReadsEverything(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
-	none, err := FromEnv(env(map[string]string{"TABLE_NAME": "t", "MODEL_ID": "m", "TOOLS": "none"}))
+	none, err := ConfigFromEnv(env(map[string]string{"TABLE_NAME": "t", "MODEL_ID": "m", "TOOLS": "none"}))
 	if err != nil || len(none.Tools) != 0 {
 		t.Errorf("TOOLS=none: %v, %v", none.Tools, err)
 	}
 }
 
-func TestFromEnvReportsEveryProblem(t *testing.T) {
-	_, err := FromEnv(env(map[string]string{
+func TestConfigFromEnvReportsEveryProblem(t *testing.T) {
+	_, err := ConfigFromEnv(env(map[string]string{
 		"MAX_TOKENS": "-1", "TEMPERATURE": "1.5", "CONVERSATION_MANAGER": "fancy", "WINDOW_SIZE": "1",
 		"SUMMARY_RATIO": "0.9", "MAX_CYCLES": "0", "TOOLS": "calculator,shell", "SESSION_TTL_DAYS": "1.5",
 		"MAX_MESSAGE_BYTES": "lots", "GUARDRAIL_ID": "g", "REQUIRE_AUTH": "yes please",
 		"CONTEXT_WINDOW_TOKENS": "12",
 	}))
 	if err == nil {
-		t.Fatal("FromEnv accepted a broken environment")
+		t.Fatal("ConfigFromEnv accepted a broken environment")
 	}
 	for _, want := range []string{
 		"TABLE_NAME is required", "MODEL_ID is required", "MAX_TOKENS", "TEMPERATURE", "CONVERSATION_MANAGER",

@@ -135,13 +135,3 @@ func decodeDocument(t *testing.T, d document.Interface) any {
 	}
 	return v
 }
-
-// rawJSON decodes a json.RawMessage for comparisons that ignore formatting.
-func rawJSON(t *testing.T, raw json.RawMessage) any {
-	t.Helper()
-	var v any
-	if err := json.Unmarshal(raw, &v); err != nil {
-		t.Fatalf("unmarshal %s: %v", raw, err)
-	}
-	return v
-}

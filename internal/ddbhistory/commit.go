@@ -21,18 +21,19 @@ type Turn struct {
 	Window agent.WindowState
 	// State is the agent state after the turn.
 	State map[string]json.RawMessage
-	// IdempotencyKey, when set, stores Response for replays of the turn,
-	// with Fingerprint, which identifies the request, and where the turn's
-	// messages are.
-	IdempotencyKey string
-	Fingerprint    string
-	Response       json.RawMessage
+	// Hold, when set, is the idempotency key Begin held for the turn. The
+	// commit turns it into the key's record, and stores Response for
+	// replays of the turn, with where the turn's messages are.
+	Hold *Hold
+	// Response is what the turn answered; it is stored only with a Hold.
+	Response json.RawMessage
 }
 
-// ErrOutcomeUnknown is a commit whose context ended after its write was sent:
-// the turn may or may not be stored. Load with the turn's idempotency key, or
-// read the transcript, to find out.
-var ErrOutcomeUnknown = errors.New("the commit's outcome is unknown")
+// ErrOutcomeUnknown is a write whose context ended after it was sent: a
+// commit whose turn may or may not be stored, or a delete whose session may
+// or may not be gone. Load with the turn's idempotency key, or read the
+// session, to find out; a delete can be sent again.
+var ErrOutcomeUnknown = errors.New("the write's outcome is unknown")
 
 // Commit writes a turn to the session it was loaded as: the new messages, the
 // idempotency record and the session item, on the condition that nobody
@@ -59,7 +60,7 @@ func (s *Store) Commit(ctx context.Context, sess *Session, turn Turn) error {
 	if err := sess.validate(); err != nil {
 		return err
 	}
-	if err := validIdempotencyKey(turn.IdempotencyKey); err != nil {
+	if err := turn.Hold.validFor(sess); err != nil {
 		return err
 	}
 	now := s.cfg.Now()
@@ -82,18 +83,7 @@ func (s *Store) Commit(ctx context.Context, sess *Session, turn Turn) error {
 	if err != nil {
 		return fmt.Errorf("ddbhistory: commit %s: %w", sess.ID, err)
 	}
-	sess.Version++
-	sess.claimedUntil = c.claimedUntil
-	sess.Count = count
-	sess.Conversation = agent.Conversation{Window: turn.Window, State: turn.State}
-	sess.CreatedAt, sess.UpdatedAt = time.UnixMilli(c.created.UnixMilli()), time.UnixMilli(now.UnixMilli())
-	sess.ExpiresAt = time.Time{}
-	if c.expires > 0 {
-		sess.ExpiresAt = time.Unix(c.expires, 0)
-	}
-	sess.incarnation, sess.Title = c.incarnation, c.title
-	sess.Replay = nil
-	sess.idemKey, sess.idemToken = "", ""
+	c.committed(turn, now)
 	return nil
 }
 
@@ -115,51 +105,95 @@ type commit struct {
 	tail []write
 	// claimAt is the claim's index in tail, or -1 when there is none.
 	claimAt int
-	meta    item
+	// meta is the session item. Its condition is chosen when it is sent,
+	// as it depends on whether the turn fits one transaction.
+	meta item
 
+	// The session's attributes as the commit leaves them.
 	incarnation, title string
 	created            time.Time
 	expires            int64
 	claimedUntil       int64
 }
 
+// prepare builds a turn's commit from the writes of each kind of item, and
+// refuses, before anything is sent, an item that DynamoDB would.
 func (s *Store) prepare(sess *Session, turn Turn, now time.Time) (*commit, error) {
 	c := &commit{
 		s: s, sess: sess, pk: partitionKey(sess.Key), claimAt: -1,
 		incarnation: sess.incarnation, created: sess.CreatedAt, title: sess.Title,
 		expires: s.expiry(now, s.cfg.TTL), claimedUntil: sess.claimedUntil,
 	}
-	for i, m := range turn.Messages {
-		its, err := messageItems(c.pk, sess.Count+i, m, c.expires, now)
+	var err error
+	if c.messages, err = s.messageWrites(c.pk, sess.Count, turn.Messages, c.expires, now); err != nil {
+		return nil, err
+	}
+	if sess.Version == 0 {
+		// A new incarnation tells this session from an earlier one under its
+		// key, so that an idempotency record of that one replays nothing here.
+		c.incarnation = newIncarnation()
+		c.created, c.title = now, titleOf(turn.Messages)
+	}
+	if turn.Hold != nil {
+		c.tail = append(c.tail, s.recordWrites(sess, turn, c.incarnation, now)...)
+	}
+	if s.claimDue(sess, now) {
+		c.claimedUntil = s.expiry(now, 2*s.cfg.TTL)
+		c.claimAt = len(c.tail)
+		c.tail = append(c.tail, s.claimWrite(sess, c.claimedUntil, now))
+	}
+	if c.meta, err = c.sessionItem(turn, now); err != nil {
+		return nil, err
+	}
+	if err := c.checkItems(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// messageWrites returns the writes of msgs, stored as messages first, first+1
+// and on: one write per item, so a message too large for one takes several.
+// They are unconditional: a key past the session's count holds at most what
+// a failed commit left, which is there to be overwritten.
+func (s *Store) messageWrites(pk string, first int, msgs []agent.Message, expires int64, now time.Time) ([]write, error) {
+	var ws []write
+	for i, m := range msgs {
+		its, err := messageItems(pk, first+i, m, expires, now)
 		if err != nil {
 			return nil, err
 		}
 		for _, it := range its {
-			c.messages = append(c.messages, write{s.put(it, nil), itemSize(it)})
+			ws = append(ws, write{s.put(it, nil), itemSize(it)})
 		}
 	}
-	if sess.Version == 0 {
-		c.incarnation = newIncarnation()
-		c.created, c.title = now, titleOf(turn.Messages)
+	return ws, nil
+}
+
+// claimDue reports whether a commit at now writes the claim on sess's id: it
+// does for a new session, and renews the claim when less than a TTL is left.
+// The claim lives twice as long as the session item, so it always outlives
+// the session, while a turn usually writes no more than its messages and the
+// session item.
+func (s *Store) claimDue(sess *Session, now time.Time) bool {
+	return sess.Version == 0 || (sess.claimedUntil > 0 && sess.claimedUntil-now.Unix() < int64(s.cfg.TTL.Seconds()))
+}
+
+// claimWrite returns the write of the claim on sess's id, expiring at until
+// (Unix seconds), on the condition that the id is free or sess's owner's
+// already: a first commit under an id that another owner holds fails.
+func (s *Store) claimWrite(sess *Session, until int64, now time.Time) write {
+	claim := item{
+		PartitionKey: str(claimKey(sess.ID)),
+		SortKey:      str(skClaim),
+		attrOwner:    str(sess.Owner),
+		TTLAttribute: num(until),
 	}
-	if turn.IdempotencyKey != "" {
-		c.tail = append(c.tail, s.recordWrites(sess, turn, c.incarnation, now)...)
-	}
-	// The claim on the session id lives twice as long as the session item
-	// and is renewed whenever it has less than a TTL left, so it always
-	// outlives the session, while a turn usually writes no more than its
-	// messages and the session item.
-	if sess.Version == 0 || (c.claimedUntil > 0 && c.claimedUntil-now.Unix() < int64(s.cfg.TTL.Seconds())) {
-		c.claimedUntil = s.expiry(now, 2*s.cfg.TTL)
-		claim := item{
-			PartitionKey: str(claimKey(sess.ID)),
-			SortKey:      str(skClaim),
-			attrOwner:    str(sess.Owner),
-			TTLAttribute: num(c.claimedUntil),
-		}
-		c.claimAt = len(c.tail)
-		c.tail = append(c.tail, write{s.put(claim, claimable(sess.Owner, now)), itemSize(claim)})
-	}
+	return write{s.put(claim, claimable(sess.Owner, now)), itemSize(claim)}
+}
+
+// sessionItem returns the session item as the commit leaves it. It is an item
+// rather than a write: its condition depends on how the turn is sent.
+func (c *commit) sessionItem(turn Turn, now time.Time) (item, error) {
 	window, err := json.Marshal(turn.Window)
 	if err != nil {
 		return nil, fmt.Errorf("encode window: %w", err)
@@ -168,13 +202,13 @@ func (s *Store) prepare(sess *Session, turn Turn, now time.Time) (*commit, error
 	if err != nil {
 		return nil, fmt.Errorf("encode state: %w", err)
 	}
-	c.meta = item{
+	meta := item{
 		PartitionKey:    str(c.pk),
 		SortKey:         str(skMeta),
-		attrOwner:       str(sess.Owner),
-		attrSessionID:   str(sess.ID),
-		attrVersion:     num(sess.Version + 1),
-		attrCount:       num(sess.Count + len(turn.Messages)),
+		attrOwner:       str(c.sess.Owner),
+		attrSessionID:   str(c.sess.ID),
+		attrVersion:     num(c.sess.Version + 1),
+		attrCount:       num(c.sess.Count + len(turn.Messages)),
 		attrWindow:      str(string(window)),
 		attrState:       str(string(state)),
 		attrIncarnation: str(c.incarnation),
@@ -184,18 +218,39 @@ func (s *Store) prepare(sess *Session, turn Turn, now time.Time) (*commit, error
 		TTLAttribute:    num(c.expires),
 	}
 	if c.title != "" {
-		c.meta[attrTitle] = str(c.title)
+		meta[attrTitle] = str(c.title)
 	}
-	// Every item must fit on its own, whatever the transactions.
-	for i, w := range append(append([]write(nil), c.messages...), c.tail...) {
-		if w.size > MaxItemBytes {
-			return nil, &TooLargeError{What: fmt.Sprintf("item %d", i), Size: w.size, Limit: MaxItemBytes}
+	return meta, nil
+}
+
+// checkItems refuses an item larger than DynamoDB stores. Every item must fit
+// on its own, however the turn is split into transactions.
+func (c *commit) checkItems() error {
+	for i, n := range sizes(c.messages, c.tail) {
+		if n > MaxItemBytes {
+			return &TooLargeError{What: fmt.Sprintf("item %d", i), Size: n, Limit: MaxItemBytes}
 		}
 	}
 	if n := itemSize(c.meta); n > MaxItemBytes {
-		return nil, &TooLargeError{What: "the session item", Size: n, Limit: MaxItemBytes}
+		return &TooLargeError{What: "the session item", Size: n, Limit: MaxItemBytes}
 	}
-	return c, nil
+	return nil
+}
+
+// committed updates the session to the state the commit wrote.
+func (c *commit) committed(turn Turn, now time.Time) {
+	sess := c.sess
+	sess.Version++
+	sess.claimedUntil = c.claimedUntil
+	sess.Count += len(turn.Messages)
+	sess.Conversation = agent.Conversation{Window: turn.Window, State: turn.State}
+	sess.CreatedAt, sess.UpdatedAt = time.UnixMilli(c.created.UnixMilli()), time.UnixMilli(now.UnixMilli())
+	sess.ExpiresAt = time.Time{}
+	if c.expires > 0 {
+		sess.ExpiresAt = time.Unix(c.expires, 0)
+	}
+	sess.incarnation, sess.Title = c.incarnation, c.title
+	sess.Replay = nil
 }
 
 // fits reports whether the whole turn fits one transaction.
@@ -369,7 +424,7 @@ func chunks(ws []write) [][]write {
 			size += ws[n].size
 			n++
 		}
-		n = max(n, 1) // an item fits a transaction on its own: see prepare
+		n = max(n, 1) // an item fits a transaction on its own: see checkItems
 		out = append(out, ws[:n])
 		ws = ws[n:]
 	}
@@ -380,6 +435,7 @@ func chunks(ws []write) [][]write {
 // towards a transaction's size, generously.
 const conditionCheckBytes = 4 << 10
 
+// sizes lists the sizes of the writes in groups, in order.
 func sizes(groups ...[]write) []int {
 	var out []int
 	for _, g := range groups {

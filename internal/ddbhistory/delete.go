@@ -38,8 +38,9 @@ var ErrDeleteUnfinished = errors.New("the session is deleted, but its cleanup di
 // A Delete that finds a tombstone finishes its cleanup, and succeeds. It
 // returns ErrNotFound when there was no live session, after removing
 // whatever was left of one; ErrConflict when a commit kept the session busy
-// on every attempt, having changed nothing; and ErrDeleteUnfinished with the
-// cause when step 2 or 3 failed.
+// on every attempt, having changed nothing; ErrOutcomeUnknown when ctx ended
+// while step 1 was under way, so that the session may or may not be
+// deleted; and ErrDeleteUnfinished with the cause when step 2 or 3 failed.
 func (s *Store) Delete(ctx context.Context, key Key) error {
 	if err := key.validate(); err != nil {
 		return err
@@ -110,12 +111,18 @@ func (s *Store) tombstone(ctx context.Context, pk string) (old, tombstone item, 
 				return nil, nil, ctx.Err()
 			case <-time.After(time.Duration(25<<attempt) * time.Millisecond):
 			}
+		case ctx.Err() != nil:
+			// The update may have reached DynamoDB before ctx ended: the
+			// session may be a tombstone now, or still live.
+			return nil, nil, fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)
 		default:
 			return nil, nil, classify(err)
 		}
 	}
 }
 
+// transactionConflict reports whether err is DynamoDB refusing a write to an
+// item that a transaction is writing.
 func transactionConflict(err error) bool {
 	var api smithy.APIError
 	return errors.As(err, &api) && api.ErrorCode() == "TransactionConflictException"

@@ -12,7 +12,7 @@
 //	meta                 the session item: version, message count, agent
 //	                     state, conversation-manager state, timestamps; or,
 //	                     while a delete runs, a tombstone
-//	m#0000000042         message 42, written once and never rewritten
+//	m#0000000042         message 42, written once; only Redact rewrites it
 //	m#0000000042#001     the second part of message 42, when it is larger than
 //	                     one item holds
 //	r#<key>              the response of an idempotent turn
@@ -27,11 +27,9 @@
 //
 // An idempotency key belongs to its owner, not to a session: its record has a
 // partition of its own, "i#" + a hash of the owner and the key, sort key
-// "key". Begin writes it as a hold, which expires shortly after the deadline
-// of the invocation that took it; the commit turns it into the record of the
-// request it answered (a fingerprint, the session and its incarnation), so the
-// key cannot serve a second request on any session. The response itself is
-// the session's r#<key> item, so that a delete removes it with the rest.
+// "key", so the key cannot serve a second request on any session. The
+// response itself is the session's r#<key> item, so that a delete removes it
+// with the rest.
 //
 // Messages are JSON compressed with DEFLATE, in a binary attribute. A message
 // too large for one item (400 KB) is split into parts and reassembled on load,
@@ -42,11 +40,26 @@
 // the session item's expiry moves forward with every commit. TTL deletion lags,
 // so reads treat an expired item as absent.
 //
+// # Idempotency holds
+//
+// A hold is an explicit value rather than state on the session, so that what
+// becomes of the key is plain at every call. Begin writes the key's record as
+// a hold and returns it as a *Hold, which belongs to the session it was taken
+// for. Turn.Hold carries it into Commit: the turn's transaction replaces the
+// hold with the record of the request it answered (a fingerprint, the session
+// and its incarnation) and writes the response, and fails if another request
+// has taken the key since the hold expired. Release(ctx, hold) frees it after
+// a turn that failed, so that a retry need not wait; it does nothing once the
+// turn has committed. A hold that is neither committed nor released, because
+// its process died, expires HoldMargin after the deadline of the invocation
+// that took it, when that invocation can no longer commit.
+//
 // # Commits
 //
 // A turn that fits one TransactWriteItems (100 items, 4 MB) is committed in
-// one: the new messages, the idempotency record and response, the claim when
-// due, and the session item under an optimistic version check. A larger turn
+// one: the new messages, the idempotency record and response when the turn
+// carries a hold, the claim when due, and the session item under an
+// optimistic version check. A larger turn
 // is written in parts that readers still see all or none of: the session item
 // is marked with a writer token (under the version check), the messages that
 // do not fit the last transaction are written in transactions that each check
@@ -69,10 +82,18 @@
 // together. A crash at any step leaves a tombstone, and a Delete that finds
 // one finishes the job.
 //
+// # Redaction
+//
+// Redact rewrites one stored message in place, for guardrails and personal
+// data, in a transaction that also moves the session item's version on: a
+// turn that loaded the old content can no longer commit.
+//
 // # Costs
 //
 // Load is one strongly consistent Query that reads the session item and the
 // newest messages in descending key order, up to a window hint; a second Query
 // follows only when the window is longer than the hint or past the 1 MB page
 // size. Commit is one TransactWriteItems, unless the turn does not fit one.
+// Begin is one PutItem and Release one DeleteItem, on the key's own
+// partition.
 package ddbhistory

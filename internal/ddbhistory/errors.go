@@ -34,11 +34,13 @@ var (
 // Reason says what is wrong.
 type ArgumentError struct{ Reason string }
 
+// Error says what is wrong with the argument.
 func (e *ArgumentError) Error() string { return ErrInvalid.Error() + ": " + e.Reason }
 
 // Is makes errors.Is(err, ErrInvalid) true.
 func (e *ArgumentError) Is(target error) bool { return target == ErrInvalid }
 
+// invalidArgument returns an *ArgumentError with a formatted reason.
 func invalidArgument(format string, args ...any) error {
 	return &ArgumentError{Reason: fmt.Sprintf(format, args...)}
 }
@@ -52,6 +54,7 @@ type TooLargeError struct {
 	Items bool
 }
 
+// Error says what did not fit, and the limit.
 func (e *TooLargeError) Error() string {
 	unit := "bytes"
 	if e.Items {

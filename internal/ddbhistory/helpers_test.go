@@ -251,3 +251,13 @@ func fill(t testing.TB, s *ddbhistory.Store, key ddbhistory.Key, n, window int) 
 	}
 	return sess
 }
+
+// mustBegin holds an idempotency key for a turn on sess.
+func mustBegin(t testing.TB, s *ddbhistory.Store, sess *ddbhistory.Session, key string) *ddbhistory.Hold {
+	t.Helper()
+	hold, err := s.Begin(t.Context(), sess, key, "fp")
+	if err != nil {
+		t.Fatalf("Begin %s: %v", key, err)
+	}
+	return hold
+}

@@ -87,19 +87,19 @@ func (s *Store) recordWrites(sess *Session, turn Turn, incarnation string, now t
 	c := absentOrExpired(SortKey, now)
 	c.expr += " OR #token = :token"
 	c.names["#token"] = attrToken
-	c.values[":token"] = str(sess.idemToken)
+	c.values[":token"] = str(turn.Hold.token)
 	record := item{
-		PartitionKey:    str(recordKey(sess.Owner, turn.IdempotencyKey)),
+		PartitionKey:    str(recordKey(sess.Owner, turn.Hold.Key)),
 		SortKey:         str(skRecord),
 		attrStatus:      str(statusDone),
-		attrFingerprint: str(turn.Fingerprint),
+		attrFingerprint: str(turn.Hold.Fingerprint),
 		attrSessionID:   str(sess.ID),
 		attrIncarnation: str(incarnation),
 		TTLAttribute:    expires,
 	}
 	resp := item{
 		PartitionKey: str(partitionKey(sess.Key)),
-		SortKey:      str(skResponse + turn.IdempotencyKey),
+		SortKey:      str(skResponse + turn.Hold.Key),
 		attrResponse: bin(compress(turn.Response)),
 		attrFirst:    num(sess.Count),
 		attrCount:    num(len(turn.Messages)),
@@ -121,6 +121,7 @@ type KeyInUseError struct {
 	Committed bool
 }
 
+// Error says whether the key's request is running or committed.
 func (e *KeyInUseError) Error() string {
 	if e.Committed {
 		return "the idempotency key was used by a committed turn"
@@ -131,6 +132,27 @@ func (e *KeyInUseError) Error() string {
 // Is makes errors.Is(err, ErrKeyInUse) true.
 func (e *KeyInUseError) Is(target error) bool { return target == ErrKeyInUse }
 
+// Hold is an idempotency key held for one turn. Begin returns it; a Commit
+// whose Turn carries it replaces it with the key's record, and Release frees
+// it. A Hold belongs to the session it was taken for.
+type Hold struct {
+	// Key is the idempotency key.
+	Key string
+	// Fingerprint identifies the request, as given to Begin.
+	Fingerprint string
+
+	owner, sessionID string
+	token            string // tells this hold from a later one on the key
+}
+
+// validFor checks that h, which may be nil, was taken for sess.
+func (h *Hold) validFor(sess *Session) error {
+	if h != nil && (h.owner != sess.Owner || h.sessionID != sess.ID || h.token == "") {
+		return invalidArgument("the idempotency key %q was not held for session %s", h.Key, sess.ID)
+	}
+	return nil
+}
+
 // Begin holds an idempotency key of sess's owner for the turn about to run
 // on sess, so that a retry that arrives while it runs, on this session or
 // any other, is refused instead of running a turn again. Commit replaces the
@@ -138,15 +160,15 @@ func (e *KeyInUseError) Is(target error) bool { return target == ErrKeyInUse }
 // that is neither, because its process died, expires HoldMargin after ctx's
 // deadline, when that invocation could no longer commit. It returns a
 // *KeyInUseError when another request holds or has used the key.
-func (s *Store) Begin(ctx context.Context, sess *Session, idempotencyKey, fingerprint string) error {
+func (s *Store) Begin(ctx context.Context, sess *Session, idempotencyKey, fingerprint string) (*Hold, error) {
 	if err := sess.validate(); err != nil {
-		return err
+		return nil, err
 	}
 	if idempotencyKey == "" {
-		return invalidArgument("no idempotency key")
+		return nil, invalidArgument("no idempotency key")
 	}
 	if err := validIdempotencyKey(idempotencyKey); err != nil {
-		return err
+		return nil, err
 	}
 	now := s.cfg.Now()
 	token := newIncarnation()
@@ -174,18 +196,17 @@ func (s *Store) Begin(ctx context.Context, sess *Session, idempotencyKey, finger
 		held := failed.Item
 		if held == nil { // not every DynamoDB returns the item
 			if held, err = s.getItem(ctx, pk, skRecord); err != nil {
-				return fmt.Errorf("ddbhistory: begin %s: %w", sess.ID, err)
+				return nil, fmt.Errorf("ddbhistory: begin %s: %w", sess.ID, err)
 			}
 		}
-		return fmt.Errorf("ddbhistory: begin %s: %w", sess.ID, &KeyInUseError{
+		return nil, fmt.Errorf("ddbhistory: begin %s: %w", sess.ID, &KeyInUseError{
 			Fingerprint: getS(held, attrFingerprint),
 			Committed:   getS(held, attrStatus) == statusDone,
 		})
 	case err != nil:
-		return fmt.Errorf("ddbhistory: begin %s: %w", sess.ID, classify(err))
+		return nil, fmt.Errorf("ddbhistory: begin %s: %w", sess.ID, classify(err))
 	}
-	sess.idemKey, sess.idemToken = idempotencyKey, token
-	return nil
+	return &Hold{Key: idempotencyKey, Fingerprint: fingerprint, owner: sess.Owner, sessionID: sess.ID, token: token}, nil
 }
 
 // holdExpiry is when a hold taken at now under ctx expires, in Unix seconds,
@@ -199,24 +220,23 @@ func (s *Store) holdExpiry(ctx context.Context, now time.Time) int64 {
 	return int64(math.Ceil(float64(now.Add(d).UnixMilli()) / 1000))
 }
 
-// Release frees the idempotency key that Begin held for sess, after a turn
-// that failed, so that a retry need not wait for the hold to expire. It does
-// nothing when there is no hold, or when the turn committed after all.
-func (s *Store) Release(ctx context.Context, sess *Session) error {
-	if sess == nil || sess.idemToken == "" {
+// Release frees a hold that Begin returned, after a turn that failed, so
+// that a retry need not wait for the hold to expire. It does nothing when h
+// is nil, or when its turn committed after all.
+func (s *Store) Release(ctx context.Context, h *Hold) error {
+	if h == nil || h.token == "" {
 		return nil
 	}
 	_, err := s.client.DeleteItem(ctx, &dynamodb.DeleteItemInput{
 		TableName:                 aws.String(s.cfg.Table),
-		Key:                       item{PartitionKey: str(recordKey(sess.Owner, sess.idemKey)), SortKey: str(skRecord)},
+		Key:                       item{PartitionKey: str(recordKey(h.owner, h.Key)), SortKey: str(skRecord)},
 		ConditionExpression:       aws.String("#token = :token AND #status = :pending"),
 		ExpressionAttributeNames:  map[string]string{"#token": attrToken, "#status": attrStatus},
-		ExpressionAttributeValues: item{":token": str(sess.idemToken), ":pending": str(statusPending)},
+		ExpressionAttributeValues: item{":token": str(h.token), ":pending": str(statusPending)},
 	}, s.retries)
 	var failed *types.ConditionalCheckFailedException
 	if err != nil && !errors.As(err, &failed) {
-		return fmt.Errorf("ddbhistory: release %s: %w", sess.ID, classify(err))
+		return fmt.Errorf("ddbhistory: release %s: %w", h.sessionID, classify(err))
 	}
-	sess.idemKey, sess.idemToken = "", ""
 	return nil
 }

@@ -54,14 +54,18 @@ const (
 
 type item = map[string]types.AttributeValue
 
+// str makes a string attribute value.
 func str(s string) types.AttributeValue { return &types.AttributeValueMemberS{Value: s} }
 
+// num makes a number attribute value.
 func num[T int | int64](n T) types.AttributeValue {
 	return &types.AttributeValueMemberN{Value: strconv.FormatInt(int64(n), 10)}
 }
 
+// bin makes a binary attribute value.
 func bin(b []byte) types.AttributeValue { return &types.AttributeValueMemberB{Value: b} }
 
+// getS reads a string attribute; "" when it is missing or of another type.
 func getS(it item, name string) string {
 	if v, ok := it[name].(*types.AttributeValueMemberS); ok {
 		return v.Value
@@ -69,6 +73,7 @@ func getS(it item, name string) string {
 	return ""
 }
 
+// getN reads a number attribute; 0 when it is missing.
 func getN(it item, name string) int64 {
 	if v, ok := it[name].(*types.AttributeValueMemberN); ok {
 		n, _ := strconv.ParseInt(v.Value, 10, 64)
@@ -77,6 +82,7 @@ func getN(it item, name string) int64 {
 	return 0
 }
 
+// getB reads a binary attribute; nil when it is missing.
 func getB(it item, name string) []byte {
 	if v, ok := it[name].(*types.AttributeValueMemberB); ok {
 		return v.Value
@@ -101,6 +107,7 @@ func itemSize(it item) int {
 	return n
 }
 
+// valueSize is an attribute value's size, as itemSize counts it.
 func valueSize(v types.AttributeValue) int {
 	switch v := v.(type) {
 	case *types.AttributeValueMemberS:
@@ -139,6 +146,7 @@ var writers = sync.Pool{New: func() any {
 	return w
 }}
 
+// compress DEFLATEs b.
 func compress(b []byte) []byte {
 	var buf bytes.Buffer
 	w := writers.Get().(*flate.Writer)
@@ -149,6 +157,7 @@ func compress(b []byte) []byte {
 	return buf.Bytes()
 }
 
+// decompress reverses compress.
 func decompress(b []byte) ([]byte, error) {
 	return io.ReadAll(flate.NewReader(bytes.NewReader(b)))
 }
@@ -237,6 +246,7 @@ type messageSet struct {
 	expired map[int]bool
 }
 
+// newMessageSet returns an empty messageSet.
 func newMessageSet() *messageSet {
 	return &messageSet{found: map[int]*storedMessage{}, expired: map[int]bool{}}
 }

@@ -90,6 +90,7 @@ type listCursor struct {
 	Created int64  `json:"c"`
 }
 
+// encodeListCursor returns the cursor that continues a list after last.
 func encodeListCursor(last item) string {
 	b, _ := json.Marshal(listCursor{PK: getS(last, PartitionKey), Created: getN(last, attrCreated)}) // always encodes
 	return base64.RawURLEncoding.EncodeToString(b)

@@ -92,7 +92,7 @@ func TestTurnLargerThanATransaction(t *testing.T) {
 		e.count.reset()
 		done := make(chan error, 1)
 		go func() {
-			done <- e.store.Commit(context.Background(), sess, ddbhistory.Turn{Messages: big, Window: agent.WindowState{Removed: 114}, IdempotencyKey: "big-1", Fingerprint: "fp", Response: json.RawMessage(`{}`)})
+			done <- e.store.Commit(context.Background(), sess, ddbhistory.Turn{Messages: big, Window: agent.WindowState{Removed: 114}, Hold: mustBegin(t, e.store, sess, "big-1"), Response: json.RawMessage(`{}`)})
 		}()
 		reach(t, reached)
 		if got := transcript(t, e.store, alice); !sameJSON(got, messagesOf(4)) {
@@ -302,7 +302,7 @@ func TestDeleteRacingATurn(t *testing.T) {
 
 		// The turn wins: the delete that follows removes it too.
 		sess := fill(t, e.store, alice, 4, 40)
-		if err := e.store.Commit(t.Context(), sess, ddbhistory.Turn{Messages: turn(9), IdempotencyKey: "k", Response: json.RawMessage(`1`)}); err != nil {
+		if err := e.store.Commit(t.Context(), sess, ddbhistory.Turn{Messages: turn(9), Hold: mustBegin(t, e.store, sess, "k"), Response: json.RawMessage(`1`)}); err != nil {
 			t.Fatal(err)
 		}
 		if err := e.store.Delete(t.Context(), alice); err != nil {
@@ -412,10 +412,11 @@ func TestIdempotencyKeyBelongsToTheOwner(t *testing.T) {
 	runBackends(t, func(t *testing.T, b backend) {
 		e := newEnv(t, b, ddbhistory.Config{})
 		a := fill(t, e.store, alice, 2, 40)
-		if err := e.store.Begin(t.Context(), a, "k", "fp-a"); err != nil {
+		hold, err := e.store.Begin(t.Context(), a, "k", "fp-a")
+		if err != nil {
 			t.Fatal(err)
 		}
-		if err := e.store.Commit(t.Context(), a, ddbhistory.Turn{Messages: turn(1), IdempotencyKey: "k", Fingerprint: "fp-a", Response: json.RawMessage(`"a"`)}); err != nil {
+		if err := e.store.Commit(t.Context(), a, ddbhistory.Turn{Messages: turn(1), Hold: hold, Response: json.RawMessage(`"a"`)}); err != nil {
 			t.Fatal(err)
 		}
 		// On another session of the same owner the key is known, used, and
@@ -430,15 +431,15 @@ func TestIdempotencyKeyBelongsToTheOwner(t *testing.T) {
 			t.Errorf("the key on another session: replay %+v", r)
 		}
 		var inUse *ddbhistory.KeyInUseError
-		if err := e.store.Begin(t.Context(), got, "k", "fp-b"); !errors.As(err, &inUse) || !inUse.Committed || inUse.Fingerprint != "fp-a" {
+		if _, err := e.store.Begin(t.Context(), got, "k", "fp-b"); !errors.As(err, &inUse) || !inUse.Committed || inUse.Fingerprint != "fp-a" {
 			t.Errorf("Begin with the key on another session: %v", err)
 		}
-		if err := e.store.Commit(t.Context(), got, ddbhistory.Turn{Messages: turn(2), IdempotencyKey: "k", Fingerprint: "fp-b", Response: json.RawMessage(`"b"`)}); !errors.Is(err, ddbhistory.ErrConflict) {
-			t.Errorf("Commit with the key on another session: %v, want ErrConflict", err)
+		if err := e.store.Commit(t.Context(), got, ddbhistory.Turn{Messages: turn(2), Hold: hold, Response: json.RawMessage(`"b"`)}); !errors.Is(err, ddbhistory.ErrInvalid) {
+			t.Errorf("Commit on another session with the first session's hold: %v, want ErrInvalid", err)
 		}
 		// Another owner's key of the same name is another key.
 		bob := ddbhistory.NewSession(ddbhistory.Key{Owner: "bob", ID: "chat-9"})
-		if err := e.store.Begin(t.Context(), bob, "k", "fp-bob"); err != nil {
+		if _, err := e.store.Begin(t.Context(), bob, "k", "fp-bob"); err != nil {
 			t.Errorf("bob's key k: %v", err)
 		}
 
@@ -451,7 +452,7 @@ func TestIdempotencyKeyBelongsToTheOwner(t *testing.T) {
 		for i := range 4 {
 			wg.Go(func() {
 				s := ddbhistory.NewSession(ddbhistory.Key{Owner: "alice", ID: fmt.Sprintf("race-%d", i)})
-				err := e.store.Begin(context.Background(), s, "shared", fmt.Sprintf("fp-%d", i))
+				_, err := e.store.Begin(context.Background(), s, "shared", fmt.Sprintf("fp-%d", i))
 				mu.Lock()
 				defer mu.Unlock()
 				switch {
@@ -475,31 +476,32 @@ func TestHoldExpiresAtTheInvocationDeadline(t *testing.T) {
 		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 		defer cancel()
 		first := ddbhistory.NewSession(alice)
-		if err := e.store.Begin(ctx, first, "k", "fp"); err != nil {
+		firstHold, err := e.store.Begin(ctx, first, "k", "fp")
+		if err != nil {
 			t.Fatal(err)
 		}
 		// The process dies holding the key. Until its invocation would have
 		// timed out, a retry is refused; soon after, it runs.
 		retry := ddbhistory.NewSession(alice)
 		e.now.advance(10 * time.Second)
-		if err := e.store.Begin(t.Context(), retry, "k", "fp"); !errors.Is(err, ddbhistory.ErrKeyInUse) {
+		if _, err := e.store.Begin(t.Context(), retry, "k", "fp"); !errors.Is(err, ddbhistory.ErrKeyInUse) {
 			t.Errorf("at the deadline: %v, want ErrKeyInUse", err)
 		}
 		e.now.advance(ddbhistory.HoldMargin + time.Second)
-		if err := e.store.Begin(t.Context(), retry, "k", "fp"); err != nil {
+		if _, err := e.store.Begin(t.Context(), retry, "k", "fp"); err != nil {
 			t.Errorf("after the deadline and the margin: %v", err)
 		}
 		// The dead invocation could not commit over the retry's hold.
-		if err := e.store.Commit(t.Context(), first, ddbhistory.Turn{Messages: turn(1), IdempotencyKey: "k", Fingerprint: "fp", Response: json.RawMessage(`1`)}); !errors.Is(err, ddbhistory.ErrConflict) {
+		if err := e.store.Commit(t.Context(), first, ddbhistory.Turn{Messages: turn(1), Hold: firstHold, Response: json.RawMessage(`1`)}); !errors.Is(err, ddbhistory.ErrConflict) {
 			t.Errorf("the first turn's late commit: %v, want ErrConflict", err)
 		}
 		// Without a deadline, a hold lasts DefaultHoldTTL.
 		other := ddbhistory.NewSession(alice)
-		if err := e.store.Begin(t.Context(), other, "k2", "fp"); err != nil {
+		if _, err := e.store.Begin(t.Context(), other, "k2", "fp"); err != nil {
 			t.Fatal(err)
 		}
 		e.now.advance(ddbhistory.DefaultHoldTTL - time.Second)
-		if err := e.store.Begin(t.Context(), retry, "k2", "fp"); !errors.Is(err, ddbhistory.ErrKeyInUse) {
+		if _, err := e.store.Begin(t.Context(), retry, "k2", "fp"); !errors.Is(err, ddbhistory.ErrKeyInUse) {
 			t.Errorf("a hold without a deadline, before DefaultHoldTTL: %v", err)
 		}
 	})
@@ -509,7 +511,8 @@ func TestCommitWhoseAnswerIsLost(t *testing.T) {
 	runBackends(t, func(t *testing.T, b backend) {
 		e := newEnv(t, b, ddbhistory.Config{})
 		sess := fill(t, e.store, alice, 2, 40)
-		if err := e.store.Begin(t.Context(), sess, "k", "fp"); err != nil {
+		hold, err := e.store.Begin(t.Context(), sess, "k", "fp")
+		if err != nil {
 			t.Fatal(err)
 		}
 		// The transaction lands, and the invocation's time runs out before
@@ -523,7 +526,7 @@ func TestCommitWhoseAnswerIsLost(t *testing.T) {
 		})
 		ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
 		defer cancel()
-		err := e.store.Commit(ctx, sess, ddbhistory.Turn{Messages: turn(1), IdempotencyKey: "k", Fingerprint: "fp", Response: json.RawMessage(`"stored"`)})
+		err = e.store.Commit(ctx, sess, ddbhistory.Turn{Messages: turn(1), Hold: hold, Response: json.RawMessage(`"stored"`)})
 		e.count.setLose(nil)
 		if !errors.Is(err, ddbhistory.ErrOutcomeUnknown) {
 			t.Fatalf("err = %v, want ErrOutcomeUnknown", err)
@@ -541,6 +544,39 @@ func TestCommitWhoseAnswerIsLost(t *testing.T) {
 		cancelDone()
 		if err := e.store.Commit(done, got, ddbhistory.Turn{Messages: turn(2)}); !errors.Is(err, context.Canceled) || errors.Is(err, ddbhistory.ErrOutcomeUnknown) {
 			t.Errorf("a commit whose context ended first: %v", err)
+		}
+	})
+}
+
+// TestDeleteWhoseAnswerIsLost: a delete whose tombstone lands after its
+// context ended says that its outcome is unknown, not that nothing changed,
+// and a second delete finishes it.
+func TestDeleteWhoseAnswerIsLost(t *testing.T) {
+	runBackends(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b, ddbhistory.Config{})
+		fill(t, e.store, alice, 4, 40)
+		e.count.setLose(func(op string, r *http.Request) error {
+			if op != "UpdateItem" {
+				return nil
+			}
+			<-r.Context().Done()
+			return r.Context().Err()
+		})
+		ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+		defer cancel()
+		err := e.store.Delete(ctx, alice)
+		e.count.setLose(nil)
+		if !errors.Is(err, ddbhistory.ErrOutcomeUnknown) {
+			t.Fatalf("err = %v, want ErrOutcomeUnknown", err)
+		}
+		if _, err := e.store.Load(t.Context(), alice, ""); !errors.Is(err, ddbhistory.ErrDeleting) {
+			t.Errorf("after the lost answer the session is %v, want ErrDeleting: the tombstone landed", err)
+		}
+		if err := e.store.Delete(t.Context(), alice); err != nil {
+			t.Errorf("the second delete: %v", err)
+		}
+		if n := countItems(t, e, "s#alice#chat-1"); n != 0 {
+			t.Errorf("%d items left", n)
 		}
 	})
 }

@@ -116,8 +116,10 @@ func partitionKey(k Key) string { return "s#" + k.Owner + "#" + k.ID }
 // across owners.
 func claimKey(id string) string { return "id#" + id }
 
+// messageKey is the sort key of message i, or of its first part.
 func messageKey(i int) string { return fmt.Sprintf("%s%0*d", skMessage, indexDigits, i) }
 
+// partKey is the sort key of a further part of message i.
 func partKey(i, part int) string { return fmt.Sprintf("%s#%03d", messageKey(i), part) }
 
 // parseMessageKey returns the message index and part of a message sort key.

@@ -99,6 +99,7 @@ var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$`)
 // ValidID reports whether id can name a session.
 func ValidID(id string) bool { return idPattern.MatchString(id) }
 
+// validate refuses a key that cannot name a session.
 func (k Key) validate() error {
 	switch {
 	case k.Owner == "" || len(k.Owner) > MaxOwnerBytes || !utf8.ValidString(k.Owner):
@@ -132,8 +133,6 @@ type Session struct {
 
 	incarnation  string // tells this session from an earlier one with its key
 	claimedUntil int64  // when the claim on the session id expires; 0 never
-	idemKey      string // the idempotency key this turn holds; see Begin
-	idemToken    string // and the token of the hold
 }
 
 // NewSession returns a session that does not exist yet, for a first commit.
@@ -318,6 +317,7 @@ func (ms *messageSet) window(from, count int, skipUnseen bool) ([]agent.Message,
 	return msgs, start, nil
 }
 
+// decodeMeta reads a session item, without its messages.
 func decodeMeta(key Key, it item) (*Session, error) {
 	sess := &Session{
 		Key:          key,
@@ -362,6 +362,7 @@ const (
 	stateDeleting
 )
 
+// sessionState tells what a session item, which may be nil, stands for.
 func sessionState(meta item, now time.Time) liveness {
 	switch {
 	case meta == nil || expired(meta, now):
@@ -380,6 +381,7 @@ func lastKeyOf(i int) string { return messageKey(i) + "#~" }
 // maxIdempotencyKey bounds idempotency keys, which become sort keys.
 const maxIdempotencyKey = 256
 
+// validIdempotencyKey refuses a key that cannot be stored; "" is valid.
 func validIdempotencyKey(k string) error {
 	if len(k) > maxIdempotencyKey || !utf8.ValidString(k) {
 		return invalidArgument("an idempotency key must be at most %d bytes of UTF-8", maxIdempotencyKey)
@@ -387,6 +389,7 @@ func validIdempotencyKey(k string) error {
 	return nil
 }
 
+// validate refuses a nil session or one with an invalid key.
 func (sess *Session) validate() error {
 	if sess == nil {
 		return invalidArgument("nil session")
@@ -512,6 +515,8 @@ func checkTransaction(sizes []int) error {
 	return nil
 }
 
+// newIncarnation returns a random token, for incarnations, holds, writers
+// and transactions' request tokens.
 func newIncarnation() string {
 	var b [8]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read does not fail

@@ -284,10 +284,11 @@ func TestIdempotentReplay(t *testing.T) {
 		e := newEnv(t, b, ddbhistory.Config{})
 		sess := fill(t, e.store, alice, 4, 40)
 		response := json.RawMessage(`{"text":"answer 9"}`)
-		if err := e.store.Begin(t.Context(), sess, "req-1", "fp-1"); err != nil {
+		hold, err := e.store.Begin(t.Context(), sess, "req-1", "fp-1")
+		if err != nil {
 			t.Fatal(err)
 		}
-		if err := e.store.Commit(t.Context(), sess, ddbhistory.Turn{Messages: turn(9), IdempotencyKey: "req-1", Fingerprint: "fp-1", Response: response}); err != nil {
+		if err := e.store.Commit(t.Context(), sess, ddbhistory.Turn{Messages: turn(9), Hold: hold, Response: response}); err != nil {
 			t.Fatal(err)
 		}
 		e.count.reset()
@@ -312,11 +313,11 @@ func TestIdempotentReplay(t *testing.T) {
 		}
 		// A retry that runs anyway can neither hold the key nor store a turn.
 		var inUse *ddbhistory.KeyInUseError
-		if err := e.store.Begin(t.Context(), other, "req-1", "fp-1"); !errors.As(err, &inUse) || !inUse.Committed || inUse.Fingerprint != "fp-1" {
+		if _, err := e.store.Begin(t.Context(), other, "req-1", "fp-1"); !errors.As(err, &inUse) || !inUse.Committed || inUse.Fingerprint != "fp-1" {
 			t.Errorf("Begin on a used key: %v", err)
 		}
-		if err := e.store.Commit(t.Context(), other, ddbhistory.Turn{Messages: turn(1), IdempotencyKey: "req-1", Response: json.RawMessage(`{}`)}); !errors.Is(err, ddbhistory.ErrConflict) {
-			t.Errorf("second commit with the key: %v, want ErrConflict", err)
+		if err := e.store.Commit(t.Context(), other, ddbhistory.Turn{Messages: turn(1), Hold: hold, Response: json.RawMessage(`{}`)}); !errors.Is(err, ddbhistory.ErrConflict) {
+			t.Errorf("second commit with the spent hold: %v, want ErrConflict", err)
 		}
 		page, err := e.store.Transcript(t.Context(), alice, "", 100)
 		if err != nil {
@@ -332,34 +333,40 @@ func TestIdempotencyHolds(t *testing.T) {
 	runBackends(t, func(t *testing.T, b backend) {
 		e := newEnv(t, b, ddbhistory.Config{})
 		first, second := ddbhistory.NewSession(alice), ddbhistory.NewSession(alice)
-		if err := e.store.Begin(t.Context(), first, "k", "fp-a"); err != nil {
+		firstHold, err := e.store.Begin(t.Context(), first, "k", "fp-a")
+		if err != nil {
 			t.Fatal(err)
 		}
 		// While the first request runs, a retry is refused, and told whose.
 		var inUse *ddbhistory.KeyInUseError
-		if err := e.store.Begin(t.Context(), second, "k", "fp-b"); !errors.As(err, &inUse) || inUse.Committed || inUse.Fingerprint != "fp-a" {
+		if _, err := e.store.Begin(t.Context(), second, "k", "fp-b"); !errors.As(err, &inUse) || inUse.Committed || inUse.Fingerprint != "fp-a" {
 			t.Errorf("Begin on a held key: %v", err)
 		}
 		// A failed turn releases the key, and the retry may run.
-		if err := e.store.Release(t.Context(), first); err != nil {
+		if err := e.store.Release(t.Context(), firstHold); err != nil {
 			t.Fatal(err)
 		}
-		if err := e.store.Begin(t.Context(), second, "k", "fp-b"); err != nil {
+		if _, err := e.store.Begin(t.Context(), second, "k", "fp-b"); err != nil {
 			t.Errorf("Begin after Release: %v", err)
 		}
 		// Releasing a hold that is not ours does nothing.
-		if err := e.store.Release(t.Context(), first); err != nil {
+		if err := e.store.Release(t.Context(), firstHold); err != nil {
 			t.Errorf("second Release: %v", err)
 		}
-		if err := e.store.Begin(t.Context(), first, "k", "fp-a"); !errors.Is(err, ddbhistory.ErrKeyInUse) {
+		if _, err := e.store.Begin(t.Context(), first, "k", "fp-a"); !errors.Is(err, ddbhistory.ErrKeyInUse) {
 			t.Errorf("the other hold was freed: %v", err)
 		}
 		// A hold whose process died expires.
 		e.now.advance(ddbhistory.DefaultHoldTTL + time.Second)
-		if err := e.store.Begin(t.Context(), first, "k", "fp-a"); err != nil {
-			t.Errorf("Begin after the hold expired: %v", err)
+		hold, err := e.store.Begin(t.Context(), first, "k", "fp-a")
+		if err != nil {
+			t.Fatalf("Begin after the hold expired: %v", err)
 		}
-		if err := e.store.Commit(t.Context(), first, ddbhistory.Turn{Messages: turn(0), IdempotencyKey: "k", Fingerprint: "fp-a", Response: json.RawMessage(`1`)}); err != nil {
+		// A hold is for the session it was taken for.
+		if err := e.store.Commit(t.Context(), ddbhistory.NewSession(ddbhistory.Key{Owner: "bob", ID: alice.ID}), ddbhistory.Turn{Messages: turn(0), Hold: hold}); !errors.Is(err, ddbhistory.ErrInvalid) {
+			t.Errorf("Commit with another session's hold: %v", err)
+		}
+		if err := e.store.Commit(t.Context(), first, ddbhistory.Turn{Messages: turn(0), Hold: hold, Response: json.RawMessage(`1`)}); err != nil {
 			t.Errorf("Commit replacing its own hold: %v", err)
 		}
 	})
@@ -369,7 +376,7 @@ func TestIdempotencyKeyExpires(t *testing.T) {
 	runBackends(t, func(t *testing.T, b backend) {
 		e := newEnv(t, b, ddbhistory.Config{IdempotencyTTL: time.Hour})
 		sess := ddbhistory.NewSession(alice)
-		if err := e.store.Commit(t.Context(), sess, ddbhistory.Turn{Messages: turn(0), IdempotencyKey: "k", Response: json.RawMessage(`1`)}); err != nil {
+		if err := e.store.Commit(t.Context(), sess, ddbhistory.Turn{Messages: turn(0), Hold: mustBegin(t, e.store, sess, "k"), Response: json.RawMessage(`1`)}); err != nil {
 			t.Fatal(err)
 		}
 		e.now.advance(2 * time.Hour)
@@ -381,7 +388,7 @@ func TestIdempotencyKeyExpires(t *testing.T) {
 			t.Errorf("expired key replayed %s", got.Replay.Response)
 		}
 		// And the key may be used again.
-		if err := e.store.Commit(t.Context(), got, ddbhistory.Turn{Messages: turn(1), IdempotencyKey: "k", Response: json.RawMessage(`2`)}); err != nil {
+		if err := e.store.Commit(t.Context(), got, ddbhistory.Turn{Messages: turn(1), Hold: mustBegin(t, e.store, got, "k"), Response: json.RawMessage(`2`)}); err != nil {
 			t.Errorf("reusing an expired key: %v", err)
 		}
 	})
@@ -391,7 +398,7 @@ func TestExpiry(t *testing.T) {
 	runBackends(t, func(t *testing.T, b backend) {
 		e := newEnv(t, b, ddbhistory.Config{TTL: time.Hour})
 		sess := ddbhistory.NewSession(alice)
-		if err := e.store.Commit(t.Context(), sess, ddbhistory.Turn{Messages: turn(0), IdempotencyKey: "k", Response: json.RawMessage(`"old"`)}); err != nil {
+		if err := e.store.Commit(t.Context(), sess, ddbhistory.Turn{Messages: turn(0), Hold: mustBegin(t, e.store, sess, "k"), Response: json.RawMessage(`"old"`)}); err != nil {
 			t.Fatal(err)
 		}
 		// Messages are kept an hour after they were written; each commit
@@ -451,7 +458,7 @@ func TestDeleteRemovesEverything(t *testing.T) {
 			{Role: agent.RoleUser, Content: []agent.ContentBlock{agent.Text("a big one"), {Image: &agent.ImageBlock{Format: "png", Source: agent.Source{Bytes: randomBytes(900_000)}}}}},
 			agent.AssistantText("seen"),
 		}
-		if err := e.store.Commit(t.Context(), sess, ddbhistory.Turn{Messages: big, IdempotencyKey: "k", Response: json.RawMessage(`{}`)}); err != nil {
+		if err := e.store.Commit(t.Context(), sess, ddbhistory.Turn{Messages: big, Hold: mustBegin(t, e.store, sess, "k"), Response: json.RawMessage(`{}`)}); err != nil {
 			t.Fatal(err)
 		}
 		bob := ddbhistory.Key{Owner: "bob", ID: "chat-2"}

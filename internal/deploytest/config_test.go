@@ -260,7 +260,7 @@ func (r *resolver) environment(t *testing.T, id string) map[string]string {
 // variables it asked for.
 func readConfig(env map[string]string) (*app.Config, []string, error) {
 	var read []string
-	c, err := app.FromEnv(func(name string) string {
+	c, err := app.ConfigFromEnv(func(name string) string {
 		read = append(read, name)
 		return env[name]
 	})

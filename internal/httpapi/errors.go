@@ -8,6 +8,7 @@ import (
 
 	"github.com/lambda-agent/lambda-agent/internal/agent"
 	"github.com/lambda-agent/lambda-agent/internal/ddbhistory"
+	"github.com/lambda-agent/lambda-agent/internal/turn"
 )
 
 // Error is an answer other than success: an HTTP status and the body
@@ -22,6 +23,8 @@ type Error struct {
 	RetryAfter int `json:"-"`
 	// err is the cause, for the log; callers never see it.
 	err error
+	// allow lists the methods of a path, for a 405's Allow header.
+	allow []string
 }
 
 func (e *Error) Error() string { return fmt.Sprintf("%d %s: %s", e.Status, e.Code, e.Message) }
@@ -33,6 +36,10 @@ func badRequest(code, format string, args ...any) *Error {
 	return &Error{Status: http.StatusBadRequest, Code: code, Message: fmt.Sprintf(format, args...)}
 }
 
+// errDeleting marks the errors of a DELETE, whose unknown outcome is told
+// apart from a turn's.
+var errDeleting = errors.New("deleting a session")
+
 // retryAfter is what 429 and 503 answers ask clients to wait, in seconds.
 const retryAfter = 5
 
@@ -42,6 +49,14 @@ func errorFor(err error) *Error {
 	var e *Error
 	if errors.As(err, &e) {
 		return e
+	}
+	switch {
+	case errors.Is(err, turn.ErrKeyReused):
+		return &Error{Status: http.StatusUnprocessableEntity, Code: "idempotency_key_reused", Message: "this Idempotency-Key was used for a different request; use a new key for a new request", err: err}
+	case errors.Is(err, turn.ErrInProgress):
+		return &Error{Status: http.StatusConflict, Code: "in_progress", Message: "a request with this Idempotency-Key is still running; retry shortly to get its response", RetryAfter: 2, err: err}
+	case errors.Is(err, turn.ErrReplayGone):
+		return &Error{Status: http.StatusNotFound, Code: "not_found", Message: "the request with this Idempotency-Key was answered, but the session it went to has been deleted since", err: err}
 	}
 	var (
 		ie *agent.InputError
@@ -69,12 +84,16 @@ func errorFor(err error) *Error {
 		return &Error{Status: http.StatusBadGateway, Code: "stream_interrupted", Message: "the model's answer broke off after part of it was sent, so it was not retried; nothing was saved, and the message can be sent again", err: err}
 	case errors.Is(err, agent.ErrContextOverflow):
 		return &Error{Status: http.StatusRequestEntityTooLarge, Code: "context_overflow", Message: "the conversation no longer fits the model's context window, even reduced; start a new session or send less", err: err}
+	case errors.Is(err, ddbhistory.ErrOutcomeUnknown) && errors.Is(err, errDeleting):
+		return &Error{Status: http.StatusGatewayTimeout, Code: "outcome_unknown", Message: "the invocation ran out of time while the session was being deleted, so it may or may not be deleted; send the DELETE again to finish it", err: err}
 	case errors.Is(err, ddbhistory.ErrOutcomeUnknown):
 		return &Error{Status: http.StatusGatewayTimeout, Code: "outcome_unknown", Message: "the invocation ran out of time while the turn was being saved, so it may or may not be stored; retry with the same Idempotency-Key to get the stored answer, or GET the session to see", err: err}
 	case errors.Is(err, ddbhistory.ErrDeleteUnfinished):
 		return &Error{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "the session is deleted, but removing its items did not finish; send the DELETE again to finish it", RetryAfter: retryAfter, err: err}
 	case errors.Is(err, agent.ErrDeadline), errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
-		return &Error{Status: http.StatusGatewayTimeout, Code: "timeout", Message: "the invocation ran out of time before the turn finished; nothing was saved, so the request can be retried", err: err}
+		// Every write that may land past its deadline is ErrOutcomeUnknown,
+		// above; what is left ended before anything was written.
+		return &Error{Status: http.StatusGatewayTimeout, Code: "timeout", Message: "the invocation ran out of time before the request finished; nothing was saved, so it can be retried", err: err}
 	case errors.As(err, &me) && me.Kind == agent.KindThrottled:
 		return &Error{Status: http.StatusTooManyRequests, Code: "throttled", Message: "the model is throttling requests; retry later", RetryAfter: retryAfter, err: err}
 	case errors.As(err, &me):

@@ -5,6 +5,8 @@ import (
 	"encoding/base64"
 	"errors"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +16,9 @@ import (
 	"github.com/lambda-agent/lambda-agent/internal/conversetest"
 	"github.com/lambda-agent/lambda-agent/internal/ddbhistory"
 	"github.com/lambda-agent/lambda-agent/internal/httpapi"
+	"github.com/lambda-agent/lambda-agent/internal/lambdahttp"
+	"github.com/lambda-agent/lambda-agent/internal/testkit"
+	"github.com/lambda-agent/lambda-agent/internal/turn"
 )
 
 // png is the smallest valid-looking image body; the stand-in checks only
@@ -41,7 +46,7 @@ func TestBadInputGets4xxAndChangesNothing(t *testing.T) {
 		{"empty body", request{route: "chat-new.json", body: ``}, 400, "invalid_json", "empty"},
 		{"trailing data", request{route: "chat-new.json", body: `{"session_id":"victim","message":"x"} {}`}, 400, "invalid_json", "after the JSON value"},
 		{"unknown field", request{route: "chat-new.json", body: `{"session_id":"victim","mesage":"x"}`}, 400, "invalid_json", `unknown field "mesage"`},
-		{"wrong type", request{route: "chat-new.json", body: `{"session_id":"victim","message":42}`}, 400, "invalid_json", "message must be string"},
+		{"wrong type", request{route: "chat-new.json", body: `{"session_id":"victim","message":42}`}, 400, "invalid_json", "message must be a string, not a number"},
 		{"missing message", request{route: "chat-new.json", body: `{"session_id":"victim"}`}, 400, "invalid_request", "message is required"},
 		{"blank message", request{route: "chat-new.json", body: `{"session_id":"victim","message":" \n\t "}`}, 400, "invalid_request", "blank"},
 		{"message and content", request{route: "chat-new.json", body: `{"session_id":"victim","message":"x","content":[{"text":"y"}]}`}, 400, "invalid_request", "not both"},
@@ -90,12 +95,12 @@ func TestRoutes(t *testing.T) {
 	a := newAPI(t, nil)
 	e := fixture(t, "chat-new.json")
 	e.RouteKey, e.RawPath, e.RequestContext.HTTP.Method = "$default", "/nowhere", "GET"
-	r := a.serve(t, a.h.Chat, e)
+	r := a.serve(t, a.chatFn, e)
 	if r.StatusCode != 404 || !strings.Contains(r.Body, "no_route") {
 		t.Errorf("unknown path: %d %s", r.StatusCode, r.Body)
 	}
 	e.RawPath, e.RequestContext.HTTP.Method = "/chat", "PUT"
-	r = a.serve(t, a.h.Chat, e)
+	r = a.serve(t, a.chatFn, e)
 	if r.StatusCode != 405 || !strings.Contains(r.Body, "use POST") {
 		t.Errorf("wrong method: %d %s", r.StatusCode, r.Body)
 	}
@@ -103,23 +108,23 @@ func TestRoutes(t *testing.T) {
 	// says where a request goes, session id included.
 	e = fixture(t, "session-get.json")
 	e.RouteKey, e.PathParameters = "", nil
-	r = a.serve(t, a.h.Chat, e)
+	r = a.serve(t, a.chatFn, e)
 	if r.StatusCode != 404 || !strings.Contains(r.Body, "session not found") {
 		t.Errorf("routing by path: %d %s", r.StatusCode, r.Body)
 	}
 	// The structured function serves only its route.
-	r = a.serve(t, a.h.Structured, fixture(t, "chat-new.json"))
+	r = a.serve(t, a.structuredFn, fixture(t, "chat-new.json"))
 	if r.StatusCode != 404 {
 		t.Errorf("chat route on the structured function: %d", r.StatusCode)
 	}
 	// A body API Gateway base64-encoded is decoded.
 	e = fixture(t, "chat-continue.json")
 	e.Body, e.IsBase64Encoded = base64.StdEncoding.EncodeToString([]byte(e.Body)), true
-	if r := a.serve(t, a.h.Chat, e); r.StatusCode != 200 {
+	if r := a.serve(t, a.chatFn, e); r.StatusCode != 200 {
 		t.Errorf("base64 body: %d %s", r.StatusCode, r.Body)
 	}
 	e.Body = "###"
-	if r := a.serve(t, a.h.Chat, e); r.StatusCode != 400 || !strings.Contains(r.Body, "base64") {
+	if r := a.serve(t, a.chatFn, e); r.StatusCode != 400 || !strings.Contains(r.Body, "base64") {
 		t.Errorf("bad base64 body: %d %s", r.StatusCode, r.Body)
 	}
 }
@@ -202,38 +207,115 @@ func TestUpstreamFailures(t *testing.T) {
 }
 
 // panicky is an agent with a bug.
-type panicky struct{ httpapi.Agent }
+type panicky struct{ turn.Agent }
 
 func (panicky) Run(context.Context, *agent.Conversation, []agent.ContentBlock) (*agent.Result, error) {
 	panic("nil pointer somewhere")
 }
 
 // failingStore is a store whose backend is down.
-type failingStore struct{ httpapi.Store }
+type failingStore struct{ turn.Store }
 
 func (failingStore) Load(context.Context, ddbhistory.Key, string) (*ddbhistory.Session, error) {
 	return nil, errors.New("dial tcp: connection refused")
 }
 
 var (
-	_ httpapi.Agent = panicky{}
-	_ httpapi.Store = failingStore{}
+	_ turn.Agent = panicky{}
+	_ turn.Store = failingStore{}
 )
 
 func TestBugsAnd500(t *testing.T) {
 	a := newAPI(t, nil)
 	quiet := slog.New(slog.DiscardHandler)
-	h, err := httpapi.New(httpapi.Config{Agent: panicky{}, Store: a.store, Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
+	serve := func(store turn.Store, sessions httpapi.Sessions) events.APIGatewayV2HTTPResponse {
+		t.Helper()
+		turns, err := turn.New(store, panicky{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := httpapi.New(httpapi.Config{Turns: turns, Sessions: sessions, Logger: quiet})
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := lambdahttp.Wrap(h)(t.Context(), fixture(t, "chat-new.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
 	}
-	resp, err := h.Chat(t.Context(), fixture(t, "chat-new.json"))
-	if err != nil || resp.StatusCode != 500 || !strings.Contains(resp.Body, `"code":"internal"`) || strings.Contains(resp.Body, "nil pointer") {
-		t.Errorf("panic: %d %s %v", resp.StatusCode, resp.Body, err)
+	resp := serve(a.store, a.store)
+	if resp.StatusCode != 500 || !strings.Contains(resp.Body, `"code":"internal"`) || strings.Contains(resp.Body, "nil pointer") {
+		t.Errorf("panic: %d %s", resp.StatusCode, resp.Body)
 	}
-	h, _ = httpapi.New(httpapi.Config{Agent: panicky{}, Store: failingStore{}, Logger: quiet})
-	resp, _ = h.Chat(t.Context(), fixture(t, "chat-new.json"))
+	resp = serve(failingStore{}, a.store)
 	if resp.StatusCode != 503 || resp.Headers["Retry-After"] == "" || strings.Contains(resp.Body, "connection refused") {
 		t.Errorf("store down: %d %s", resp.StatusCode, resp.Body)
+	}
+}
+
+// TestMessagesSpeakJSON: a body of the wrong shape is answered in JSON's
+// terms, naming the field that was sent and the JSON type it must be, never
+// a Go type.
+func TestMessagesSpeakJSON(t *testing.T) {
+	a := newAPI(t, nil)
+	tests := []struct {
+		route, body, want string
+	}{
+		{"chat-new.json", `[1,2]`, "the body must be an object, not an array"},
+		{"chat-new.json", `{"content":"look"}`, "content must be an array, not a string"},
+		{"chat-new.json", `{"content":[{"image":{"format":"png","source":{"bytes":7}}}]}`, "image.source.bytes must be a base64 string, not a number"},
+		{"chat-new.json", `{"session_id":["a"],"message":"hi"}`, "session_id must be a string, not an array"},
+		{"chat-new.json", `{"message":""}`, "message is blank"},
+		{"structured.json", `{"prompt":"","schema":{"type":"object"}}`, "prompt is blank"},
+		{"structured.json", `{"prompt":true,"schema":{"type":"object"}}`, "prompt must be a string, not true or false"},
+		{"structured.json", `{"schema":{"type":"object"}}`, "prompt is required"},
+	}
+	for _, tt := range tests {
+		r := a.invoke(t, request{route: tt.route, body: tt.body})
+		msg := r.errorMessage()
+		if r.status != 400 || !strings.Contains(msg, tt.want) {
+			t.Errorf("%s: %d %q, want 400 containing %q", tt.body, r.status, msg, tt.want)
+		}
+		for _, goName := range []string{"httpapi.", "json.", "[]", "agent.", "struct", "Go value"} {
+			if strings.Contains(msg, goName) {
+				t.Errorf("%s: the message shows Go's %q: %s", tt.body, goName, msg)
+			}
+		}
+	}
+}
+
+// loseUpdates is a DynamoDB transport whose UpdateItem answers never come:
+// the request lands, and the caller waits until its context ends.
+type loseUpdates struct{ next http.RoundTripper }
+
+func (l loseUpdates) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := l.next.RoundTrip(r)
+	if err == nil && strings.HasSuffix(r.Header.Get("X-Amz-Target"), ".UpdateItem") {
+		resp.Body.Close()
+		<-r.Context().Done()
+		return nil, r.Context().Err()
+	}
+	return resp, err
+}
+
+// TestDeleteOutOfTime: a DELETE whose time runs out while the session is
+// being deleted says that its outcome is unknown, and a second one
+// finishes it.
+func TestDeleteOutOfTime(t *testing.T) {
+	s := testkit.Start(t, testkit.Options{DynamoDB: func(next http.RoundTripper) http.RoundTripper { return loseUpdates{next} }})
+	direct := s.DirectStore()
+	sess := ddbhistory.NewSession(ddbhistory.Key{Owner: "anonymous", ID: "doomed"})
+	if err := direct.Commit(t.Context(), sess, ddbhistory.Turn{Messages: []agent.Message{agent.UserText("hi"), agent.AssistantText("hello")}}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), turn.StoreMargin+300*time.Millisecond)
+	defer cancel()
+	w := s.Serve(httptest.NewRequestWithContext(ctx, http.MethodDelete, "/sessions/doomed", nil))
+	if w.Code != 504 || !strings.Contains(w.Body.String(), `"code":"outcome_unknown"`) || !strings.Contains(w.Body.String(), "DELETE again") {
+		t.Errorf("DELETE out of time: %d %s", w.Code, w.Body)
+	}
+	if err := direct.Delete(t.Context(), sess.Key); err != nil {
+		t.Errorf("the second DELETE: %v", err)
 	}
 }

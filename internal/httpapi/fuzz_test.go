@@ -47,9 +47,9 @@ func FuzzChatBody(f *testing.F) {
 	a := newAPI(f, nil)
 	chat, structured := fixture(f, "chat-new.json"), fixture(f, "structured.json")
 	f.Fuzz(func(t *testing.T, body, idemKey string, toStructured bool) {
-		e, serve := chat, a.h.Chat
+		e, serve := chat, a.chatFn
 		if toStructured {
-			e, serve = structured, a.h.Structured
+			e, serve = structured, a.structuredFn
 		}
 		e.Body = body
 		e.Headers = map[string]string{"content-type": "application/json", "idempotency-key": idemKey}
@@ -77,7 +77,7 @@ func FuzzEvent(f *testing.F) {
 		if json.Unmarshal(raw, &e) != nil {
 			t.Skip("not an event: the Lambda runtime would refuse it before the handler")
 		}
-		for _, serve := range []func(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error){a.h.Chat, a.h.Structured} {
+		for _, serve := range []func(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error){a.chatFn, a.structuredFn} {
 			ctx, cancel := fuzzContext()
 			resp, err := serve(ctx, e)
 			cancel()
@@ -105,7 +105,7 @@ func FuzzStreamBody(f *testing.F) {
 		ctx, cancel := fuzzContext()
 		defer cancel()
 		w := httptest.NewRecorder()
-		a.h.ChatStream(w, req.WithContext(ctx))
+		a.stream.ServeHTTP(w, req.WithContext(ctx))
 		switch {
 		case w.Code == http.StatusOK:
 			out := w.Body.String()

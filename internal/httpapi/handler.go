@@ -13,44 +13,74 @@ import (
 	"strings"
 	"time"
 
-	"github.com/aws/aws-lambda-go/events"
 	"github.com/lambda-agent/lambda-agent/internal/agent"
 	"github.com/lambda-agent/lambda-agent/internal/ddbhistory"
+	"github.com/lambda-agent/lambda-agent/internal/turn"
 )
 
-// Store is the session store, as the handlers use it. *ddbhistory.Store
-// implements it; its errors are the ddbhistory sentinels and types. It must
-// be safe for concurrent use: one Handler serves concurrent requests, and a
-// Session is used by one request at a time.
-type Store interface {
-	Load(ctx context.Context, key ddbhistory.Key, idempotencyKey string) (*ddbhistory.Session, error)
-	Begin(ctx context.Context, sess *ddbhistory.Session, idempotencyKey, fingerprint string) error
-	Release(ctx context.Context, sess *ddbhistory.Session) error
-	Commit(ctx context.Context, sess *ddbhistory.Session, turn ddbhistory.Turn) error
+// Turns runs turns. *turn.Service implements it; its errors are the turn
+// package's, the agent's and the store's.
+type Turns interface {
+	Chat(ctx context.Context, c turn.Chat) (*turn.Outcome[turn.ChatAnswer], error)
+	Structured(ctx context.Context, s turn.Structured) (*turn.Outcome[turn.StructuredAnswer], error)
+}
+
+// Sessions is the session store, as the session routes use it.
+// *ddbhistory.Store implements it; its errors are the ddbhistory sentinels
+// and types. It must be safe for concurrent use.
+type Sessions interface {
 	Transcript(ctx context.Context, key ddbhistory.Key, cursor string, limit int) (*ddbhistory.Page, error)
 	List(ctx context.Context, owner, cursor string, limit int) (*ddbhistory.SessionList, error)
 	Delete(ctx context.Context, key ddbhistory.Key) error
 }
 
-// Agent runs turns. *agent.Agent implements it. It must be safe for
-// concurrent use, and leave the Conversation it is given unchanged; its
-// errors are the agent sentinels and types.
-type Agent interface {
-	Run(ctx context.Context, conv *agent.Conversation, input []agent.ContentBlock) (*agent.Result, error)
-	Stream(ctx context.Context, conv *agent.Conversation, input []agent.ContentBlock, emit func(agent.Event)) (*agent.Result, error)
-	Structured(ctx context.Context, conv *agent.Conversation, req agent.StructuredRequest) (*agent.StructuredResult, error)
-}
-
 var (
-	_ Store = (*ddbhistory.Store)(nil)
-	_ Agent = (*agent.Agent)(nil)
+	_ Turns    = (*turn.Service)(nil)
+	_ Sessions = (*ddbhistory.Store)(nil)
+)
+
+// Routes chooses the routes a Handler serves: each function serves its own,
+// and the local run serves them all.
+type Routes uint8
+
+// The route sets.
+const (
+	// ChatRoutes: POST /chat, GET /sessions, and GET and DELETE
+	// /sessions/{sessionId}; the chat function.
+	ChatRoutes Routes = 1 << iota
+	// StructuredRoutes: POST /structured; the structured function.
+	StructuredRoutes
+	// StreamRoutes: POST /chat/stream, the streamed chat.
+	StreamRoutes
+	// FunctionURLRoutes: the stream function's URL, which streams a POST to
+	// any path, and serves the session routes of ChatRoutes. Callers that
+	// sign with IAM own their sessions as iam:<ARN>, which the HTTP API's
+	// routes cannot reach; this is where such a caller lists, reloads and
+	// deletes them.
+	FunctionURLRoutes
+)
+
+// AllRoutes is what the local run serves.
+const AllRoutes = ChatRoutes | StructuredRoutes | StreamRoutes
+
+// The routes, as ServeMux patterns and as API Gateway's route keys.
+const (
+	RouteChat          = "POST /chat"
+	RouteChatStream    = "POST /chat/stream"
+	RouteListSessions  = "GET /sessions"
+	RouteGetSession    = "GET /sessions/{sessionId}"
+	RouteDeleteSession = "DELETE /sessions/{sessionId}"
+	RouteStructured    = "POST /structured"
+	routeURLStream     = "POST /"
 )
 
 // Config configures a Handler.
 type Config struct {
-	Agent Agent
-	Store Store
-	// RequireAuth makes requests without JWT claims fail with 401 rather
+	Turns    Turns
+	Sessions Sessions
+	// Routes are the routes to serve; 0 means AllRoutes.
+	Routes Routes
+	// RequireAuth makes requests without an identity fail with 401 rather
 	// than belong to the owner "anonymous".
 	RequireAuth bool
 	// CompileSchema compiles the schema of a structured request; schema.Compile
@@ -66,56 +96,57 @@ type Config struct {
 // DefaultMaxMessageBytes is the default limit on a turn's input.
 const DefaultMaxMessageBytes = 256 << 10
 
-// Handler answers API Gateway HTTP API (payload 2.0) requests for the chat
-// and structured functions. It is safe for concurrent use.
+// Handler is the HTTP API: one http.Handler, a ServeMux of the configured
+// routes. Every error is a JSON body {"error":{"code","message"}}, unknown
+// routes and wrong methods included. It is safe for concurrent use.
 type Handler struct {
 	cfg Config
+	mux *http.ServeMux
 }
+
+var _ http.Handler = (*Handler)(nil)
 
 // New returns a Handler.
 func New(cfg Config) (*Handler, error) {
-	if cfg.Agent == nil || cfg.Store == nil {
-		return nil, errors.New("httpapi: Agent and Store are required")
+	if cfg.Turns == nil || cfg.Sessions == nil {
+		return nil, errors.New("httpapi: Turns and Sessions are required")
 	}
 	if cfg.MaxMessageBytes < 0 {
 		return nil, fmt.Errorf("httpapi: MaxMessageBytes %d is negative", cfg.MaxMessageBytes)
 	}
 	cfg.MaxMessageBytes = cmp.Or(cfg.MaxMessageBytes, DefaultMaxMessageBytes)
+	cfg.Routes = cmp.Or(cfg.Routes, AllRoutes)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Handler{cfg: cfg}, nil
+	h := &Handler{cfg: cfg, mux: http.NewServeMux()}
+	if cfg.Routes&(ChatRoutes|FunctionURLRoutes) != 0 {
+		h.handle(RouteListSessions, h.listSessions)
+		h.handle(RouteGetSession, h.getSession)
+		h.handle(RouteDeleteSession, h.deleteSession)
+	}
+	if cfg.Routes&ChatRoutes != 0 {
+		h.handle(RouteChat, h.chat)
+	}
+	if cfg.Routes&StructuredRoutes != 0 {
+		h.handle(RouteStructured, h.structured)
+	}
+	if cfg.Routes&StreamRoutes != 0 {
+		h.mux.HandleFunc(RouteChatStream, h.chatStream)
+	}
+	if cfg.Routes&FunctionURLRoutes != 0 {
+		h.mux.HandleFunc(routeURLStream, h.chatStream)
+	}
+	h.handle("/", h.noRoute)
+	return h, nil
 }
 
-// The routes, as API Gateway names them in RouteKey.
-const (
-	RouteChat          = "POST /chat"
-	RouteListSessions  = "GET /sessions"
-	RouteGetSession    = "GET /sessions/{sessionId}"
-	RouteDeleteSession = "DELETE /sessions/{sessionId}"
-	RouteStructured    = "POST /structured"
-)
-
-// Chat is the chat function's handler: POST /chat, GET /sessions, and GET
-// and DELETE /sessions/{sessionId}. It never returns an error: every outcome is an
-// HTTP response.
-func (h *Handler) Chat(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
-	return h.serve(ctx, &req, map[string]route{
-		RouteChat:          h.chat,
-		RouteListSessions:  h.listSessions,
-		RouteGetSession:    h.getSession,
-		RouteDeleteSession: h.deleteSession,
-	}), nil
-}
-
-// Structured is the structured function's handler: POST /structured.
-func (h *Handler) Structured(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
-	return h.serve(ctx, &req, map[string]route{RouteStructured: h.structured}), nil
-}
+// ServeHTTP implements http.Handler.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
 
 // route serves one route. It returns the status and body of a success, or
 // an error; the log record collects what the line at the edge reports.
-type route func(ctx context.Context, req *events.APIGatewayV2HTTPRequest, rec *record) (int, []byte, error)
+type route func(r *http.Request, rec *record) (int, []byte, error)
 
 // record is what the request's log line says.
 type record struct {
@@ -126,101 +157,99 @@ type record struct {
 	err       error  // the cause of a failure, which callers do not see
 }
 
-// serve routes a request, turns errors and panics into answers, and logs one
-// line for it.
-func (h *Handler) serve(ctx context.Context, req *events.APIGatewayV2HTTPRequest, routes map[string]route) (resp events.APIGatewayV2HTTPResponse) {
-	start := time.Now()
-	key := routeKey(req)
-	rec := &record{}
-	defer func() {
-		if v := recover(); v != nil {
-			rec.err = fmt.Errorf("panic: %v\n%s", v, debug.Stack())
-			resp = errorResponse(&Error{Status: http.StatusInternalServerError, Code: "internal", Message: "an internal error occurred"}, rec)
-		}
-		h.log(ctx, key, resp.StatusCode, rec, time.Since(start))
-	}()
-
-	serve, ok := routes[key]
-	if !ok {
-		return errorResponse(h.noRoute(req, key, routes), rec)
+// noteCost keeps in rec what a failed turn did, whose tokens are billed too.
+func (rec *record) noteCost(err error) {
+	var te *agent.TurnError
+	var ce *turn.CommitError
+	switch {
+	case errors.As(err, &ce):
+		rec.result = ce.Result
+	case errors.As(err, &te):
+		rec.result = &agent.Result{Usage: te.Usage, Metrics: te.Metrics}
 	}
-	status, body, err := serve(ctx, req, rec)
-	if err != nil {
-		var te *agent.TurnError
-		if errors.As(err, &te) { // a failed turn's tokens are billed too
-			rec.result = &agent.Result{Usage: te.Usage, Metrics: te.Metrics}
-		}
-		return errorResponse(errorFor(err), rec)
-	}
-	rec.outcome = "ok"
-	resp = events.APIGatewayV2HTTPResponse{StatusCode: status, Headers: map[string]string{}}
-	if body != nil {
-		resp.Headers["Content-Type"] = "application/json"
-		resp.Body = string(body)
-	}
-	if rec.replayed {
-		resp.Headers["Idempotent-Replayed"] = "true"
-	}
-	return resp
 }
 
-// routeKey returns the request's route: API Gateway's RouteKey, or, for
-// events that have none (a $default route, a hand-written event), one made
-// from the method and path.
-func routeKey(req *events.APIGatewayV2HTTPRequest) string {
-	if req.RouteKey != "" && req.RouteKey != "$default" {
-		return req.RouteKey
-	}
-	method, path := req.RequestContext.HTTP.Method, req.RawPath
-	if path == "" {
-		path = req.RequestContext.HTTP.Path
-	}
-	if rest, ok := strings.CutPrefix(path, "/sessions/"); ok && rest != "" && !strings.Contains(rest, "/") {
-		if req.PathParameters == nil {
-			req.PathParameters = map[string]string{}
+// handle serves pattern with serve: it turns errors and panics into
+// answers, and logs one line for the request.
+func (h *Handler) handle(pattern string, serve route) {
+	h.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		rec := &record{}
+		status := 0
+		defer func() {
+			if v := recover(); v != nil {
+				rec.err = fmt.Errorf("panic: %v\n%s", v, debug.Stack())
+				status = writeError(w, internalError(), rec)
+			}
+			h.log(r, status, rec, time.Since(start))
+		}()
+		code, body, err := serve(r, rec)
+		if err != nil {
+			rec.noteCost(err)
+			status = writeError(w, errorFor(err), rec)
+			return
 		}
-		if req.PathParameters["sessionId"] == "" {
-			req.PathParameters["sessionId"] = rest
+		rec.outcome, status = "ok", code
+		if body != nil {
+			w.Header().Set("Content-Type", "application/json")
 		}
-		path = "/sessions/{sessionId}"
-	}
-	return method + " " + path
+		if rec.replayed {
+			w.Header().Set("Idempotent-Replayed", "true")
+		}
+		w.WriteHeader(code)
+		_, _ = w.Write(body) // a client that left cannot be told
+	})
 }
 
-func (h *Handler) noRoute(req *events.APIGatewayV2HTTPRequest, key string, routes map[string]route) *Error {
-	_, path, _ := strings.Cut(key, " ")
+func internalError() *Error {
+	return &Error{Status: http.StatusInternalServerError, Code: "internal", Message: "an internal error occurred"}
+}
+
+// noRoute answers a request that no route matched: 405 when the path has
+// routes for other methods, else 404.
+func (h *Handler) noRoute(r *http.Request, _ *record) (int, []byte, error) {
 	var allowed []string
-	for k := range routes {
-		if m, p, _ := strings.Cut(k, " "); p == path {
+	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodDelete} {
+		probe := &http.Request{Method: m, URL: r.URL, Host: r.Host}
+		if _, pattern := h.mux.Handler(probe); pattern != "/" && m != r.Method {
 			allowed = append(allowed, m)
 		}
 	}
 	if len(allowed) > 0 {
-		return &Error{Status: http.StatusMethodNotAllowed, Code: "method_not_allowed", Message: fmt.Sprintf("%s is not allowed on %s; use %s", req.RequestContext.HTTP.Method, path, strings.Join(allowed, " or "))}
+		return 0, nil, &Error{Status: http.StatusMethodNotAllowed, Code: "method_not_allowed", Message: fmt.Sprintf("%s is not allowed on %s; use %s", r.Method, r.URL.Path, strings.Join(allowed, " or ")), allow: allowed}
 	}
-	return &Error{Status: http.StatusNotFound, Code: "no_route", Message: fmt.Sprintf("there is no route %s", key)}
+	return 0, nil, &Error{Status: http.StatusNotFound, Code: "no_route", Message: fmt.Sprintf("there is no route %s %s", r.Method, r.URL.Path)}
 }
 
-// errorResponse is the answer for e, which it notes in rec for the log.
-func errorResponse(e *Error, rec *record) events.APIGatewayV2HTTPResponse {
+// writeError answers e, which it notes in rec for the log, and returns the
+// status.
+func writeError(w http.ResponseWriter, e *Error, rec *record) int {
 	rec.outcome = e.Code
 	if rec.err == nil {
 		rec.err = e.err
 	}
 	body, _ := json.Marshal(map[string]*Error{"error": e}) // an Error always encodes
-	resp := events.APIGatewayV2HTTPResponse{
-		StatusCode: e.Status,
-		Headers:    map[string]string{"Content-Type": "application/json"},
-		Body:       string(body),
-	}
+	w.Header().Set("Content-Type", "application/json")
 	if e.RetryAfter > 0 {
-		resp.Headers["Retry-After"] = strconv.Itoa(e.RetryAfter)
+		w.Header().Set("Retry-After", strconv.Itoa(e.RetryAfter))
 	}
-	return resp
+	if len(e.allow) > 0 {
+		w.Header().Set("Allow", strings.Join(e.allow, ", "))
+	}
+	w.WriteHeader(e.Status)
+	_, _ = w.Write(body) // a client that left cannot be told
+	return e.Status
 }
 
 // log writes the request's one line: who, what, the outcome and the cost.
-func (h *Handler) log(ctx context.Context, route string, status int, rec *record, d time.Duration) {
+func (h *Handler) log(r *http.Request, status int, rec *record, d time.Duration) {
+	route := r.Pattern
+	if route == "/" || route == "" || route == routeURLStream {
+		route = r.Method + " " + r.URL.Path
+		if r.Pattern == routeURLStream {
+			route = RouteChatStream
+		}
+	}
 	attrs := []slog.Attr{
 		slog.String("route", route),
 		slog.Int("status", status),
@@ -234,16 +263,16 @@ func (h *Handler) log(ctx context.Context, route string, status int, rec *record
 	if rec.replayed {
 		attrs = append(attrs, slog.Bool("replayed", true))
 	}
-	if r := rec.result; r != nil {
-		if r.StopReason != "" {
-			attrs = append(attrs, slog.String("stop_reason", string(r.StopReason)))
+	if res := rec.result; res != nil {
+		if res.StopReason != "" {
+			attrs = append(attrs, slog.String("stop_reason", string(res.StopReason)))
 		}
 		attrs = append(attrs,
-			slog.Int("input_tokens", r.Usage.InputTokens),
-			slog.Int("output_tokens", r.Usage.OutputTokens),
-			slog.Int("model_calls", r.Metrics.ModelCalls),
-			slog.Int("tool_calls", r.Metrics.ToolCalls),
-			slog.Int64("model_ms", r.Metrics.ModelLatency.Milliseconds()),
+			slog.Int("input_tokens", res.Usage.InputTokens),
+			slog.Int("output_tokens", res.Usage.OutputTokens),
+			slog.Int("model_calls", res.Metrics.ModelCalls),
+			slog.Int("tool_calls", res.Metrics.ToolCalls),
+			slog.Int64("model_ms", res.Metrics.ModelLatency.Milliseconds()),
 		)
 	}
 	level := slog.LevelInfo
@@ -252,5 +281,5 @@ func (h *Handler) log(ctx context.Context, route string, status int, rec *record
 	} else if status >= 400 {
 		level = slog.LevelWarn
 	}
-	h.cfg.Logger.LogAttrs(ctx, level, "request", attrs...)
+	h.cfg.Logger.LogAttrs(r.Context(), level, "request", attrs...)
 }

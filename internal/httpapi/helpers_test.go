@@ -1,103 +1,74 @@
 package httpapi_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambdacontext"
-	"github.com/lambda-agent/lambda-agent/internal/app"
 	"github.com/lambda-agent/lambda-agent/internal/conversetest"
 	"github.com/lambda-agent/lambda-agent/internal/ddbhistory"
-	"github.com/lambda-agent/lambda-agent/internal/ddblocal"
 	"github.com/lambda-agent/lambda-agent/internal/httpapi"
+	"github.com/lambda-agent/lambda-agent/internal/lambdahttp"
 	"github.com/lambda-agent/lambda-agent/internal/schema"
+	"github.com/lambda-agent/lambda-agent/internal/testkit"
 )
 
-// api is a handler wired like a deployed function: the real agent talking to
-// the strict Converse stand-in through the SDK, and the real store talking to
-// an in-process DynamoDB.
+// api is the handler wired like a deployed function (testkit): the real
+// agent talking to the strict Converse stand-in through the SDK, and the
+// real store talking to an in-process DynamoDB. Events reach it through the
+// functions' adapter, lambdahttp, as they do in Lambda.
 type api struct {
-	h     *httpapi.Handler
-	model *conversetest.Server
-	store *ddbhistory.Store
-	logs  *syncBuffer
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+	*testkit.Stack
+	h            *httpapi.Handler
+	model        *conversetest.Server
+	store        *ddbhistory.Store
+	logs         *testkit.Buffer
+	chatFn       lambdahttp.Handler // the chat and structured functions
+	structuredFn lambdahttp.Handler
+	stream       http.Handler // the stream function's URL
 }
 
 // newAPI builds the handler from environment-style settings, as a function
 // does at init. env overrides the defaults.
 func newAPI(t testing.TB, env map[string]string) *api {
 	t.Helper()
-	model := conversetest.NewServer()
-	t.Cleanup(func() {
-		if v := model.Violations(); len(v) > 0 {
-			t.Errorf("requests Bedrock would reject:\n%s", strings.Join(v, "\n"))
-		}
-		model.Close()
-	})
-	ddb, err := ddblocal.NewServer("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(ddb.Close)
-	vars := map[string]string{"TABLE_NAME": "sessions", "MODEL_ID": "test-model"}
-	for k, v := range env {
-		vars[k] = v
-	}
-	cfg, err := app.FromEnv(func(k string) string { return vars[k] })
-	if err != nil {
-		t.Fatal(err)
-	}
-	client := ddb.Client()
-	if err := ddbhistory.CreateTable(t.Context(), client, cfg.TableName); err != nil {
-		t.Fatal(err)
-	}
-	store, err := ddbhistory.New(client, ddbhistory.Config{Table: cfg.TableName, WindowHint: cfg.WindowSize + 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	agent, err := app.NewAgent(cfg, model.Client())
-	if err != nil {
-		t.Fatal(err)
-	}
-	logs := &syncBuffer{}
+	s := testkit.Start(t, testkit.Options{Env: env})
+	a := &api{Stack: s, h: s.Handler, model: s.Model, store: s.Store, logs: s.Logs, stream: s.Handler}
+	a.chatFn, a.structuredFn = a.function(t, httpapi.ChatRoutes), a.function(t, httpapi.StructuredRoutes)
+	return a
+}
+
+// function is the Lambda handler of a function that serves routes, on a's
+// stack.
+func (a *api) function(t testing.TB, routes httpapi.Routes) lambdahttp.Handler {
+	t.Helper()
+	return lambdahttp.Wrap(a.handler(t, routes))
+}
+
+// handler is the handler of a function that serves routes, on a's stack.
+func (a *api) handler(t testing.TB, routes httpapi.Routes) *httpapi.Handler {
+	t.Helper()
 	h, err := httpapi.New(httpapi.Config{
-		Agent:           agent,
-		Store:           store,
+		Turns:           a.Turns,
+		Sessions:        a.Store,
+		Routes:          routes,
 		CompileSchema:   schema.Compile,
-		RequireAuth:     cfg.RequireAuth,
-		MaxMessageBytes: cfg.MaxMessageBytes,
-		Logger:          slog.New(slog.NewJSONHandler(logs, nil)),
+		RequireAuth:     a.Config.RequireAuth,
+		MaxMessageBytes: a.Config.MaxMessageBytes,
+		Logger:          slog.New(slog.NewJSONHandler(a.logs, nil)),
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &api{h: h, model: model, store: store, logs: logs}
+	return h
 }
 
 // fixture loads an event from events/, the samples `sam local invoke` uses.
@@ -190,9 +161,9 @@ func (a *api) invokeCtx(t testing.TB, ctx context.Context, req request, timeout 
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	ctx = lambdacontext.NewContext(ctx, &lambdacontext.LambdaContext{AwsRequestID: e.RequestContext.RequestID})
-	serve := a.h.Chat
+	serve := a.chatFn
 	if strings.HasPrefix(req.route, "structured") {
-		serve = a.h.Structured
+		serve = a.structuredFn
 	}
 	resp, err := serve(ctx, e)
 	if err != nil {

@@ -2,19 +2,16 @@ package httpapi
 
 import (
 	"bytes"
-	"crypto/rand"
-	"crypto/sha256"
 	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
 	"strings"
 	"unicode/utf8"
 
-	"github.com/aws/aws-lambda-go/events"
 	"github.com/lambda-agent/lambda-agent/internal/agent"
 	"github.com/lambda-agent/lambda-agent/internal/ddbhistory"
 )
@@ -40,12 +37,12 @@ const maxIdempotencyKey = 128
 // An identity that is present but names nobody (a token without a subject, a
 // principal without an ARN) is refused, never taken for anonymous, and so is
 // a subject that would fall in another namespace.
-func (h *Handler) owner(req *events.APIGatewayV2HTTPRequest) (string, *Error) {
+func (h *Handler) owner(r *http.Request) (string, *Error) {
 	unauthorized := func(format string, args ...any) *Error {
 		return &Error{Status: http.StatusUnauthorized, Code: "unauthorized", Message: fmt.Sprintf(format, args...)}
 	}
 	var owner string
-	if a := req.RequestContext.Authorizer; a != nil {
+	if a := authorizer(r.Context()); a != nil {
 		switch {
 		case a.JWT != nil:
 			owner = a.JWT.Claims["sub"]
@@ -75,63 +72,32 @@ func (h *Handler) owner(req *events.APIGatewayV2HTTPRequest) (string, *Error) {
 	return anonymous, nil
 }
 
-// header returns a request header; payload 2.0 lowercases their names, but
-// events written by hand may not.
-func header(req *events.APIGatewayV2HTTPRequest, name string) string {
-	if v, ok := req.Headers[strings.ToLower(name)]; ok {
-		return v
-	}
-	for k, v := range req.Headers {
-		if strings.EqualFold(k, name) {
-			return v
-		}
-	}
-	return ""
-}
-
 // idempotencyKey returns the Idempotency-Key header, checked.
-func idempotencyKey(req *events.APIGatewayV2HTTPRequest) (string, *Error) {
-	k := header(req, "Idempotency-Key")
+func idempotencyKey(r *http.Request) (string, *Error) {
+	k := r.Header.Get("Idempotency-Key")
 	if len(k) > maxIdempotencyKey {
 		return "", badRequest("invalid_idempotency_key", "the Idempotency-Key header is %d characters; at most %d", len(k), maxIdempotencyKey)
 	}
-	for _, r := range k {
-		if r < 0x21 || r > 0x7e {
+	for _, c := range k {
+		if c < 0x21 || c > 0x7e {
 			return "", badRequest("invalid_idempotency_key", "the Idempotency-Key header may hold only visible ASCII characters")
 		}
 	}
 	return k, nil
 }
 
-// sessionID returns the session a new turn goes to: the one named, or a new
-// id. With an idempotency key the new id is derived from it, so that a retry
-// of the request finds the session its first attempt created.
-func sessionID(named *string, owner, idemKey string) (string, *Error) {
-	if named != nil {
-		if !ddbhistory.ValidID(*named) {
-			return "", badRequest("invalid_session_id", "session_id %q must be 1 to 128 letters, digits, '.', '_', ':' or '-', starting with a letter or digit", *named)
-		}
-		return *named, nil
+// body reads the request body, and refuses one over limit bytes without
+// reading more of it.
+func body(r *http.Request, limit int) ([]byte, *Error) {
+	if r.ContentLength > int64(limit) {
+		return nil, tooLarge(r.ContentLength, limit)
 	}
-	if idemKey != "" {
-		sum := sha256.Sum256([]byte(owner + "\x00" + idemKey))
-		return "s-" + hex.EncodeToString(sum[:16]), nil
-	}
-	return "s-" + strings.ToLower(rand.Text()), nil
-}
-
-// body returns the request body, decoded from base64 when API Gateway
-// encoded it, and refuses one over limit bytes.
-func body(req *events.APIGatewayV2HTTPRequest, limit int) ([]byte, *Error) {
-	raw := []byte(req.Body)
-	if req.IsBase64Encoded {
-		var err error
-		if raw, err = base64.StdEncoding.DecodeString(req.Body); err != nil {
-			return nil, badRequest("invalid_body", "the body is marked base64 but is not valid base64")
-		}
+	raw, err := io.ReadAll(io.LimitReader(r.Body, int64(limit)+1))
+	if err != nil {
+		return nil, badRequest("invalid_body", "the body could not be read: %v", err)
 	}
 	if len(raw) > limit {
-		return nil, &Error{Status: http.StatusRequestEntityTooLarge, Code: "message_too_large", Message: fmt.Sprintf("the body is %d bytes; at most %d", len(raw), limit)}
+		return nil, tooLarge(int64(len(raw)), limit)
 	}
 	// JSON text is UTF-8. Decoding would replace invalid bytes with U+FFFD
 	// and store a message the caller never sent.
@@ -139,6 +105,10 @@ func body(req *events.APIGatewayV2HTTPRequest, limit int) ([]byte, *Error) {
 		return nil, badRequest("invalid_body", "the body is not valid UTF-8; JSON text must be")
 	}
 	return raw, nil
+}
+
+func tooLarge(size int64, limit int) *Error {
+	return &Error{Status: http.StatusRequestEntityTooLarge, Code: "message_too_large", Message: fmt.Sprintf("the body is %d bytes; at most %d", size, limit)}
 }
 
 // decodeJSON decodes one JSON value into v, strictly: unknown fields and
@@ -162,11 +132,10 @@ func decodeJSON(data []byte, v any, what string) *Error {
 	case errors.As(err, &syntax):
 		return badRequest("invalid_json", "%s is not valid JSON: %v (at byte %d)", what, syntax, syntax.Offset)
 	case errors.As(err, &typ):
-		field := typ.Field
-		if field == "" {
-			field = "the value"
+		if typ.Field == "" {
+			return badRequest("invalid_json", "%s must be %s, not %s", what, jsonType(typ.Type), jsonValue(typ.Value))
 		}
-		return badRequest("invalid_json", "%s: %s must be %s, not %s", what, field, typ.Type, typ.Value)
+		return badRequest("invalid_json", "%s: %s must be %s, not %s", what, typ.Field, jsonType(typ.Type), jsonValue(typ.Value))
 	case errors.As(err, &b64):
 		return badRequest("invalid_base64", "%s: bytes must be standard base64: %v", what, b64)
 	case errors.Is(err, io.ErrUnexpectedEOF):
@@ -176,16 +145,65 @@ func decodeJSON(data []byte, v any, what string) *Error {
 	return badRequest("invalid_json", "%s: %s", what, strings.TrimPrefix(err.Error(), "json: "))
 }
 
-// content turns a request's message or content blocks into turn input,
-// checked as Bedrock would check it and against the size limit.
-func content(message *string, blocks []json.RawMessage, limit int) ([]agent.ContentBlock, *Error) {
+// jsonType names the JSON type that a Go type decodes from, for messages
+// that must not show Go's names.
+func jsonType(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch {
+	case t == reflect.TypeFor[json.RawMessage]():
+		return "a JSON value"
+	case t.Kind() == reflect.Slice && t.Elem().Kind() == reflect.Uint8:
+		return "a base64 string"
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "a whole number"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.Map, reflect.Struct:
+		return "an object"
+	}
+	return "another JSON type"
+}
+
+// jsonValue names the kind of JSON value that encoding/json reports.
+func jsonValue(v string) string {
+	switch v {
+	case "array", "object":
+		return "an " + v
+	case "string", "number":
+		return "a " + v
+	case "bool":
+		return "true or false"
+	case "null":
+		return "null"
+	}
+	if strings.HasPrefix(v, "number ") { // a number out of range, or not whole
+		return "the number " + strings.TrimPrefix(v, "number ")
+	}
+	return v
+}
+
+// content turns a request's text (in the field named field) or content
+// blocks into turn input, checked as Bedrock would check it and against the
+// size limit.
+func content(field string, message *string, blocks []json.RawMessage, limit int) ([]agent.ContentBlock, *Error) {
 	var in []agent.ContentBlock
 	switch {
 	case message != nil && blocks != nil:
-		return nil, badRequest("invalid_request", "send either message or content, not both")
+		return nil, badRequest("invalid_request", "send either %s or content, not both", field)
 	case message != nil:
 		if strings.TrimSpace(*message) == "" {
-			return nil, badRequest("invalid_request", "message is blank")
+			return nil, badRequest("invalid_request", "%s is blank: it must hold some text", field)
 		}
 		in = []agent.ContentBlock{agent.Text(*message)}
 	case len(blocks) > 0:
@@ -196,7 +214,7 @@ func content(message *string, blocks []json.RawMessage, limit int) ([]agent.Cont
 			}
 		}
 	default:
-		return nil, badRequest("invalid_request", "message is required: send {\"message\": \"...\"} or content blocks")
+		return nil, badRequest("invalid_request", "%s is required: send {\"%[1]s\": \"...\"} or content blocks", field)
 	}
 	size := 0
 	for _, b := range in {

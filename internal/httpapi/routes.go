@@ -2,8 +2,6 @@ package httpapi
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,9 +9,9 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/aws/aws-lambda-go/events"
 	"github.com/lambda-agent/lambda-agent/internal/agent"
 	"github.com/lambda-agent/lambda-agent/internal/ddbhistory"
+	"github.com/lambda-agent/lambda-agent/internal/turn"
 )
 
 // ChatRequest is the body of POST /chat: a message, or content blocks in
@@ -25,287 +23,89 @@ type ChatRequest struct {
 }
 
 // ChatResponse is the answer to POST /chat.
-type ChatResponse struct {
-	SessionID string `json:"session_id"`
-	// Text is the final assistant text.
-	Text string `json:"text"`
-	// Messages are the messages the turn added.
-	Messages   []agent.Message  `json:"messages"`
-	StopReason agent.StopReason `json:"stop_reason"`
-	Usage      agent.Usage      `json:"usage"`
-	Metrics    Metrics          `json:"metrics"`
-	// Window says which stored messages the model sees from now on.
-	Window Window `json:"window"`
-}
+type ChatResponse = turn.ChatAnswer
 
-// Metrics describe a turn's work.
-type Metrics struct {
-	Cycles     int   `json:"cycles"`
-	ModelCalls int   `json:"model_calls"`
-	ToolCalls  int   `json:"tool_calls"`
-	Reductions int   `json:"reductions"`
-	DurationMS int64 `json:"duration_ms"`
-}
-
-// Window is the conversation manager's state, as clients see it.
-type Window struct {
-	// Removed counts the stored messages the model no longer sees.
-	Removed int `json:"removed"`
-	// Summarized is true when a summary stands for them.
-	Summarized bool `json:"summarized"`
-}
-
-func chatResponse(sessionID string, res *agent.Result) ChatResponse {
-	return ChatResponse{
-		SessionID:  sessionID,
-		Text:       res.Text,
-		Messages:   res.Messages,
-		StopReason: res.StopReason,
-		Usage:      res.Usage,
-		Metrics:    metricsOf(res),
-		Window:     windowOf(res.Window),
-	}
-}
-
-func metricsOf(r *agent.Result) Metrics {
-	return Metrics{
-		Cycles:     r.Metrics.Cycles,
-		ModelCalls: r.Metrics.ModelCalls,
-		ToolCalls:  r.Metrics.ToolCalls,
-		Reductions: r.Metrics.Reductions,
-		DurationMS: r.Metrics.Duration.Milliseconds(),
-	}
-}
-
-func windowOf(w agent.WindowState) Window {
-	return Window{Removed: w.Removed, Summarized: w.Summary != ""}
-}
+// StructuredResponse is the answer to POST /structured.
+type StructuredResponse = turn.StructuredAnswer
 
 // bodyLimit allows for base64 and JSON escaping around a message of the
 // maximum size.
 func (h *Handler) bodyLimit() int { return 2*h.cfg.MaxMessageBytes + 64<<10 }
 
-// decodeTurn returns the caller and the body of a turn's request, decoded
-// into v.
-func (h *Handler) decodeTurn(req *events.APIGatewayV2HTTPRequest, v any) (string, []byte, *Error) {
-	owner, e := h.owner(req)
-	if e != nil {
-		return "", nil, e
-	}
-	raw, e := body(req, h.bodyLimit())
-	if e != nil {
-		return "", nil, e
-	}
-	return owner, raw, decodeJSON(raw, v, "the body")
-}
-
-func (h *Handler) chat(ctx context.Context, req *events.APIGatewayV2HTTPRequest, rec *record) (int, []byte, error) {
-	return h.chatTurn(ctx, req, rec, func(sess *ddbhistory.Session, input []agent.ContentBlock) (*agent.Result, error) {
-		return h.cfg.Agent.Run(ctx, &sess.Conversation, input)
-	})
-}
-
-// chatTurn runs a POST /chat turn, whether answered whole (Chat) or
-// streamed (ChatStream), which differ only in run. Both routes share the
-// request, the checks and the idempotency fingerprint, so a key sent to
+// turnRequest reads what every turn's request carries: the caller, the
+// Idempotency-Key header, and the body, decoded into v. The fingerprint
+// covers route and body, so that a key sent again with another body is told
+// from a retry; chat and streamed chat share RouteChat, so a key sent to
 // either replays the same turn.
-func (h *Handler) chatTurn(ctx context.Context, req *events.APIGatewayV2HTTPRequest, rec *record, run func(*ddbhistory.Session, []agent.ContentBlock) (*agent.Result, error)) (int, []byte, error) {
+func (h *Handler) turnRequest(r *http.Request, route string, v any) (turn.Request, *Error) {
+	owner, e := h.owner(r)
+	if e != nil {
+		return turn.Request{}, e
+	}
+	key, e := idempotencyKey(r)
+	if e != nil {
+		return turn.Request{}, e
+	}
+	raw, e := body(r, h.bodyLimit())
+	if e != nil {
+		return turn.Request{}, e
+	}
+	if e := decodeJSON(raw, v, "the body"); e != nil {
+		return turn.Request{}, e
+	}
+	return turn.Request{Owner: owner, IdempotencyKey: key, Fingerprint: turn.Fingerprint(route, raw)}, nil
+}
+
+// chatRequest reads a POST /chat request, streamed or not.
+func (h *Handler) chatRequest(r *http.Request, rec *record) (turn.Chat, *Error) {
 	var in ChatRequest
-	owner, raw, e := h.decodeTurn(req, &in)
+	req, e := h.turnRequest(r, RouteChat, &in)
 	if e != nil {
-		return 0, nil, e
+		return turn.Chat{}, e
 	}
-	input, e := content(in.Message, in.Content, h.cfg.MaxMessageBytes)
+	if req.SessionID, e = namedSession(in.SessionID, rec); e != nil {
+		return turn.Chat{}, e
+	}
+	input, e := content("message", in.Message, in.Content, h.cfg.MaxMessageBytes)
 	if e != nil {
-		return 0, nil, e
+		return turn.Chat{}, e
 	}
-	return h.turn(ctx, req, rec, owner, turnSpec{route: RouteChat, body: raw, named: in.SessionID,
-		run: func(sess *ddbhistory.Session) (*agent.Result, any, any, error) {
-			res, err := run(sess, input)
-			if err != nil {
-				return nil, nil, nil, err
-			}
-			answer := chatResponse(sess.ID, res)
-			stored := answer
-			stored.Messages = nil // replays read them from the transcript
-			return res, answer, stored, nil
-		}})
+	return turn.Chat{Request: req, Content: input}, nil
 }
 
-// storeMargin is how long before the invocation's deadline store calls
-// give up, so that there is always time to answer.
-const storeMargin = 500 * time.Millisecond
-
-// storeContext returns the context for store calls: ctx, ending storeMargin
-// before its deadline.
-func storeContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	if d, ok := ctx.Deadline(); ok {
-		return context.WithDeadline(ctx, d.Add(-storeMargin))
-	}
-	return context.WithCancel(ctx)
-}
-
-// turnSpec is one route's turn: its request and how to run it.
-type turnSpec struct {
-	route string
-	body  []byte  // the request body, which the idempotency fingerprint covers
-	named *string // the session the request names, if any
-	// run runs the turn and returns the result, the answer, and the form
-	// of the answer to store for replays.
-	run func(*ddbhistory.Session) (res *agent.Result, answer, stored any, err error)
-}
-
-// turn runs one turn on a session and commits it: load (or start) the
-// session, answer a replayed idempotency key from the store, hold the key,
-// run, encode the answer, commit it with the turn. Nothing is written unless
-// the whole turn succeeded.
-func (h *Handler) turn(ctx context.Context, req *events.APIGatewayV2HTTPRequest, rec *record, owner string, spec turnSpec) (int, []byte, error) {
-	idemKey, e := idempotencyKey(req)
+func (h *Handler) chat(r *http.Request, rec *record) (int, []byte, error) {
+	c, e := h.chatRequest(r, rec)
 	if e != nil {
 		return 0, nil, e
 	}
-	id, e := sessionID(spec.named, owner, idemKey)
-	if e != nil {
-		return 0, nil, e
-	}
-	rec.sessionID = id
-	key := ddbhistory.Key{Owner: owner, ID: id}
-	fp := fingerprint(spec.route, spec.body)
-	storeCtx, cancel := storeContext(ctx)
-	defer cancel()
+	out, err := h.cfg.Turns.Chat(r.Context(), c)
+	return answer(out, err, rec)
+}
 
-	sess, err := h.cfg.Store.Load(storeCtx, key, idemKey)
-	switch {
-	case errors.Is(err, ddbhistory.ErrNotFound) && !errors.Is(err, ddbhistory.ErrIDTaken):
-		sess = ddbhistory.NewSession(key) // created by the commit, under the caller
-	case err != nil:
-		return 0, nil, err
-	case sess.Replay != nil:
-		return h.replay(storeCtx, key, spec.route, fp, sess.Replay, rec)
-	}
-	releaseHold := true
-	if idemKey != "" {
-		if err := h.cfg.Store.Begin(storeCtx, sess, idemKey, fp); err != nil {
-			return h.keyInUse(storeCtx, key, idemKey, spec.route, fp, err, rec)
-		}
-		defer func() {
-			if !releaseHold {
-				return
-			}
-			// Free the key of a turn that did not commit, so a retry need
-			// not wait for the hold to expire; its own context, because
-			// the request's may be what ended the turn.
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-			defer cancel()
-			_ = h.cfg.Store.Release(rctx, sess)
-		}()
-	}
-
-	res, answer, stored, err := spec.run(sess)
+// answer encodes a turn's outcome as a 200, noting it in rec.
+func answer[A any](out *turn.Outcome[A], err error, rec *record) (int, []byte, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	rec.result = res
-	out, err := json.Marshal(answer)
+	rec.result, rec.replayed = out.Result, out.Replayed
+	body, err := json.Marshal(out.Answer)
 	if err != nil {
 		return 0, nil, err
 	}
-	var replay []byte
-	if idemKey != "" {
-		if replay, err = json.Marshal(stored); err != nil {
-			return 0, nil, err
-		}
-	}
-	err = h.cfg.Store.Commit(storeCtx, sess, ddbhistory.Turn{
-		Messages:       res.Messages,
-		Window:         res.Window,
-		State:          res.State,
-		IdempotencyKey: idemKey,
-		Fingerprint:    fp,
-		Response:       replay,
-	})
-	if errors.Is(err, ddbhistory.ErrOutcomeUnknown) {
-		// The turn may be stored: keep the key held, so that a retry
-		// waits for the hold to expire and then replays or runs the turn
-		// once, rather than run it beside a commit that may still land.
-		releaseHold = false
-	}
-	if err != nil {
-		return 0, nil, err
-	}
-	return http.StatusOK, out, nil
-}
-
-// fingerprint identifies a request, so that an idempotency key reused for
-// another request is told apart from a retry.
-func fingerprint(route string, body []byte) string {
-	h := sha256.New()
-	h.Write([]byte(route + "\n"))
-	h.Write(body)
-	return hex.EncodeToString(h.Sum(nil))
-}
-
-// keyInUse answers a request whose idempotency key another request holds or
-// has used.
-func (h *Handler) keyInUse(ctx context.Context, key ddbhistory.Key, idemKey, route, fp string, err error, rec *record) (int, []byte, error) {
-	var inUse *ddbhistory.KeyInUseError
-	switch {
-	case !errors.As(err, &inUse):
-		return 0, nil, err
-	case inUse.Fingerprint != fp:
-		return 0, nil, keyReused()
-	case inUse.Committed:
-		// The first request committed between our load and our hold, or
-		// its session is gone.
-		sess, err := h.cfg.Store.Load(ctx, key, idemKey)
-		switch {
-		case err == nil && sess.Replay != nil:
-			return h.replay(ctx, key, route, fp, sess.Replay, rec)
-		case err == nil, errors.Is(err, ddbhistory.ErrNotFound), errors.Is(err, ddbhistory.ErrDeleting):
-			return 0, nil, replayGone(err)
-		}
-		return 0, nil, err
-	}
-	return 0, nil, &Error{Status: http.StatusConflict, Code: "in_progress", Message: "a request with this Idempotency-Key is still running; retry shortly to get its response", RetryAfter: 2, err: err}
-}
-
-// replayGone answers a retry of a committed request whose session has been
-// deleted since, with the turn.
-func replayGone(err error) *Error {
-	return &Error{Status: http.StatusNotFound, Code: "not_found", Message: "the request with this Idempotency-Key was answered, but the session it went to has been deleted since", err: err}
-}
-
-func keyReused() *Error {
-	return &Error{Status: http.StatusUnprocessableEntity, Code: "idempotency_key_reused", Message: "this Idempotency-Key was used for a different request; use a new key for a new request"}
-}
-
-// replay answers with the response of the turn an idempotency key recorded.
-// A chat response is stored without its messages, which the transcript
-// holds already; they are read back from it.
-func (h *Handler) replay(ctx context.Context, key ddbhistory.Key, route, fp string, r *ddbhistory.Replay, rec *record) (int, []byte, error) {
-	switch {
-	case r.Fingerprint != fp || r.SessionID != key.ID:
-		return 0, nil, keyReused()
-	case r.Response == nil:
-		return 0, nil, replayGone(nil)
-	}
-	body := []byte(r.Response)
-	if route == RouteChat {
-		var resp ChatResponse
-		if err := json.Unmarshal(body, &resp); err != nil {
-			return 0, nil, fmt.Errorf("httpapi: decode a stored response: %w", err)
-		}
-		page, err := h.cfg.Store.Transcript(ctx, key, ddbhistory.CursorAt(r.First), max(r.Count, 1))
-		if err != nil {
-			return 0, nil, err
-		}
-		resp.Messages = page.Messages
-		if body, err = json.Marshal(resp); err != nil {
-			return 0, nil, err
-		}
-	}
-	rec.replayed = true
 	return http.StatusOK, body, nil
+}
+
+// namedSession returns the session a turn's body names, checked; "" for
+// none, which starts a new one.
+func namedSession(id *string, rec *record) (string, *Error) {
+	if id == nil {
+		return "", nil
+	}
+	rec.sessionID = *id
+	if !ddbhistory.ValidID(*id) {
+		return "", badRequest("invalid_session_id", "session_id %q must be 1 to 128 letters, digits, '.', '_', ':' or '-', starting with a letter or digit", *id)
+	}
+	return *id, nil
 }
 
 // StructuredRequest is the body of POST /structured.
@@ -317,25 +117,19 @@ type StructuredRequest struct {
 	Description string          `json:"description,omitempty"`
 }
 
-// StructuredResponse is the answer to POST /structured.
-type StructuredResponse struct {
-	SessionID string          `json:"session_id"`
-	Data      json.RawMessage `json:"data"`
-	Attempts  int             `json:"attempts"`
-	Usage     agent.Usage     `json:"usage"`
-	Metrics   Metrics         `json:"metrics"`
-}
-
-func (h *Handler) structured(ctx context.Context, req *events.APIGatewayV2HTTPRequest, rec *record) (int, []byte, error) {
+func (h *Handler) structured(r *http.Request, rec *record) (int, []byte, error) {
 	var in StructuredRequest
-	owner, raw, e := h.decodeTurn(req, &in)
+	req, e := h.turnRequest(r, RouteStructured, &in)
 	if e != nil {
 		return 0, nil, e
 	}
-	if in.Prompt == nil {
-		return 0, nil, badRequest("invalid_request", "prompt is required")
+	if req.SessionID, e = namedSession(in.SessionID, rec); e != nil {
+		return 0, nil, e
 	}
-	prompt, e := content(in.Prompt, nil, h.cfg.MaxMessageBytes)
+	if in.Prompt == nil {
+		return 0, nil, badRequest("invalid_request", "prompt is required: a string")
+	}
+	prompt, e := content("prompt", in.Prompt, nil, h.cfg.MaxMessageBytes)
 	if e != nil {
 		return 0, nil, e
 	}
@@ -349,26 +143,24 @@ func (h *Handler) structured(ctx context.Context, req *events.APIGatewayV2HTTPRe
 	if err != nil {
 		return 0, nil, err
 	}
-	return h.turn(ctx, req, rec, owner, turnSpec{route: RouteStructured, body: raw, named: in.SessionID,
-		run: func(sess *ddbhistory.Session) (*agent.Result, any, any, error) {
-			res, err := h.cfg.Agent.Structured(ctx, &sess.Conversation, agent.StructuredRequest{
-				Prompt:      prompt,
-				Schema:      schema,
-				Name:        in.Name,
-				Description: in.Description,
-			})
-			if err != nil {
-				return nil, nil, nil, err
-			}
-			answer := StructuredResponse{
-				SessionID: sess.ID,
-				Data:      res.Data,
-				Attempts:  res.Attempts,
-				Usage:     res.Usage,
-				Metrics:   metricsOf(&res.Result),
-			}
-			return &res.Result, answer, answer, nil
-		}})
+	out, err := h.cfg.Turns.Structured(r.Context(), turn.Structured{
+		Request:     req,
+		Prompt:      prompt,
+		Schema:      schema,
+		Name:        in.Name,
+		Description: in.Description,
+	})
+	return answer(out, err, rec)
+}
+
+// storeContext returns the context for the session routes' store calls:
+// ctx, ending turn.StoreMargin before its deadline, so that there is always
+// time to answer.
+func storeContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if d, ok := ctx.Deadline(); ok {
+		return context.WithDeadline(ctx, d.Add(-turn.StoreMargin))
+	}
+	return context.WithCancel(ctx)
 }
 
 // SessionsResponse is the answer to GET /sessions: the caller's sessions,
@@ -392,18 +184,18 @@ const (
 	MaxListSize     = ddbhistory.MaxListSize
 )
 
-func (h *Handler) listSessions(ctx context.Context, req *events.APIGatewayV2HTTPRequest, _ *record) (int, []byte, error) {
-	owner, e := h.owner(req)
+func (h *Handler) listSessions(r *http.Request, _ *record) (int, []byte, error) {
+	owner, e := h.owner(r)
 	if e != nil {
 		return 0, nil, e
 	}
-	limit, e := limitParam(req, DefaultListSize, MaxListSize)
+	limit, e := limitParam(r, DefaultListSize, MaxListSize)
 	if e != nil {
 		return 0, nil, e
 	}
-	storeCtx, cancel := storeContext(ctx)
+	ctx, cancel := storeContext(r.Context())
 	defer cancel()
-	list, err := h.cfg.Store.List(storeCtx, owner, req.QueryStringParameters["cursor"], limit)
+	list, err := h.cfg.Sessions.List(ctx, owner, r.URL.Query().Get("cursor"), limit)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -420,13 +212,14 @@ func (h *Handler) listSessions(ctx context.Context, req *events.APIGatewayV2HTTP
 
 // limitParam reads the limit query parameter: a whole number from 1 to max,
 // def when absent.
-func limitParam(req *events.APIGatewayV2HTTPRequest, def, max int) (int, *Error) {
-	v, ok := req.QueryStringParameters["limit"]
-	if !ok {
+func limitParam(r *http.Request, def, max int) (int, *Error) {
+	q := r.URL.Query()
+	if !q.Has("limit") {
 		return def, nil
 	}
+	v := q.Get("limit")
 	n, err := strconv.Atoi(v)
-	if err != nil || n < 1 || n > max {
+	if err != nil || n < 1 || n > max || len(q["limit"]) > 1 {
 		return 0, badRequest("invalid_limit", "limit=%q must be a whole number from 1 to %d", v, max)
 	}
 	return n, nil
@@ -440,7 +233,7 @@ type SessionResponse struct {
 	Messages  []agent.Message            `json:"messages"`
 	State     map[string]json.RawMessage `json:"state"`
 	Summary   *string                    `json:"summary"`
-	Window    Window                     `json:"window"`
+	Window    turn.Window                `json:"window"`
 	CreatedAt time.Time                  `json:"created_at"`
 	UpdatedAt time.Time                  `json:"updated_at"`
 	// ExpiresAt is null for a session that never expires.
@@ -454,18 +247,18 @@ const (
 	MaxPageSize     = ddbhistory.MaxPageSize
 )
 
-func (h *Handler) getSession(ctx context.Context, req *events.APIGatewayV2HTTPRequest, rec *record) (int, []byte, error) {
-	key, e := h.sessionKey(req, rec)
+func (h *Handler) getSession(r *http.Request, rec *record) (int, []byte, error) {
+	key, e := h.sessionKey(r, rec)
 	if e != nil {
 		return 0, nil, e
 	}
-	limit, e := limitParam(req, DefaultPageSize, MaxPageSize)
+	limit, e := limitParam(r, DefaultPageSize, MaxPageSize)
 	if e != nil {
 		return 0, nil, e
 	}
-	storeCtx, cancel := storeContext(ctx)
+	ctx, cancel := storeContext(r.Context())
 	defer cancel()
-	page, err := h.cfg.Store.Transcript(storeCtx, key, req.QueryStringParameters["cursor"], limit)
+	page, err := h.cfg.Sessions.Transcript(ctx, key, r.URL.Query().Get("cursor"), limit)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -475,7 +268,7 @@ func (h *Handler) getSession(ctx context.Context, req *events.APIGatewayV2HTTPRe
 		Title:      s.Title,
 		Messages:   page.Messages,
 		State:      s.Conversation.State,
-		Window:     windowOf(s.Conversation.Window),
+		Window:     turn.WindowOf(s.Conversation.Window),
 		CreatedAt:  s.CreatedAt.UTC(),
 		UpdatedAt:  s.UpdatedAt.UTC(),
 		NextCursor: page.NextCursor,
@@ -500,26 +293,26 @@ func (h *Handler) getSession(ctx context.Context, req *events.APIGatewayV2HTTPRe
 	return http.StatusOK, body, nil
 }
 
-func (h *Handler) deleteSession(ctx context.Context, req *events.APIGatewayV2HTTPRequest, rec *record) (int, []byte, error) {
-	key, e := h.sessionKey(req, rec)
+func (h *Handler) deleteSession(r *http.Request, rec *record) (int, []byte, error) {
+	key, e := h.sessionKey(r, rec)
 	if e != nil {
 		return 0, nil, e
 	}
-	storeCtx, cancel := storeContext(ctx)
+	ctx, cancel := storeContext(r.Context())
 	defer cancel()
-	if err := h.cfg.Store.Delete(storeCtx, key); err != nil {
-		return 0, nil, err
+	if err := h.cfg.Sessions.Delete(ctx, key); err != nil {
+		return 0, nil, fmt.Errorf("%w: %w", errDeleting, err)
 	}
 	return http.StatusNoContent, nil, nil
 }
 
 // sessionKey returns the session a /sessions/{sessionId} request names.
-func (h *Handler) sessionKey(req *events.APIGatewayV2HTTPRequest, rec *record) (ddbhistory.Key, *Error) {
-	owner, e := h.owner(req)
+func (h *Handler) sessionKey(r *http.Request, rec *record) (ddbhistory.Key, *Error) {
+	owner, e := h.owner(r)
 	if e != nil {
 		return ddbhistory.Key{}, e
 	}
-	id := req.PathParameters["sessionId"]
+	id := r.PathValue("sessionId")
 	rec.sessionID = id
 	if !ddbhistory.ValidID(id) {
 		return ddbhistory.Key{}, badRequest("invalid_session_id", "session id %q must be 1 to 128 letters, digits, '.', '_', ':' or '-', starting with a letter or digit", id)

@@ -53,10 +53,11 @@ func readSSE(t *testing.T, r io.Reader, each func(sseEvent) bool) {
 	}
 }
 
-// streamServer serves the handler's ChatStream over HTTP, as the local run
-// does. Close waits for the handlers that are still running.
+// streamServer serves the handler over HTTP, as the local run does, with
+// the stream at POST /chat/stream. Close waits for the handlers that are
+// still running.
 func (a *api) streamServer(t *testing.T) *httptest.Server {
-	srv := httptest.NewServer(http.HandlerFunc(a.h.ChatStream))
+	srv := httptest.NewServer(a.h)
 	t.Cleanup(srv.Close)
 	return srv
 }
@@ -201,7 +202,7 @@ func TestStreamDisconnectWritesNothingPartial(t *testing.T) {
 
 	raw, _ := json.Marshal(map[string]any{"session_id": "s1", "message": "second"})
 	ctx, cancel := context.WithCancel(t.Context())
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL, bytes.NewReader(raw))
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/chat/stream", bytes.NewReader(raw))
 	resp, err := srv.Client().Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -337,7 +338,7 @@ func TestStreamIdempotentReplay(t *testing.T) {
 func TestStreamThroughAFunctionURL(t *testing.T) {
 	a := newAPI(t, nil)
 	a.model.Enqueue(conversetest.Text("signed and streamed").WithChunking(5, 0))
-	fn := lambdaurl.Wrap(a.h.FunctionURL())
+	fn := lambdaurl.Wrap(a.handler(t, httpapi.FunctionURLRoutes))
 	const arn = "arn:aws:iam::123456789012:user/alice"
 	call := func(method, path, query, body string) *events.LambdaFunctionURLStreamingResponse {
 		t.Helper()

@@ -1,7 +1,6 @@
 package lambdatest_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/lambda-agent/lambda-agent/internal/lambdatest"
+	"github.com/lambda-agent/lambda-agent/internal/testkit"
 )
 
 // The binaries every test uses, built once per test binary by TestMain.
@@ -103,20 +103,5 @@ func mustJSON(t *testing.T, v any) []byte {
 	return b
 }
 
-// syncBuffer is a bytes.Buffer safe for concurrent use, as Config.Output.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+// syncBuffer is a buffer safe for concurrent use, as Config.Output.
+type syncBuffer = testkit.Buffer

@@ -9,11 +9,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
 	"github.com/lambda-agent/lambda-agent/internal/localrun"
+	"github.com/lambda-agent/lambda-agent/internal/testkit"
 )
 
 // start runs the local run on a free port with the offline model, and
@@ -23,13 +22,13 @@ func start(t *testing.T, env map[string]string) string {
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan string, 1)
 	done := make(chan error, 1)
-	var out strings.Builder
+	var out testkit.Buffer // the server's goroutines write to it
 	go func() {
 		done <- localrun.Run(ctx, localrun.Options{
 			Addr:    "127.0.0.1:0",
 			Offline: true,
 			Getenv:  func(k string) string { return env[k] },
-			Out:     &syncWriter{w: &out},
+			Out:     &out,
 			Ready:   func(url string) { ready <- url },
 		})
 	}()
@@ -177,50 +176,51 @@ func TestREADMECurlExamplesWork(t *testing.T) {
 	}
 }
 
-func TestEvent(t *testing.T) {
-	payload := base64.RawURLEncoding.EncodeToString([]byte(`{"sub":"user-7","exp":1795256102,"groups":["a"]}`))
-	req, _ := http.NewRequest("GET", "http://127.0.0.1:3000/sessions/abc?limit=5&limit=6&cursor=x", nil)
-	req.Header.Set("Authorization", "Bearer header."+payload+".signature")
-	req.Header.Set("X-Custom", "1")
-	req.RemoteAddr = "127.0.0.1:50000"
-	mux := http.NewServeMux()
-	var got struct {
-		method, route, path, id, sub, exp, limit, custom, ip string
+// TestBearerTokenNamesTheOwner: the local run takes a bearer token's subject
+// for the caller, unverified, as sam local does; sessions are the caller's,
+// and every error is JSON, unknown routes and wrong methods included.
+func TestBearerTokenNamesTheOwner(t *testing.T) {
+	base := start(t, nil)
+	token := func(sub string) string {
+		payload := base64.RawURLEncoding.EncodeToString([]byte(`{"sub":"` + sub + `","exp":1795256102,"groups":["a"]}`))
+		return "Bearer header." + payload + ".signature"
 	}
-	mux.HandleFunc("GET /sessions/{sessionId}", func(w http.ResponseWriter, r *http.Request) {
-		ev, err := localrun.Event(r, "GET /sessions/{sessionId}")
+	do := func(method, path, auth, body string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest(method, base+path, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
-		c := ev.RequestContext.Authorizer.JWT.Claims
-		got.method, got.route, got.path, got.id = ev.RequestContext.HTTP.Method, ev.RouteKey, ev.RawPath, ev.PathParameters["sessionId"]
-		got.sub, got.exp, got.limit, got.custom, got.ip = c["sub"], c["exp"], ev.QueryStringParameters["limit"], ev.Headers["x-custom"], ev.RequestContext.HTTP.SourceIP
-	})
-	mux.ServeHTTP(nopWriter{}, req)
-	want := struct {
-		method, route, path, id, sub, exp, limit, custom, ip string
-	}{"GET", "GET /sessions/{sessionId}", "/sessions/abc", "abc", "user-7", "1795256102", "5,6", "1", "127.0.0.1"}
-	if got != want {
-		t.Errorf("event (-want +got):\n%s", cmp.Diff(want, got, cmp.AllowUnexported(want)))
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode >= 400 && (resp.Header.Get("Content-Type") != "application/json" || !strings.Contains(string(b), `"code"`)) {
+			t.Errorf("%s %s: %d without a JSON error: %s", method, path, resp.StatusCode, b)
+		}
+		return resp.StatusCode, string(b)
 	}
-}
-
-type nopWriter struct{}
-
-func (nopWriter) Header() http.Header         { return http.Header{} }
-func (nopWriter) Write(b []byte) (int, error) { return len(b), nil }
-func (nopWriter) WriteHeader(int)             {}
-
-// syncWriter serializes writes from the server's goroutines.
-type syncWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (s *syncWriter) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.w.Write(p)
+	if status, body := do("POST", "/chat", token("user-7"), `{"session_id":"mine","message":"hi"}`); status != 200 {
+		t.Fatalf("chat: %d %s", status, body)
+	}
+	if status, _ := do("GET", "/sessions/mine", token("user-7"), ""); status != 200 {
+		t.Errorf("the owner's GET: %d", status)
+	}
+	if status, _ := do("GET", "/sessions/mine", token("user-8"), ""); status != 404 {
+		t.Errorf("another subject's GET: %d, want 404", status)
+	}
+	if status, _ := do("GET", "/sessions/mine", "", ""); status != 404 {
+		t.Errorf("an anonymous GET: %d, want 404", status)
+	}
+	if status, body := do("GET", "/nowhere", "", ""); status != 404 || !strings.Contains(body, "no_route") {
+		t.Errorf("unknown route: %d %s", status, body)
+	}
+	if status, body := do("PUT", "/chat", "", "{}"); status != 405 || !strings.Contains(body, "method_not_allowed") {
+		t.Errorf("wrong method: %d %s", status, body)
+	}
 }
 
 // TestRefusesWhatOtherPagesCouldSend checks that a web page elsewhere cannot

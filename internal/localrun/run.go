@@ -124,7 +124,7 @@ func Run(ctx context.Context, opts Options) error {
 		}
 	}
 
-	cfg, err := app.FromEnv(func(k string) string {
+	cfg, err := app.ConfigFromEnv(func(k string) string {
 		switch k {
 		case "TABLE_NAME":
 			return env(k, DefaultTable)
@@ -139,13 +139,10 @@ func Run(ctx context.Context, opts Options) error {
 	if err := ddbhistory.CreateTable(ctx, ddb, cfg.TableName); err != nil {
 		return err
 	}
-	h, err := app.New(cfg, bedrock, ddb, schema.Compile, logger)
+	a, err := app.New(cfg, bedrock, ddb, app.Options{Routes: httpapi.AllRoutes, CompileSchema: schema.Compile, Logger: logger})
 	if err != nil {
 		return err
 	}
-
-	gw := NewGateway(logger)
-	Routes(gw, h)
 	ln, err := net.Listen("tcp", cmp.Or(opts.Addr, DefaultAddr))
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
@@ -160,7 +157,7 @@ func Run(ctx context.Context, opts Options) error {
   auth:     bearer JWTs are decoded but not verified, as with sam local; no token means owner "anonymous"
 `, url, modelWhere, cfg.ModelID, ddbWhere, cfg.TableName)
 
-	srv := &http.Server{Handler: localOnly(gw), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: localOnly(Routes(a.Handler)), ReadHeaderTimeout: 10 * time.Second}
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
 	if opts.Ready != nil {
@@ -179,18 +176,18 @@ func Run(ctx context.Context, opts Options) error {
 	return nil
 }
 
-// Routes puts the functions' routes on gw: the chat function's, the
-// structured function's, the stream function's at POST /chat/stream (a
-// function URL of its own when deployed), and the chat page at /.
-func Routes(gw *Gateway, h *httpapi.Handler) {
-	gw.Route(httpapi.RouteChat, h.Chat)
-	gw.Route(httpapi.RouteListSessions, h.Chat)
-	gw.Route(httpapi.RouteGetSession, h.Chat)
-	gw.Route(httpapi.RouteDeleteSession, h.Chat)
-	gw.Route(httpapi.RouteStructured, h.Structured)
-	gw.Handle(httpapi.RouteChatStream, withDeadline(StreamTimeout, http.HandlerFunc(h.ChatStream)))
-	gw.Handle("GET /{$}", Page())
-	gw.Handle("GET /static/", Page())
+// Routes serves the functions' routes with h, as the HTTP API and the
+// stream function's URL would: the chat function's, the structured
+// function's, the stream at POST /chat/stream, and the chat page at /. Each
+// request gets the deadline its function's invocation would have, and the
+// identity its bearer token claims (see Authorize).
+func Routes(h http.Handler) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /{$}", Page())
+	mux.Handle("GET /static/", Page())
+	mux.Handle(httpapi.RouteChatStream, withDeadline(StreamTimeout, Authorize(h)))
+	mux.Handle("/", withDeadline(APITimeout, Authorize(h)))
+	return mux
 }
 
 // localOnly refuses what a web page elsewhere could make a browser send to
@@ -223,9 +220,12 @@ func refuse(w http.ResponseWriter, status int, code, message string) {
 	_, _ = w.Write(body)
 }
 
-// StreamTimeout is the stream's invocation deadline: the stream function's
-// timeout in template.yaml.
-const StreamTimeout = 120 * time.Second
+// The invocation deadlines: API Gateway's HTTP API allows 30 s, and
+// StreamTimeout is the stream function's timeout in template.yaml.
+const (
+	APITimeout    = 30 * time.Second
+	StreamTimeout = 120 * time.Second
+)
 
 // withDeadline gives each request the deadline a Lambda invocation has. It
 // does not buffer the response, unlike http.TimeoutHandler, so a stream

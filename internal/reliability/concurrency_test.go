@@ -21,7 +21,7 @@ func TestConcurrentTurns(t *testing.T) {
 	if r := s.chat(t, "", "race", "opening"); r.status != 200 {
 		t.Fatal(r.raw)
 	}
-	s.model.Responder = func(r *conversetest.Request) conversetest.Reply {
+	s.Model.Responder = func(r *conversetest.Request) conversetest.Reply {
 		// A little model time makes the turns overlap.
 		return conversetest.Text("reply to " + r.Messages[len(r.Messages)-1].Text()).WithDelay(20 * time.Millisecond)
 	}
@@ -163,7 +163,7 @@ func TestIsolationProperty(t *testing.T) {
 				owner[id] = who
 			}
 		case 1: // GET
-			r := s.serve(t, event("GET", "/sessions/"+id, who, nil), 30*time.Second)
+			r := s.serve(t, call("GET", "/sessions/"+id, who, nil), 30*time.Second)
 			switch {
 			case taken && holder == who:
 				if r.status != 200 {
@@ -174,7 +174,7 @@ func TestIsolationProperty(t *testing.T) {
 				t.Errorf("step %d: %q read %s, which is %q's (taken %v): %d", step, who, id, holder, taken, r.status)
 			}
 		case 3: // GET /sessions lists exactly the caller's sessions
-			r := s.serve(t, event("GET", "/sessions", who, nil), 30*time.Second)
+			r := s.serve(t, call("GET", "/sessions", who, nil), 30*time.Second)
 			listed, _ := r.body["sessions"].([]any)
 			got := map[string]bool{}
 			for _, l := range listed {
@@ -194,7 +194,7 @@ func TestIsolationProperty(t *testing.T) {
 				t.Errorf("step %d: %q listing: %d %s", step, who, r.status, r.raw)
 			}
 		case 2: // DELETE
-			r := s.serve(t, event("DELETE", "/sessions/"+id, who, nil), 30*time.Second)
+			r := s.serve(t, call("DELETE", "/sessions/"+id, who, nil), 30*time.Second)
 			switch {
 			case taken && holder == who:
 				if r.status != 204 {

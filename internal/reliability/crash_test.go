@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -15,6 +17,7 @@ import (
 	"github.com/lambda-agent/lambda-agent/internal/ddbhistory"
 	"github.com/lambda-agent/lambda-agent/internal/ddblocal"
 	"github.com/lambda-agent/lambda-agent/internal/lambdatest"
+	"github.com/lambda-agent/lambda-agent/internal/testkit"
 )
 
 // chatBinary is the chat function built as a bootstrap, with the faulttools
@@ -49,22 +52,20 @@ func newSandbox(t *testing.T, env ...string) *sandbox {
 		t.Fatal(err)
 	}
 	t.Cleanup(ddb.Close)
-	if err := ddbhistory.CreateTable(t.Context(), ddb.Client(), table); err != nil {
+	if err := ddbhistory.CreateTable(t.Context(), ddb.Client(), testkit.Table); err != nil {
 		t.Fatal(err)
 	}
-	store, err := ddbhistory.New(ddb.Client(), ddbhistory.Config{Table: table})
+	store, err := ddbhistory.New(ddb.Client(), ddbhistory.Config{Table: testkit.Table})
 	if err != nil {
 		t.Fatal(err)
 	}
 	model := conversetest.NewServer()
 	t.Cleanup(func() {
-		if v := model.Violations(); len(v) > 0 {
-			t.Errorf("requests Bedrock would reject:\n%s", strings.Join(v, "\n"))
-		}
+		testkit.CheckModel(t, model)
 		model.Close()
 	})
 	fn, err := lambdatest.Start(t.Context(), bin, lambdatest.Config{Name: "chat", Env: append([]string{
-		"TABLE_NAME=" + table,
+		"TABLE_NAME=" + testkit.Table,
 		"MODEL_ID=test-model",
 		"TOOLS=calculator,slow",
 		"AWS_REGION=us-east-1",
@@ -94,9 +95,35 @@ func (b *sandbox) invoke(t *testing.T, message string, timeout time.Duration) (e
 	return resp, time.Since(start)
 }
 
+// chatEvent is an API Gateway event that posts message to the session
+// "crashy".
 func chatEvent(t *testing.T, message string) []byte {
 	t.Helper()
-	raw, err := json.Marshal(event("POST", "/chat", "", map[string]any{"session_id": "crashy", "message": message}))
+	return keyedChatEvent(t, "crashy", message, "")
+}
+
+// keyedChatEvent is the sample events/chat-new.json with its body replaced
+// by message to session, and with the Idempotency-Key key unless it is "".
+func keyedChatEvent(t *testing.T, session, message, key string) []byte {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join("..", "..", "events", "chat-new.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var e events.APIGatewayV2HTTPRequest
+	if err := json.Unmarshal(raw, &e); err != nil {
+		t.Fatalf("chat-new.json: %v", err)
+	}
+	body, err := json.Marshal(map[string]any{"session_id": session, "message": message})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Body = string(body)
+	e.Headers["content-length"] = strconv.Itoa(len(body))
+	if key != "" {
+		e.Headers["idempotency-key"] = key
+	}
+	raw, err = json.Marshal(e)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -14,74 +17,53 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
-	"github.com/aws/aws-lambda-go/lambdacontext"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/lambda-agent/lambda-agent/internal/agent"
-	"github.com/lambda-agent/lambda-agent/internal/app"
+	"github.com/lambda-agent/lambda-agent/internal/agent/bedrock"
 	"github.com/lambda-agent/lambda-agent/internal/conversetest"
 	"github.com/lambda-agent/lambda-agent/internal/ddbhistory"
-	"github.com/lambda-agent/lambda-agent/internal/ddblocal"
 	"github.com/lambda-agent/lambda-agent/internal/httpapi"
-	"github.com/lambda-agent/lambda-agent/internal/schema"
+	"github.com/lambda-agent/lambda-agent/internal/testkit"
 )
 
-// system is the real handler, wired as a function wires it, on the strict
-// Converse stand-in and the in-process DynamoDB, with a fault injector on
-// the DynamoDB client's transport.
+// system is the real handler, wired as a function wires it (testkit), on
+// the strict Converse stand-in and the in-process DynamoDB, with a fault
+// injector on the DynamoDB client's transport.
 type system struct {
-	h      *httpapi.Handler
-	model  *conversetest.Server
-	ddb    *ddblocal.Server
-	store  *ddbhistory.Store
+	*testkit.Stack
+	// direct reads the table without the application's client, so that
+	// no fault reaches what a test checks.
+	direct *ddbhistory.Store
 	faults *faults
 }
 
-const table = "sessions"
-
+// newSystem starts a system whose functions' environment is env, over the
+// defaults.
 func newSystem(t *testing.T, env map[string]string) *system {
 	t.Helper()
-	model := conversetest.NewServer()
-	t.Cleanup(func() {
-		if v := model.Violations(); len(v) > 0 {
-			t.Errorf("requests Bedrock would reject:\n%s", strings.Join(v, "\n"))
-		}
-		model.Close()
+	f := &faults{}
+	s := testkit.Start(t, testkit.Options{
+		Env: env,
+		// The agent's own retry policy, waits and all: the suite checks
+		// what production does, and the deadlines bound the waits.
+		Retry: &agent.RetryPolicy{},
+		DynamoDB: func(next http.RoundTripper) http.RoundTripper {
+			f.next = next
+			return f
+		},
+		DynamoDBOptions: []func(*dynamodb.Options){func(o *dynamodb.Options) {
+			// The SDK's retries, with waits short enough for a test.
+			o.Retryer = retry.NewStandard(func(o *retry.StandardOptions) {
+				o.Backoff = retry.BackoffDelayerFunc(func(int, error) (time.Duration, error) { return 5 * time.Millisecond, nil })
+				o.RateLimiter = noRateLimit{}
+			})
+		}},
+		Logger: slog.New(slog.DiscardHandler),
 	})
-	ddb, err := ddblocal.NewServer("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(ddb.Close)
-	f := &faults{next: http.DefaultTransport}
-	client := ddb.Client(func(o *dynamodb.Options) {
-		o.HTTPClient = &http.Client{Transport: f}
-		// The SDK's retries, with waits short enough for a test.
-		o.Retryer = retry.NewStandard(func(o *retry.StandardOptions) {
-			o.Backoff = retry.BackoffDelayerFunc(func(int, error) (time.Duration, error) { return 5 * time.Millisecond, nil })
-			o.RateLimiter = noRateLimit{}
-		})
-	})
-	if err := ddbhistory.CreateTable(t.Context(), ddb.Client(), table); err != nil {
-		t.Fatal(err)
-	}
-	vars := map[string]string{"TABLE_NAME": table, "MODEL_ID": "test-model"}
-	for k, v := range env {
-		vars[k] = v
-	}
-	cfg, err := app.FromEnv(func(k string) string { return vars[k] })
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := app.New(cfg, model.Client(), client, schema.Compile, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	store, err := ddbhistory.New(ddb.Client(), ddbhistory.Config{Table: table})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &system{h: h, model: model, ddb: ddb, store: store, faults: f}
+	return &system{Stack: s, direct: s.DirectStore(), faults: f}
 }
 
 type noRateLimit struct{}
@@ -164,7 +146,7 @@ func (f *faults) throttle(r *http.Request) (*http.Response, error) {
 // reply is an HTTP answer, decoded.
 type reply struct {
 	status  int
-	headers map[string]string
+	headers http.Header
 	body    map[string]any
 	raw     string
 }
@@ -175,78 +157,97 @@ func (r reply) code() string {
 	return c
 }
 
-// event builds a payload-2.0 event.
-func event(method, path, owner string, body any) events.APIGatewayV2HTTPRequest {
-	e := events.APIGatewayV2HTTPRequest{
-		Version: "2.0",
-		RawPath: path,
-		Headers: map[string]string{"content-type": "application/json"},
-		RequestContext: events.APIGatewayV2HTTPRequestContext{
-			RequestID: "req-" + path,
-			HTTP:      events.APIGatewayV2HTTPRequestContextHTTPDescription{Method: method, Path: path},
-		},
-	}
-	switch {
-	case method == "POST" || path == "/sessions":
-		e.RouteKey = method + " " + path
-	default:
-		e.RouteKey = method + " /sessions/{sessionId}"
-		e.PathParameters = map[string]string{"sessionId": strings.TrimPrefix(path, "/sessions/")}
-	}
-	if body != nil {
-		raw, _ := json.Marshal(body)
-		e.Body = string(raw)
-	}
-	if owner != "" {
-		e.RequestContext.Authorizer = &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{
-			JWT: &events.APIGatewayV2HTTPRequestContextAuthorizerJWTDescription{Claims: map[string]string{"sub": owner}},
-		}
-	}
-	return e
+// request is a request to the handler. It is a value, built into an
+// http.Request each time it is sent, so that a test can send it again.
+type request struct {
+	method, path string
+	// owner is the subject of the caller's JWT; "" is a caller without an
+	// identity.
+	owner string
+	// auth, when set, is what the authorizer verified instead of owner.
+	auth *events.APIGatewayV2HTTPRequestContextAuthorizerDescription
+	// body is JSON-encoded, unless it is []byte, which is sent as it is.
+	body any
+	// key is the Idempotency-Key header, if not "".
+	key string
 }
 
-// serve sends e to the function that serves it, with a Lambda context whose
-// deadline is timeout away.
-func (s *system) serve(t testing.TB, e events.APIGatewayV2HTTPRequest, timeout time.Duration) reply {
+// call is a request from owner, with body JSON-encoded unless it is nil.
+func call(method, path, owner string, body any) request {
+	return request{method: method, path: path, owner: owner, body: body}
+}
+
+// withKey returns q with the Idempotency-Key key.
+func (q request) withKey(key string) request {
+	q.key = key
+	return q
+}
+
+// build returns q as an http.Request under ctx.
+func (q request) build(t testing.TB, ctx context.Context) *http.Request {
+	t.Helper()
+	var body io.Reader
+	switch b := q.body.(type) {
+	case nil:
+	case []byte:
+		body = bytes.NewReader(b)
+	default:
+		raw, err := json.Marshal(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body = bytes.NewReader(raw)
+	}
+	r := httptest.NewRequestWithContext(ctx, q.method, q.path, body)
+	if body != nil {
+		r.Header.Set("Content-Type", "application/json")
+	}
+	if q.key != "" {
+		r.Header.Set("Idempotency-Key", q.key)
+	}
+	if q.auth != nil {
+		return r.WithContext(httpapi.WithAuthorizer(ctx, q.auth))
+	}
+	return testkit.As(r, q.owner)
+}
+
+// serve sends q to the handler with a deadline timeout away, as the
+// function's would be.
+func (s *system) serve(t testing.TB, q request, timeout time.Duration) reply {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	ctx = lambdacontext.NewContext(ctx, &lambdacontext.LambdaContext{AwsRequestID: e.RequestContext.RequestID})
-	fn := s.h.Chat
-	if e.RouteKey == httpapi.RouteStructured {
-		fn = s.h.Structured
-	}
-	resp, err := fn(ctx, e)
-	if err != nil {
-		t.Fatalf("the handler returned an error: %v", err)
-	}
-	r := reply{status: resp.StatusCode, headers: resp.Headers, raw: resp.Body}
-	if resp.Body != "" {
-		if err := json.Unmarshal([]byte(resp.Body), &r.body); err != nil {
-			t.Fatalf("%d with a body that is not JSON: %q", resp.StatusCode, resp.Body)
+	w := s.Serve(q.build(t, ctx))
+	r := reply{status: w.Code, headers: w.Header(), raw: w.Body.String()}
+	if r.raw != "" {
+		if err := json.Unmarshal(w.Body.Bytes(), &r.body); err != nil {
+			t.Fatalf("%d with a body that is not JSON: %q", r.status, r.raw)
 		}
 	}
 	if r.status >= 500 && r.status != 502 && r.status != 503 && r.status != 504 {
-		t.Errorf("%d for %s %s: %s", r.status, e.RequestContext.HTTP.Method, e.RawPath, resp.Body)
+		t.Errorf("%d for %s %s: %s", r.status, q.method, q.path, r.raw)
 	}
 	return r
 }
 
 func (s *system) chat(t testing.TB, owner, session, message string) reply {
 	t.Helper()
-	return s.serve(t, event("POST", "/chat", owner, map[string]any{"session_id": session, "message": message}), 30*time.Second)
+	return s.serve(t, call("POST", "/chat", owner, map[string]any{"session_id": session, "message": message}), 30*time.Second)
 }
 
-// stored is a session's full transcript and version, read from the store
-// directly, or nil when there is none.
+// stored is a session as the store holds it, read from the store directly,
+// or nil when there is none.
 type stored struct {
-	version  int64
+	// session is the session item: version, message count, window and agent
+	// state, times and title. Its Conversation.Messages is not set.
+	session *ddbhistory.Session
+	// messages is the full transcript, oldest first.
 	messages []agent.Message
 }
 
 func (s *system) stored(t testing.TB, owner, id string) *stored {
 	t.Helper()
-	return storedIn(t, s.store, owner, id)
+	return storedIn(t, s.direct, owner, id)
 }
 
 func storedIn(t testing.TB, store *ddbhistory.Store, owner, id string) *stored {
@@ -254,21 +255,45 @@ func storedIn(t testing.TB, store *ddbhistory.Store, owner, id string) *stored {
 	if owner == "" {
 		owner = "anonymous" // what the handler calls a caller without claims
 	}
-	page, err := store.Transcript(context.Background(), ddbhistory.Key{Owner: owner, ID: id}, "", ddbhistory.MaxPageSize)
-	if err != nil {
-		return nil
+	key := ddbhistory.Key{Owner: owner, ID: id}
+	var st *stored
+	for cursor := ""; ; {
+		page, err := store.Transcript(t.Context(), key, cursor, ddbhistory.MaxPageSize)
+		switch {
+		case errors.Is(err, ddbhistory.ErrNotFound):
+			return nil
+		case err != nil:
+			t.Fatalf("read session %s: %v", id, err)
+		case st == nil:
+			st = &stored{session: page.Session}
+		case page.Session.Version != st.session.Version:
+			t.Fatalf("session %s changed while its transcript was read", id)
+		}
+		st.messages = append(st.messages, page.Messages...)
+		if page.NextCursor == "" {
+			return st
+		}
+		cursor = page.NextCursor
 	}
-	return &stored{version: page.Session.Version, messages: page.Messages}
 }
 
-// sameAs reports whether two transcripts are equal.
-func (a *stored) sameAs(b *stored) bool {
-	if a == nil || b == nil {
-		return a == b
+// sameAs reports whether two reads found the same session: the same session
+// item and the same transcript.
+func (a *stored) sameAs(b *stored) bool { return a.diff(b) == "" }
+
+// diff describes how b differs from a, or is "" when they are the same. The
+// session item's unexported fields (its incarnation and id claim) are left
+// out: only a commit writes them, and a commit changes the version too.
+func (a *stored) diff(b *stored) string {
+	switch {
+	case a == nil && b == nil:
+		return ""
+	case a == nil:
+		return fmt.Sprintf("no session, then one of %d messages", len(b.messages))
+	case b == nil:
+		return fmt.Sprintf("a session of %d messages, then none", len(a.messages))
 	}
-	x, _ := json.Marshal(a)
-	y, _ := json.Marshal(b)
-	return a.version == b.version && bytes.Equal(x, y) && len(a.messages) == len(b.messages)
+	return cmp.Diff(a, b, cmp.AllowUnexported(stored{}), cmpopts.IgnoreUnexported(ddbhistory.Session{}))
 }
 
 // validHistory checks a stored history the way Bedrock would: it must be
@@ -283,7 +308,7 @@ func validHistory(t testing.TB, msgs []agent.Message) {
 	}
 	s := conversetest.NewServer()
 	defer s.Close()
-	m, err := agent.NewBedrock(s.Client(), agent.BedrockConfig{ModelID: "check"})
+	m, err := bedrock.New(s.Client(), bedrock.Config{ModelID: "check"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -301,25 +326,4 @@ func sameMessages(a, b []agent.Message) bool {
 	x, _ := json.Marshal(a)
 	y, _ := json.Marshal(b)
 	return bytes.Equal(x, y)
-}
-
-// counter counts things concurrently, for the report.
-type counter struct {
-	mu sync.Mutex
-	n  map[string]int
-}
-
-func (c *counter) add(k string, n int) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.n == nil {
-		c.n = map[string]int{}
-	}
-	c.n[k] += n
-}
-
-func (c *counter) get(k string) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.n[k]
 }

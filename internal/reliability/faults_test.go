@@ -28,7 +28,7 @@ func TestTransientFaultsAreRetried(t *testing.T) {
 			{conversetest.ModelNotReady(), conversetest.ModelTimeout()},
 			{conversetest.Unavailable(), conversetest.InternalError()},
 		}[i%4]
-		s.model.Enqueue(faults[0], faults[1], conversetest.Text(fmt.Sprintf("answer %d", i)))
+		s.Model.Enqueue(faults[0], faults[1], conversetest.Text(fmt.Sprintf("answer %d", i)))
 		bedrockFaults += 2
 		r := s.chat(t, "", "weather", fmt.Sprintf("question %d", i))
 		if r.status != 200 || r.body["text"] != fmt.Sprintf("answer %d", i) {
@@ -56,9 +56,9 @@ func TestPersistentFaultsLeaveTheSessionUnchanged(t *testing.T) {
 		code   string
 	}{
 		{"DynamoDB throttling", func(s *system) { s.faults.left.Store(-1) }, 429, "throttled"},
-		{"Bedrock 429", func(s *system) { s.model.Responder = always(conversetest.Throttle()) }, 429, "throttled"},
-		{"Bedrock 503", func(s *system) { s.model.Responder = always(conversetest.Unavailable()) }, 502, "model_error"},
-		{"Bedrock 500", func(s *system) { s.model.Responder = always(conversetest.InternalError()) }, 502, "model_error"},
+		{"Bedrock 429", func(s *system) { s.Model.Responder = always(conversetest.Throttle()) }, 429, "throttled"},
+		{"Bedrock 503", func(s *system) { s.Model.Responder = always(conversetest.Unavailable()) }, 502, "model_error"},
+		{"Bedrock 500", func(s *system) { s.Model.Responder = always(conversetest.InternalError()) }, 502, "model_error"},
 	}
 	changed := 0
 	for _, tt := range tests {
@@ -72,11 +72,11 @@ func TestPersistentFaultsLeaveTheSessionUnchanged(t *testing.T) {
 			before := s.stored(t, "", "steady")
 			tt.inject(s)
 			// A short deadline keeps the agent's retries, bounded by it, short.
-			r := s.serve(t, event("POST", "/chat", "", map[string]any{"session_id": "steady", "message": "during"}), 5*time.Second)
+			r := s.serve(t, call("POST", "/chat", "", map[string]any{"session_id": "steady", "message": "during"}), 5*time.Second)
 			if r.status != tt.status || r.code() != tt.code {
 				t.Errorf("got %d %s, want %d %s", r.status, r.code(), tt.status, tt.code)
 			}
-			if tt.status == 429 && r.headers["Retry-After"] == "" {
+			if tt.status == 429 && r.headers.Get("Retry-After") == "" {
 				t.Error("a 429 without Retry-After")
 			}
 			s.faults.left.Store(0)

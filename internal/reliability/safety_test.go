@@ -1,11 +1,12 @@
 package reliability_test
 
 import (
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,9 +17,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/lambda-agent/lambda-agent/internal/app"
 	"github.com/lambda-agent/lambda-agent/internal/conversetest"
 	"github.com/lambda-agent/lambda-agent/internal/ddbhistory"
 	"github.com/lambda-agent/lambda-agent/internal/ddblocal"
+	"github.com/lambda-agent/lambda-agent/internal/httpapi"
+	"github.com/lambda-agent/lambda-agent/internal/testkit"
 )
 
 // The tests in this file hold the functions to what the attacks of issue 10
@@ -30,7 +34,7 @@ import (
 func itemsUnder(t *testing.T, ddb *ddblocal.Server, pk string) int {
 	t.Helper()
 	out, err := ddb.Client().Query(t.Context(), &dynamodb.QueryInput{
-		TableName:                 aws.String(table),
+		TableName:                 aws.String(testkit.Table),
 		KeyConditionExpression:    aws.String("pk = :pk"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": &types.AttributeValueMemberS{Value: pk}},
 		ConsistentRead:            aws.Bool(true),
@@ -39,12 +43,6 @@ func itemsUnder(t *testing.T, ddb *ddblocal.Server, pk string) int {
 		t.Fatal(err)
 	}
 	return len(out.Items)
-}
-
-// withKey adds an Idempotency-Key header to e.
-func withKey(e events.APIGatewayV2HTTPRequest, key string) events.APIGatewayV2HTTPRequest {
-	e.Headers["idempotency-key"] = key
-	return e
 }
 
 // waitCalls waits until the model has had n calls.
@@ -62,11 +60,11 @@ func TestDeleteRacingATurn(t *testing.T) {
 	damaged := 0
 	settled := func(round string, id string) {
 		t.Helper()
-		if r := s.serve(t, event("GET", "/sessions/"+id, "alice", nil), 30*time.Second); r.status != 404 {
+		if r := s.serve(t, call("GET", "/sessions/"+id, "alice", nil), 30*time.Second); r.status != 404 {
 			damaged++
 			t.Errorf("%s: GET after the race: %d %s", round, r.status, r.raw)
 		}
-		if n := itemsUnder(t, s.ddb, "s#alice#"+id); n != 0 {
+		if n := itemsUnder(t, s.DDB, "s#alice#"+id); n != 0 {
 			damaged++
 			t.Errorf("%s: %d items of the session are left", round, n)
 		}
@@ -75,7 +73,7 @@ func TestDeleteRacingATurn(t *testing.T) {
 			damaged++
 			t.Errorf("%s: another owner taking the id: %d %s", round, r.status, r.raw)
 		}
-		if r := s.serve(t, event("DELETE", "/sessions/"+id, "bob", nil), 30*time.Second); r.status != 204 {
+		if r := s.serve(t, call("DELETE", "/sessions/"+id, "bob", nil), 30*time.Second); r.status != 204 {
 			t.Errorf("%s: bob's delete: %d", round, r.status)
 		}
 	}
@@ -95,7 +93,7 @@ func TestDeleteRacingATurn(t *testing.T) {
 		}
 	})
 	deleted := make(chan reply, 1)
-	go func() { deleted <- s.serve(t, event("DELETE", "/sessions/doomed", "alice", nil), 30*time.Second) }()
+	go func() { deleted <- s.serve(t, call("DELETE", "/sessions/doomed", "alice", nil), 30*time.Second) }()
 	<-reached
 	s.faults.setHold(nil)
 	if r := s.chat(t, "alice", "doomed", "during the delete"); r.status != 409 && r.status != 404 {
@@ -118,13 +116,13 @@ func TestDeleteRacingATurn(t *testing.T) {
 		if r := s.chat(t, "alice", id, "opening"); r.status != 200 {
 			t.Fatal(r.raw)
 		}
-		calls := s.model.Calls()
-		s.model.Enqueue(conversetest.Text("answer").WithDelay(time.Duration(rng.IntN(30)) * time.Millisecond))
+		calls := s.Model.Calls()
+		s.Model.Enqueue(conversetest.Text("answer").WithDelay(time.Duration(rng.IntN(30)) * time.Millisecond))
 		turn := make(chan reply, 1)
 		go func() { turn <- s.chat(t, "alice", id, "racing") }()
-		waitCalls(t, s.model, calls+1)
+		waitCalls(t, s.Model, calls+1)
 		time.Sleep(time.Duration(rng.IntN(30)) * time.Millisecond)
-		if r := s.serve(t, event("DELETE", "/sessions/"+id, "alice", nil), 30*time.Second); r.status != 204 {
+		if r := s.serve(t, call("DELETE", "/sessions/"+id, "alice", nil), 30*time.Second); r.status != 204 {
 			t.Errorf("round %d: delete: %d %s", round, r.status, r.raw)
 		}
 		switch r := <-turn; r.status {
@@ -158,14 +156,14 @@ func TestDeleteStoppedHalfWay(t *testing.T) {
 			s.faults.left.Store(-1)
 		}
 	})
-	r := s.serve(t, event("DELETE", "/sessions/half", "alice", nil), 30*time.Second)
+	r := s.serve(t, call("DELETE", "/sessions/half", "alice", nil), 30*time.Second)
 	s.faults.setHold(nil)
 	s.faults.left.Store(0)
 	broken := 0
 	if r.status != 503 || !strings.Contains(r.raw, "DELETE again") {
 		t.Errorf("the stopped delete: %d %s; want 503 asking for the DELETE again", r.status, r.raw)
 	}
-	if r := s.serve(t, event("GET", "/sessions/half", "alice", nil), 30*time.Second); r.status != 404 {
+	if r := s.serve(t, call("GET", "/sessions/half", "alice", nil), 30*time.Second); r.status != 404 {
 		broken++
 		t.Errorf("GET of the half-deleted session: %d %s", r.status, r.raw)
 	}
@@ -177,11 +175,11 @@ func TestDeleteStoppedHalfWay(t *testing.T) {
 		broken++
 		t.Errorf("another owner taking the id before the delete finished: %d %s", r.status, r.raw)
 	}
-	if r := s.serve(t, event("DELETE", "/sessions/half", "alice", nil), 30*time.Second); r.status != 204 {
+	if r := s.serve(t, call("DELETE", "/sessions/half", "alice", nil), 30*time.Second); r.status != 204 {
 		broken++
 		t.Errorf("the second DELETE: %d %s", r.status, r.raw)
 	}
-	if n := itemsUnder(t, s.ddb, "s#alice#half") + itemsUnder(t, s.ddb, "id#half"); n != 0 {
+	if n := itemsUnder(t, s.DDB, "s#alice#half") + itemsUnder(t, s.DDB, "id#half"); n != 0 {
 		broken++
 		t.Errorf("%d items left after the second DELETE", n)
 	}
@@ -199,36 +197,36 @@ func TestDeleteStoppedHalfWay(t *testing.T) {
 // gets 422.
 func TestIdempotencyKeyIsTheCallers(t *testing.T) {
 	s := newSystem(t, nil)
-	s.model.Responder = func(*conversetest.Request) conversetest.Reply {
+	s.Model.Responder = func(*conversetest.Request) conversetest.Reply {
 		return conversetest.Text("ok").WithDelay(30 * time.Millisecond) // the requests overlap
 	}
 	extra := 0
 	const sessions = 4
-	calls := s.model.Calls()
+	calls := s.Model.Calls()
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	statuses := map[int]int{}
 	for i := range sessions {
 		wg.Go(func() {
-			r := s.serve(t, withKey(event("POST", "/chat", "alice", map[string]any{"session_id": fmt.Sprintf("k-%d", i), "message": "hello"}), "shared-key"), 30*time.Second)
+			r := s.serve(t, call("POST", "/chat", "alice", map[string]any{"session_id": fmt.Sprintf("k-%d", i), "message": "hello"}).withKey("shared-key"), 30*time.Second)
 			mu.Lock()
 			statuses[r.status]++
 			mu.Unlock()
 		})
 	}
 	wg.Wait()
-	if n := s.model.Calls() - calls; n > 1 || statuses[200] != 1 || statuses[422] != sessions-1 {
+	if n := s.Model.Calls() - calls; n > 1 || statuses[200] != 1 || statuses[422] != sessions-1 {
 		extra += max(n-1, 0)
 		t.Errorf("one key on %d sessions at once: %d model calls, answers %v; want 1 call, one 200 and 422 for the rest", sessions, n, statuses)
 	}
 
 	// One after another.
-	calls = s.model.Calls()
-	if r := s.serve(t, withKey(event("POST", "/chat", "alice", map[string]any{"session_id": "seq-a", "message": "hi"}), "seq-key"), 30*time.Second); r.status != 200 {
+	calls = s.Model.Calls()
+	if r := s.serve(t, call("POST", "/chat", "alice", map[string]any{"session_id": "seq-a", "message": "hi"}).withKey("seq-key"), 30*time.Second); r.status != 200 {
 		t.Fatal(r.raw)
 	}
-	r := s.serve(t, withKey(event("POST", "/chat", "alice", map[string]any{"session_id": "seq-b", "message": "hi"}), "seq-key"), 30*time.Second)
-	if n := s.model.Calls() - calls; r.status != 422 || r.code() != "idempotency_key_reused" || n != 1 {
+	r := s.serve(t, call("POST", "/chat", "alice", map[string]any{"session_id": "seq-b", "message": "hi"}).withKey("seq-key"), 30*time.Second)
+	if n := s.Model.Calls() - calls; r.status != 422 || r.code() != "idempotency_key_reused" || n != 1 {
 		extra += max(n-1, 0)
 		t.Errorf("the key on a second session: %d %s after %d model calls; want 422 and 1 call", r.status, r.raw, n)
 	}
@@ -236,29 +234,29 @@ func TestIdempotencyKeyIsTheCallers(t *testing.T) {
 		t.Errorf("the refused request stored a session of %d messages", len(st.messages))
 	}
 	// Another owner's key of the same name is another key.
-	if r := s.serve(t, withKey(event("POST", "/chat", "bob", map[string]any{"session_id": "seq-b", "message": "hi"}), "seq-key"), 30*time.Second); r.status != 200 {
+	if r := s.serve(t, call("POST", "/chat", "bob", map[string]any{"session_id": "seq-b", "message": "hi"}).withKey("seq-key"), 30*time.Second); r.status != 200 {
 		t.Errorf("bob's key of the same name: %d %s", r.status, r.raw)
 	}
 	// A retry of a request that started a new session replays it.
-	create := withKey(event("POST", "/chat", "alice", map[string]any{"message": "a new one"}), "create-key")
+	create := call("POST", "/chat", "alice", map[string]any{"message": "a new one"}).withKey("create-key")
 	firstAnswer := s.serve(t, create, 30*time.Second)
-	calls = s.model.Calls()
+	calls = s.Model.Calls()
 	again := s.serve(t, create, 30*time.Second)
-	if firstAnswer.status != 200 || again.status != 200 || again.headers["Idempotent-Replayed"] != "true" || again.raw != firstAnswer.raw || s.model.Calls() != calls {
+	if firstAnswer.status != 200 || again.status != 200 || again.headers.Get("Idempotent-Replayed") != "true" || again.raw != firstAnswer.raw || s.Model.Calls() != calls {
 		extra++
-		t.Errorf("the retry of a new session's request: %d %s (replayed %q), first %d", again.status, again.raw, again.headers["Idempotent-Replayed"], firstAnswer.status)
+		t.Errorf("the retry of a new session's request: %d %s (replayed %q), first %d", again.status, again.raw, again.headers.Get("Idempotent-Replayed"), firstAnswer.status)
 	}
 	// Once that session is deleted, the retry is told so, and still runs
 	// nothing.
 	var created map[string]any
 	_ = json.Unmarshal([]byte(firstAnswer.raw), &created)
-	if r := s.serve(t, event("DELETE", "/sessions/"+fmt.Sprint(created["session_id"]), "alice", nil), 30*time.Second); r.status != 204 {
+	if r := s.serve(t, call("DELETE", "/sessions/"+fmt.Sprint(created["session_id"]), "alice", nil), 30*time.Second); r.status != 204 {
 		t.Fatalf("deleting the new session: %d %s", r.status, r.raw)
 	}
-	calls = s.model.Calls()
-	if r := s.serve(t, create, 30*time.Second); r.status != 404 || r.code() != "not_found" || s.model.Calls() != calls {
-		extra += s.model.Calls() - calls
-		t.Errorf("the retry after its session was deleted: %d %s, %d model calls; want 404 and none", r.status, r.raw, s.model.Calls()-calls)
+	calls = s.Model.Calls()
+	if r := s.serve(t, create, 30*time.Second); r.status != 404 || r.code() != "not_found" || s.Model.Calls() != calls {
+		extra += s.Model.Calls() - calls
+		t.Errorf("the retry after its session was deleted: %d %s, %d model calls; want 404 and none", r.status, r.raw, s.Model.Calls()-calls)
 	}
 	report(t, "An Idempotency-Key names one request of one owner: reused with another request or session it gets 422, and concurrent uses call the model at most once",
 		fmt.Sprintf("1 key sent to %d sessions at once, 1 key sent to 2 sessions in turn, 1 key of another owner, 1 retry of a request that made a new session, and of it after a DELETE", sessions), extra)
@@ -328,15 +326,6 @@ func TestHoldOfACrashedInvocationExpires(t *testing.T) {
 		fmt.Sprintf("1 SIGKILL of the chat bootstrap (timeout %s) during the model call, with retries until the key was free", timeout), stuck)
 }
 
-func keyedChatEvent(t *testing.T, session, message, key string) []byte {
-	t.Helper()
-	raw, err := json.Marshal(withKey(event("POST", "/chat", "", map[string]any{"session_id": session, "message": message}), key))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return raw
-}
-
 // TestAnonymousIsUnreachable tries to reach the sessions of unauthenticated
 // callers with every identity that could be mistaken for theirs.
 func TestAnonymousIsUnreachable(t *testing.T) {
@@ -355,16 +344,16 @@ func TestAnonymousIsUnreachable(t *testing.T) {
 			"IAM without an ARN":    {IAM: &events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription{AccountID: "123456789012"}},
 		}
 		for name, id := range identities {
-			for _, e := range []events.APIGatewayV2HTTPRequest{
-				event("GET", "/sessions/anon-1", "", nil),
-				event("GET", "/sessions", "", nil),
-				event("DELETE", "/sessions/anon-1", "", nil),
-				event("POST", "/chat", "", map[string]any{"session_id": "anon-1", "message": "mine?"}),
+			for _, q := range []request{
+				call("GET", "/sessions/anon-1", "", nil),
+				call("GET", "/sessions", "", nil),
+				call("DELETE", "/sessions/anon-1", "", nil),
+				call("POST", "/chat", "", map[string]any{"session_id": "anon-1", "message": "mine?"}),
 			} {
-				e.RequestContext.Authorizer = id
-				if r := s.serve(t, e, 30*time.Second); r.status != 401 || r.code() != "unauthorized" {
+				q.auth = id
+				if r := s.serve(t, q, 30*time.Second); r.status != 401 || r.code() != "unauthorized" {
 					leaks++
-					t.Errorf("REQUIRE_AUTH=%s, %s, %s %s: %d %s; want 401", requireAuth, name, e.RequestContext.HTTP.Method, e.RawPath, r.status, r.raw)
+					t.Errorf("REQUIRE_AUTH=%s, %s, %s %s: %d %s; want 401", requireAuth, name, q.method, q.path, r.status, r.raw)
 				}
 			}
 		}
@@ -406,12 +395,12 @@ func TestHostileSchemas(t *testing.T) {
 		{"numbers with an exponent of a million", huge, "MaxNumber", nil},
 		{"a recursion the model makes exponential", recursion, "MaxSteps", json.RawMessage(`{"a":` + strings.Repeat("[", 40) + strings.Repeat("]", 40) + `}`)},
 	} {
-		calls := s.model.Calls()
+		calls := s.Model.Calls()
 		if tc.answer != nil {
-			s.model.Enqueue(conversetest.ToolUse("t1", "structured_output", tc.answer))
+			s.Model.Enqueue(conversetest.ToolUse("t1", "structured_output", tc.answer))
 		}
 		id := "schema-" + strings.ReplaceAll(tc.name, " ", "-")
-		r := s.serve(t, event("POST", "/structured", "", map[string]any{"session_id": id, "prompt": "fill it in", "schema": json.RawMessage(tc.schema)}), 30*time.Second)
+		r := s.serve(t, call("POST", "/structured", "", map[string]any{"session_id": id, "prompt": "fill it in", "schema": json.RawMessage(tc.schema)}), 30*time.Second)
 		msg, _ := r.body["error"].(map[string]any)["message"].(string)
 		if r.status != 400 || r.code() != "invalid_schema" || !strings.Contains(msg, tc.limit) {
 			burned++
@@ -421,7 +410,7 @@ func TestHostileSchemas(t *testing.T) {
 		if tc.answer != nil {
 			wantCalls = 1
 		}
-		if n := s.model.Calls() - calls; n != wantCalls {
+		if n := s.Model.Calls() - calls; n != wantCalls {
 			t.Errorf("%s: %d model calls, want %d", tc.name, n, wantCalls)
 		}
 		if st := s.stored(t, "", id); st != nil {
@@ -450,8 +439,8 @@ func TestTurnLargerThanATransaction(t *testing.T) {
 	if r := s.chat(t, "", "big", "opening"); r.status != 200 {
 		t.Fatal(r.raw)
 	}
-	s.model.Enqueue(bigTurnReplies(150)...)
-	ev := withKey(event("POST", "/chat", "", map[string]any{"session_id": "big", "message": "add up a lot"}), "big-key")
+	s.Model.Enqueue(bigTurnReplies(150)...)
+	ev := call("POST", "/chat", "", map[string]any{"session_id": "big", "message": "add up a lot"}).withKey("big-key")
 	r := s.serve(t, ev, 30*time.Second)
 	lost := 0
 	if r.status != 200 {
@@ -561,7 +550,7 @@ func TestCommitWhoseAnswerIsLost(t *testing.T) {
 		<-r.Context().Done()
 		return r.Context().Err()
 	})
-	ev := withKey(event("POST", "/chat", "", map[string]any{"session_id": "lost", "message": "is it saved?"}), "lost-key")
+	ev := call("POST", "/chat", "", map[string]any{"session_id": "lost", "message": "is it saved?"}).withKey("lost-key")
 	r := s.serve(t, ev, 5*time.Second)
 	s.faults.setLose(nil)
 	wrong := 0
@@ -569,11 +558,11 @@ func TestCommitWhoseAnswerIsLost(t *testing.T) {
 		wrong++
 		t.Errorf("a commit whose answer was lost: %d %s; want 504 outcome_unknown", r.status, r.raw)
 	}
-	calls := s.model.Calls()
+	calls := s.Model.Calls()
 	again := s.serve(t, ev, 30*time.Second)
-	if again.status != 200 || again.headers["Idempotent-Replayed"] != "true" || s.model.Calls() != calls {
+	if again.status != 200 || again.headers.Get("Idempotent-Replayed") != "true" || s.Model.Calls() != calls {
 		wrong++
-		t.Errorf("the retry: %d %s, replayed %q, %d model calls", again.status, again.raw, again.headers["Idempotent-Replayed"], s.model.Calls()-calls)
+		t.Errorf("the retry: %d %s, replayed %q, %d model calls", again.status, again.raw, again.headers.Get("Idempotent-Replayed"), s.Model.Calls()-calls)
 	}
 	if st := s.stored(t, "", "lost"); st == nil || len(st.messages) != 4 || st.messages[2].Text() != "is it saved?" {
 		wrong++
@@ -604,18 +593,22 @@ func TestBadInputIs4xxAndChangesNothing(t *testing.T) {
 			t.Errorf("%s: no error code in %s", what, raw)
 		}
 	}
+	// The stream function: another function on the same table, whose URL
+	// serves the session routes too.
+	stream, err := app.New(s.Config, s.Model.Client(), s.DDB.Client(), app.Options{Routes: httpapi.FunctionURLRoutes, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
 	tried := 0
 	for _, cursor := range []string{ddbhistory.CursorAt(9_999_999_999), ddbhistory.CursorAt(9_999_999_000)} {
-		e := event("GET", "/sessions/input", "", nil)
-		e.QueryStringParameters = map[string]string{"cursor": cursor}
-		r := s.serve(t, e, 30*time.Second)
+		r := s.serve(t, call("GET", "/sessions/input?cursor="+url.QueryEscape(cursor), "", nil), 30*time.Second)
 		tried++
 		if msgs, _ := r.body["messages"].([]any); r.status != 200 || len(msgs) != 0 || r.body["next_cursor"] != nil {
 			check("GET with a cursor past the end", r.status, r.code(), r.raw)
 		}
 		// The stream function serves the same route through its URL.
 		w := httptest.NewRecorder()
-		s.h.FunctionURL().ServeHTTP(w, httptest.NewRequest("GET", "/sessions/input?cursor="+cursor, nil))
+		stream.Handler.ServeHTTP(w, httptest.NewRequest("GET", "/sessions/input?cursor="+url.QueryEscape(cursor), nil))
 		tried++
 		var body map[string]any
 		_ = json.Unmarshal(w.Body.Bytes(), &body)
@@ -624,31 +617,29 @@ func TestBadInputIs4xxAndChangesNothing(t *testing.T) {
 		}
 	}
 
-	// A body that API Gateway base64-encoded, and that is not UTF-8.
-	e := event("POST", "/chat", "", nil)
-	e.Body = base64.StdEncoding.EncodeToString([]byte(`{"session_id":"input","message":"caf` + "\xe9" + `"}`))
-	e.IsBase64Encoded = true
-	r := s.serve(t, e, 30*time.Second)
+	// A body that is not UTF-8, which API Gateway sends base64-encoded
+	// (lambdahttp's tests check that it decodes it).
+	r := s.serve(t, call("POST", "/chat", "", []byte(`{"session_id":"input","message":"caf`+"\xe9"+`"}`)), 30*time.Second)
 	tried++
-	check("a base64 body that is not UTF-8", r.status, r.code(), r.raw)
+	check("a body that is not UTF-8", r.status, r.code(), r.raw)
 
-	calls := s.model.Calls()
+	calls := s.Model.Calls()
 	for name, img := range map[string][]byte{"JPEG bytes labelled png": conversetest.JPEGStart, "garbage labelled png": []byte("not an image at all, just text")} {
-		r := s.serve(t, event("POST", "/chat", "", map[string]any{"session_id": "input", "content": []any{
+		r := s.serve(t, call("POST", "/chat", "", map[string]any{"session_id": "input", "content": []any{
 			map[string]any{"text": "what is this?"},
 			map[string]any{"image": map[string]any{"format": "png", "source": map[string]any{"bytes": img}}},
 		}}), 30*time.Second)
 		tried++
 		check(name, r.status, r.code(), r.raw)
 	}
-	if n := s.model.Calls() - calls; n != 0 {
+	if n := s.Model.Calls() - calls; n != 0 {
 		bad++
 		t.Errorf("mislabelled images reached the model %d times", n)
 	}
 	// An image that passes the checks but that Bedrock refuses.
-	s.model.Enqueue(conversetest.UnreadableImage())
+	s.Model.Enqueue(conversetest.UnreadableImage())
 	png := conversetest.PNGStart
-	r = s.serve(t, event("POST", "/chat", "", map[string]any{"session_id": "input", "content": []any{
+	r = s.serve(t, call("POST", "/chat", "", map[string]any{"session_id": "input", "content": []any{
 		map[string]any{"text": "and this?"},
 		map[string]any{"image": map[string]any{"format": "png", "source": map[string]any{"bytes": png}}},
 	}}), 30*time.Second)

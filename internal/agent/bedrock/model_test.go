@@ -1,4 +1,4 @@
-package agent_test
+package bedrock_test
 
 import (
 	"encoding/json"
@@ -6,21 +6,51 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/lambda-agent/lambda-agent/internal/agent"
+	"github.com/lambda-agent/lambda-agent/internal/agent/bedrock"
 	"github.com/lambda-agent/lambda-agent/internal/conversetest"
+	"github.com/lambda-agent/lambda-agent/internal/testkit"
 )
 
-func TestBedrockSendsSettings(t *testing.T) {
+// newServer starts a strict Converse stand-in. A test fails if the model ever
+// sent it a request that Bedrock would reject.
+func newServer(t *testing.T) *conversetest.Server { return testkit.ConverseServer(t) }
+
+// newModel returns a Model that calls the stand-in s.
+func newModel(t *testing.T, s *conversetest.Server, modelID string) *bedrock.Model {
+	t.Helper()
+	m, err := bedrock.New(s.Client(), bedrock.Config{ModelID: modelID, MaxTokens: 512})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// Real first bytes of each kind of file.
+var jpegHead, pdfHead = conversetest.JPEGStart, conversetest.PDFStart
+
+func withImage(format string, b []byte) []agent.ContentBlock {
+	return []agent.ContentBlock{agent.Text("look"), {Image: &agent.ImageBlock{Format: format, Source: agent.Source{Bytes: b}}}}
+}
+
+func withDocument(format string, b []byte) []agent.ContentBlock {
+	return []agent.ContentBlock{agent.Text("read"), {Document: &agent.DocumentBlock{Format: format, Name: "file", Source: agent.Source{Bytes: b}}}}
+}
+
+func TestSendsSettings(t *testing.T) {
 	s := newServer(t)
-	m, err := agent.NewBedrock(s.Client(), agent.BedrockConfig{
+	m, err := bedrock.New(s.Client(), bedrock.Config{
 		ModelID:       "arn:aws:bedrock:us-east-1:123456789012:inference-profile/us.anthropic.claude-sonnet-4-v1:0",
 		MaxTokens:     1000,
 		Temperature:   aws.Float64(0.2),
 		TopP:          aws.Float64(0.9),
 		StopSequences: []string{"END"},
-		Guardrail:     &agent.Guardrail{ID: "gr-123", Version: "2", Trace: true},
+		Guardrail:     &bedrock.Guardrail{ID: "gr-123", Version: "2", Trace: true},
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if got, want := m.ModelID(), "arn:aws:bedrock:us-east-1:123456789012:inference-profile/us.anthropic.claude-sonnet-4-v1:0"; got != want {
+		t.Errorf("ModelID() = %q, want %q", got, want)
 	}
 	_, err = m.Converse(t.Context(), &agent.ModelRequest{
 		System:     "sys",
@@ -47,18 +77,21 @@ func TestBedrockSendsSettings(t *testing.T) {
 	}
 }
 
-func TestNewBedrockValidates(t *testing.T) {
+func TestNewValidates(t *testing.T) {
 	s := newServer(t)
-	for name, cfg := range map[string]agent.BedrockConfig{
+	for name, cfg := range map[string]bedrock.Config{
 		"no model":         {},
 		"negative tokens":  {ModelID: "m", MaxTokens: -1},
 		"temperature":      {ModelID: "m", Temperature: aws.Float64(1.5)},
 		"top p":            {ModelID: "m", TopP: aws.Float64(-0.1)},
-		"half a guardrail": {ModelID: "m", Guardrail: &agent.Guardrail{ID: "g"}},
+		"half a guardrail": {ModelID: "m", Guardrail: &bedrock.Guardrail{ID: "g"}},
 	} {
-		if _, err := agent.NewBedrock(s.Client(), cfg); err == nil {
-			t.Errorf("%s: NewBedrock succeeded", name)
+		if _, err := bedrock.New(s.Client(), cfg); err == nil {
+			t.Errorf("%s: New succeeded", name)
 		}
+	}
+	if _, err := bedrock.New(nil, bedrock.Config{ModelID: "m"}); err == nil {
+		t.Error("nil client: New succeeded")
 	}
 }
 
@@ -92,7 +125,7 @@ func TestErrorClassification(t *testing.T) {
 		{conversetest.ResourceNotFound(), agent.KindNotFound},
 	}
 	s := newServer(t)
-	m := bedrock(t, s, "m")
+	m := newModel(t, s, "m")
 	for _, tt := range tests {
 		s.Enqueue(tt.reply)
 		_, err := m.Converse(t.Context(), &agent.ModelRequest{Messages: []agent.Message{agent.UserText("hi")}})
@@ -113,11 +146,11 @@ func TestErrorClassification(t *testing.T) {
 
 func TestStandInRefusalOfMislabelledMediaIsInvalidContent(t *testing.T) {
 	// The stand-in refuses such a request as Bedrock does, which the agent
-	// never sends (ValidateInput stops it); its own server, because the
-	// refusal is recorded as a violation.
+	// never sends (agent.ValidateInput stops it); its own server, because
+	// the refusal is recorded as a violation.
 	s := conversetest.NewServer()
 	defer s.Close()
-	m := bedrock(t, s, "m")
+	m := newModel(t, s, "m")
 	for _, content := range [][]agent.ContentBlock{withImage("png", jpegHead), withImage("gif", []byte("garbage")), withDocument("docx", pdfHead)} {
 		msgs := []agent.Message{{Role: agent.RoleUser, Content: content}}
 		if _, err := m.Converse(t.Context(), &agent.ModelRequest{Messages: msgs}); !agent.IsModelError(err, agent.KindInvalidContent) {

@@ -1,49 +1,52 @@
-package agent
+package bedrock
 
 import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"github.com/lambda-agent/lambda-agent/internal/conversetest"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/service/bedrockruntime/types"
 	"github.com/google/go-cmp/cmp"
+	"github.com/lambda-agent/lambda-agent/internal/agent"
+	"github.com/lambda-agent/lambda-agent/internal/conversetest"
 )
 
-// everyBlock is a conversation that uses every kind of block our model has.
-func everyBlock() []Message {
+// everyBlock is a conversation that uses every kind of block the agent's
+// message model has: a copy of internal/agent's, whose JSON round trip uses
+// it. A new kind of block goes into both.
+func everyBlock() []agent.Message {
 	png := []byte{0x89, 'P', 'N', 'G', 0, 1, 2, 0xff}
-	return []Message{
-		{Role: RoleUser, Content: []ContentBlock{
-			Text("Look at this"),
-			{Image: &ImageBlock{Format: "png", Source: Source{Bytes: png}}},
-			{Image: &ImageBlock{Format: "jpeg", Source: Source{S3: &S3Location{URI: "s3://b/k.jpg", BucketOwner: "123456789012"}}}},
-			{Document: &DocumentBlock{Format: "pdf", Name: "report (v2)", Source: Source{Bytes: []byte("%PDF-1.7\x00\x01")}}},
-			{Document: &DocumentBlock{Format: "txt", Name: "notes", Source: Source{Text: "plain notes"}}},
+	return []agent.Message{
+		{Role: agent.RoleUser, Content: []agent.ContentBlock{
+			agent.Text("Look at this"),
+			{Image: &agent.ImageBlock{Format: "png", Source: agent.Source{Bytes: png}}},
+			{Image: &agent.ImageBlock{Format: "jpeg", Source: agent.Source{S3: &agent.S3Location{URI: "s3://b/k.jpg", BucketOwner: "123456789012"}}}},
+			{Document: &agent.DocumentBlock{Format: "pdf", Name: "report (v2)", Source: agent.Source{Bytes: []byte("%PDF-1.7\x00\x01")}}},
+			{Document: &agent.DocumentBlock{Format: "txt", Name: "notes", Source: agent.Source{Text: "plain notes"}}},
 		}},
-		{Role: RoleAssistant, Content: []ContentBlock{
-			{Reasoning: &ReasoningBlock{Text: "thinking", Signature: "sig=="}},
-			{Reasoning: &ReasoningBlock{Redacted: []byte{1, 2, 3}}},
-			Text("Let me compute."),
-			{ToolUse: &ToolUseBlock{ToolUseID: "t1", Name: "calculator", Input: json.RawMessage(`{"expression":"2+2","n":12345678901234567890,"f":0.1,"nested":{"a":[1,true,null,"x"]}}`)}},
+		{Role: agent.RoleAssistant, Content: []agent.ContentBlock{
+			{Reasoning: &agent.ReasoningBlock{Text: "thinking", Signature: "sig=="}},
+			{Reasoning: &agent.ReasoningBlock{Redacted: []byte{1, 2, 3}}},
+			agent.Text("Let me compute."),
+			{ToolUse: &agent.ToolUseBlock{ToolUseID: "t1", Name: "calculator", Input: json.RawMessage(`{"expression":"2+2","n":12345678901234567890,"f":0.1,"nested":{"a":[1,true,null,"x"]}}`)}},
 		}},
-		{Role: RoleUser, Content: []ContentBlock{
-			{ToolResult: &ToolResultBlock{ToolUseID: "t1", Status: ToolSuccess, Content: []ToolResultContent{
+		{Role: agent.RoleUser, Content: []agent.ContentBlock{
+			{ToolResult: &agent.ToolResultBlock{ToolUseID: "t1", Status: agent.ToolSuccess, Content: []agent.ToolResultContent{
 				{Text: "4"},
 				{JSON: json.RawMessage(`{"value":4,"big":98765432109876543210}`)},
-				{Image: &ImageBlock{Format: "gif", Source: Source{Bytes: []byte("GIF89a")}}},
-				{Document: &DocumentBlock{Format: "csv", Name: "table", Source: Source{Bytes: []byte("a,b\n1,2\n")}}},
+				{Image: &agent.ImageBlock{Format: "gif", Source: agent.Source{Bytes: []byte("GIF89a")}}},
+				{Document: &agent.DocumentBlock{Format: "csv", Name: "table", Source: agent.Source{Bytes: []byte("a,b\n1,2\n")}}},
 			}}},
-			Text("thanks"),
+			agent.Text("thanks"),
 		}},
-		{Role: RoleAssistant, Content: []ContentBlock{Text("You're welcome.")}},
+		{Role: agent.RoleAssistant, Content: []agent.ContentBlock{agent.Text("You're welcome.")}},
 	}
 }
 
 // normalizeJSON re-encodes every raw JSON value so that comparisons ignore
 // whitespace and key order, which a document round trip may change.
-func normalizeJSON(t *testing.T, msgs []Message) []Message {
+func normalizeJSON(t *testing.T, msgs []agent.Message) []agent.Message {
 	t.Helper()
 	norm := func(raw json.RawMessage) json.RawMessage {
 		if raw == nil {
@@ -61,9 +64,9 @@ func normalizeJSON(t *testing.T, msgs []Message) []Message {
 		}
 		return out
 	}
-	var out []Message
+	var out []agent.Message
 	for _, m := range msgs {
-		m = m.clone()
+		m.Content = append([]agent.ContentBlock(nil), m.Content...)
 		for i, b := range m.Content {
 			if b.ToolUse != nil {
 				u := *b.ToolUse
@@ -72,7 +75,7 @@ func normalizeJSON(t *testing.T, msgs []Message) []Message {
 			}
 			if b.ToolResult != nil {
 				r := *b.ToolResult
-				r.Content = append([]ToolResultContent(nil), r.Content...)
+				r.Content = append([]agent.ToolResultContent(nil), r.Content...)
 				for j := range r.Content {
 					r.Content[j].JSON = norm(r.Content[j].JSON)
 				}
@@ -90,7 +93,7 @@ func TestBedrockRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatalf("toBedrockMessages: %v", err)
 	}
-	var got []Message
+	var got []agent.Message
 	for _, bm := range bms {
 		m, err := fromBedrockMessage(bm)
 		if err != nil {
@@ -100,30 +103,6 @@ func TestBedrockRoundTrip(t *testing.T) {
 	}
 	if diff := cmp.Diff(normalizeJSON(t, want), normalizeJSON(t, got)); diff != "" {
 		t.Errorf("round trip through Bedrock types (-want +got):\n%s", diff)
-	}
-}
-
-func TestJSONRoundTrip(t *testing.T) {
-	want := everyBlock()
-	raw, err := json.Marshal(want)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []Message
-	if err := json.Unmarshal(raw, &got); err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("JSON round trip (-want +got):\n%s", diff)
-	}
-	// Bytes travel as base64, in Bedrock's own shape.
-	var wire []map[string]any
-	if err := json.Unmarshal(raw, &wire); err != nil {
-		t.Fatal(err)
-	}
-	img := wire[0]["content"].([]any)[1].(map[string]any)["image"].(map[string]any)
-	if got, want := img["source"].(map[string]any)["bytes"], "iVBORwABAv8="; got != want {
-		t.Errorf("image bytes in JSON = %v, want base64 %q", got, want)
 	}
 }
 
@@ -166,7 +145,7 @@ func TestUnknownUnionMembers(t *testing.T) {
 			}
 		})
 	}
-	if _, err := toBedrockMessage(Message{Role: RoleUser, Content: []ContentBlock{{}}}); !errors.Is(err, ErrUnsupportedContent) {
+	if _, err := toBedrockMessage(agent.Message{Role: agent.RoleUser, Content: []agent.ContentBlock{{}}}); !errors.Is(err, ErrUnsupportedContent) {
 		t.Errorf("empty block: err = %v, want ErrUnsupportedContent", err)
 	}
 }
@@ -174,20 +153,20 @@ func TestUnknownUnionMembers(t *testing.T) {
 func TestEmptyKeysNeverReachTheSDK(t *testing.T) {
 	// The SDK cannot encode an object with an empty key, and sends invalid
 	// JSON if asked to: tool inputs rename it, tool results become text, and
-	// schemas are refused.
+	// schemas are refused (by the agent, before any call).
 	s := conversetest.NewServer()
 	defer s.Close()
-	m, err := NewBedrock(s.Client(), BedrockConfig{ModelID: "m"})
+	m, err := New(s.Client(), Config{ModelID: "m"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	msgs := []Message{
-		UserText("go"),
-		{Role: RoleAssistant, Content: []ContentBlock{{ToolUse: &ToolUseBlock{ToolUseID: "t", Name: "x", Input: json.RawMessage(`{"":1,"a":{"":[{"":2}]}}`)}}}},
-		{Role: RoleUser, Content: []ContentBlock{{ToolResult: &ToolResultBlock{ToolUseID: "t", Content: []ToolResultContent{{JSON: json.RawMessage(`{"":"v"}`)}}}}}},
+	msgs := []agent.Message{
+		agent.UserText("go"),
+		{Role: agent.RoleAssistant, Content: []agent.ContentBlock{{ToolUse: &agent.ToolUseBlock{ToolUseID: "t", Name: "x", Input: json.RawMessage(`{"":1,"a":{"":[{"":2}]}}`)}}}},
+		{Role: agent.RoleUser, Content: []agent.ContentBlock{{ToolResult: &agent.ToolResultBlock{ToolUseID: "t", Content: []agent.ToolResultContent{{JSON: json.RawMessage(`{"":"v"}`)}}}}}},
 	}
 	schema := json.RawMessage(`{"type":"object"}`)
-	if _, err := m.Converse(t.Context(), &ModelRequest{Messages: msgs, Tools: []ToolSpec{{Name: "x", InputSchema: schema}}}); err != nil {
+	if _, err := m.Converse(t.Context(), &agent.ModelRequest{Messages: msgs, Tools: []agent.ToolSpec{{Name: "x", InputSchema: schema}}}); err != nil {
 		t.Fatalf("Converse: %v", err)
 	}
 	req := s.Requests()[0]
@@ -197,7 +176,7 @@ func TestEmptyKeysNeverReachTheSDK(t *testing.T) {
 	if got := req.Messages[2].Content[0].ToolResult.Content[0].Text; got != `{"":"v"}` {
 		t.Errorf("tool result sent as %q", got)
 	}
-	if _, err := compileToolSchema(json.RawMessage(`{"type":"object","properties":{"":{"type":"string"}}}`)); !errors.Is(err, ErrInvalidSchema) {
+	if err := agent.CheckSchemaDocument(map[string]any{"type": "object", "properties": map[string]any{"": map[string]any{"type": "string"}}}); !errors.Is(err, agent.ErrInvalidSchema) {
 		t.Errorf("a schema with an empty key: %v", err)
 	}
 }

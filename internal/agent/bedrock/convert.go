@@ -1,6 +1,6 @@
-package agent
+package bedrock
 
-// This file is the one place where our message model meets Bedrock's
+// This file is the one place where the agent's message model meets Bedrock's
 // bedrockruntime/types. Bedrock's unions do not survive encoding/json, so they
 // exist only for the length of a call.
 
@@ -15,13 +15,15 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/bedrockruntime/document"
 	"github.com/aws/aws-sdk-go-v2/service/bedrockruntime/types"
 	smithydocument "github.com/aws/smithy-go/document"
+	"github.com/lambda-agent/lambda-agent/internal/agent"
 )
 
-// ErrUnsupportedContent is returned for a content block that our message model
-// cannot carry, such as video or an unknown union member from a newer API.
+// ErrUnsupportedContent is returned for a content block that the agent's
+// message model cannot carry, such as video or an unknown union member from a
+// newer API. Model returns it wrapped in a *agent.ModelError.
 var ErrUnsupportedContent = errors.New("unsupported content block")
 
-func toBedrockMessages(msgs []Message) ([]types.Message, error) {
+func toBedrockMessages(msgs []agent.Message) ([]types.Message, error) {
 	out := make([]types.Message, len(msgs))
 	for i, m := range msgs {
 		bm, err := toBedrockMessage(m)
@@ -33,7 +35,7 @@ func toBedrockMessages(msgs []Message) ([]types.Message, error) {
 	return out, nil
 }
 
-func toBedrockMessage(m Message) (types.Message, error) {
+func toBedrockMessage(m agent.Message) (types.Message, error) {
 	content := make([]types.ContentBlock, len(m.Content))
 	for i, b := range m.Content {
 		cb, err := toBedrockBlock(b)
@@ -45,7 +47,7 @@ func toBedrockMessage(m Message) (types.Message, error) {
 	return types.Message{Role: types.ConversationRole(m.Role), Content: content}, nil
 }
 
-func toBedrockBlock(b ContentBlock) (types.ContentBlock, error) {
+func toBedrockBlock(b agent.ContentBlock) (types.ContentBlock, error) {
 	switch {
 	case b.Image != nil:
 		img, err := toBedrockImage(b.Image)
@@ -86,7 +88,7 @@ func toBedrockBlock(b ContentBlock) (types.ContentBlock, error) {
 	}
 }
 
-func toBedrockImage(img *ImageBlock) (types.ImageBlock, error) {
+func toBedrockImage(img *agent.ImageBlock) (types.ImageBlock, error) {
 	out := types.ImageBlock{Format: types.ImageFormat(img.Format)}
 	switch s := img.Source; {
 	case s.Bytes != nil:
@@ -99,7 +101,7 @@ func toBedrockImage(img *ImageBlock) (types.ImageBlock, error) {
 	return out, nil
 }
 
-func toBedrockDocument(d *DocumentBlock) (types.DocumentBlock, error) {
+func toBedrockDocument(d *agent.DocumentBlock) (types.DocumentBlock, error) {
 	out := types.DocumentBlock{Format: types.DocumentFormat(d.Format), Name: aws.String(d.Name)}
 	switch s := d.Source; {
 	case s.Bytes != nil:
@@ -114,7 +116,7 @@ func toBedrockDocument(d *DocumentBlock) (types.DocumentBlock, error) {
 	return out, nil
 }
 
-func toBedrockS3(l *S3Location) types.S3Location {
+func toBedrockS3(l *agent.S3Location) types.S3Location {
 	out := types.S3Location{Uri: aws.String(l.URI)}
 	if l.BucketOwner != "" {
 		out.BucketOwner = aws.String(l.BucketOwner)
@@ -122,7 +124,7 @@ func toBedrockS3(l *S3Location) types.S3Location {
 	return out
 }
 
-func toBedrockToolResult(r *ToolResultBlock) (types.ToolResultBlock, error) {
+func toBedrockToolResult(r *agent.ToolResultBlock) (types.ToolResultBlock, error) {
 	out := types.ToolResultBlock{
 		ToolUseId: aws.String(r.ToolUseID),
 		Status:    types.ToolResultStatus(r.Status),
@@ -159,62 +161,62 @@ func toBedrockToolResult(r *ToolResultBlock) (types.ToolResultBlock, error) {
 	return out, nil
 }
 
-func fromBedrockMessage(m types.Message) (Message, error) {
-	out := Message{Role: Role(m.Role), Content: make([]ContentBlock, 0, len(m.Content))}
+func fromBedrockMessage(m types.Message) (agent.Message, error) {
+	out := agent.Message{Role: agent.Role(m.Role), Content: make([]agent.ContentBlock, 0, len(m.Content))}
 	for i, cb := range m.Content {
 		b, err := fromBedrockBlock(cb)
 		if err != nil {
-			return Message{}, fmt.Errorf("block %d: %w", i, err)
+			return agent.Message{}, fmt.Errorf("block %d: %w", i, err)
 		}
 		out.Content = append(out.Content, b)
 	}
 	return out, nil
 }
 
-func fromBedrockBlock(cb types.ContentBlock) (ContentBlock, error) {
+func fromBedrockBlock(cb types.ContentBlock) (agent.ContentBlock, error) {
 	switch v := cb.(type) {
 	case *types.ContentBlockMemberText:
-		return ContentBlock{Text: v.Value}, nil
+		return agent.ContentBlock{Text: v.Value}, nil
 	case *types.ContentBlockMemberImage:
 		img, err := fromBedrockImage(v.Value)
-		return ContentBlock{Image: img}, err
+		return agent.ContentBlock{Image: img}, err
 	case *types.ContentBlockMemberDocument:
 		doc, err := fromBedrockDocument(v.Value)
-		return ContentBlock{Document: doc}, err
+		return agent.ContentBlock{Document: doc}, err
 	case *types.ContentBlockMemberToolUse:
 		input, err := fromDocument(v.Value.Input)
 		if err != nil {
-			return ContentBlock{}, fmt.Errorf("tool use %s: %w", aws.ToString(v.Value.ToolUseId), err)
+			return agent.ContentBlock{}, fmt.Errorf("tool use %s: %w", aws.ToString(v.Value.ToolUseId), err)
 		}
-		return ContentBlock{ToolUse: &ToolUseBlock{
+		return agent.ContentBlock{ToolUse: &agent.ToolUseBlock{
 			ToolUseID: aws.ToString(v.Value.ToolUseId),
 			Name:      aws.ToString(v.Value.Name),
 			Input:     input,
 		}}, nil
 	case *types.ContentBlockMemberToolResult:
 		r, err := fromBedrockToolResult(v.Value)
-		return ContentBlock{ToolResult: r}, err
+		return agent.ContentBlock{ToolResult: r}, err
 	case *types.ContentBlockMemberReasoningContent:
 		switch r := v.Value.(type) {
 		case *types.ReasoningContentBlockMemberReasoningText:
-			return ContentBlock{Reasoning: &ReasoningBlock{
+			return agent.ContentBlock{Reasoning: &agent.ReasoningBlock{
 				Text:      aws.ToString(r.Value.Text),
 				Signature: aws.ToString(r.Value.Signature),
 			}}, nil
 		case *types.ReasoningContentBlockMemberRedactedContent:
-			return ContentBlock{Reasoning: &ReasoningBlock{Redacted: r.Value}}, nil
+			return agent.ContentBlock{Reasoning: &agent.ReasoningBlock{Redacted: r.Value}}, nil
 		default:
-			return ContentBlock{}, fmt.Errorf("%w: reasoning %T", ErrUnsupportedContent, r)
+			return agent.ContentBlock{}, fmt.Errorf("%w: reasoning %T", ErrUnsupportedContent, r)
 		}
 	case *types.UnknownUnionMember:
-		return ContentBlock{}, fmt.Errorf("%w: unknown member %q", ErrUnsupportedContent, v.Tag)
+		return agent.ContentBlock{}, fmt.Errorf("%w: unknown member %q", ErrUnsupportedContent, v.Tag)
 	default:
-		return ContentBlock{}, fmt.Errorf("%w: %T", ErrUnsupportedContent, v)
+		return agent.ContentBlock{}, fmt.Errorf("%w: %T", ErrUnsupportedContent, v)
 	}
 }
 
-func fromBedrockImage(img types.ImageBlock) (*ImageBlock, error) {
-	out := &ImageBlock{Format: string(img.Format)}
+func fromBedrockImage(img types.ImageBlock) (*agent.ImageBlock, error) {
+	out := &agent.ImageBlock{Format: string(img.Format)}
 	switch s := img.Source.(type) {
 	case *types.ImageSourceMemberBytes:
 		out.Source.Bytes = s.Value
@@ -226,8 +228,8 @@ func fromBedrockImage(img types.ImageBlock) (*ImageBlock, error) {
 	return out, nil
 }
 
-func fromBedrockDocument(d types.DocumentBlock) (*DocumentBlock, error) {
-	out := &DocumentBlock{Format: string(d.Format), Name: aws.ToString(d.Name)}
+func fromBedrockDocument(d types.DocumentBlock) (*agent.DocumentBlock, error) {
+	out := &agent.DocumentBlock{Format: string(d.Format), Name: aws.ToString(d.Name)}
 	switch s := d.Source.(type) {
 	case *types.DocumentSourceMemberBytes:
 		out.Source.Bytes = s.Value
@@ -241,15 +243,15 @@ func fromBedrockDocument(d types.DocumentBlock) (*DocumentBlock, error) {
 	return out, nil
 }
 
-func fromBedrockS3(l types.S3Location) *S3Location {
-	return &S3Location{URI: aws.ToString(l.Uri), BucketOwner: aws.ToString(l.BucketOwner)}
+func fromBedrockS3(l types.S3Location) *agent.S3Location {
+	return &agent.S3Location{URI: aws.ToString(l.Uri), BucketOwner: aws.ToString(l.BucketOwner)}
 }
 
-func fromBedrockToolResult(r types.ToolResultBlock) (*ToolResultBlock, error) {
-	out := &ToolResultBlock{
+func fromBedrockToolResult(r types.ToolResultBlock) (*agent.ToolResultBlock, error) {
+	out := &agent.ToolResultBlock{
 		ToolUseID: aws.ToString(r.ToolUseId),
-		Status:    ToolResultStatus(r.Status),
-		Content:   make([]ToolResultContent, len(r.Content)),
+		Status:    agent.ToolResultStatus(r.Status),
+		Content:   make([]agent.ToolResultContent, len(r.Content)),
 	}
 	for i, c := range r.Content {
 		switch v := c.(type) {
@@ -280,7 +282,7 @@ func fromBedrockToolResult(r types.ToolResultBlock) (*ToolResultBlock, error) {
 	return out, nil
 }
 
-func toBedrockTools(specs []ToolSpec, choice ToolChoice) (*types.ToolConfiguration, error) {
+func toBedrockTools(specs []agent.ToolSpec, choice agent.ToolChoice) (*types.ToolConfiguration, error) {
 	if len(specs) == 0 {
 		return nil, nil
 	}
@@ -388,9 +390,9 @@ type streamedMessage struct {
 
 type streamedBlock struct {
 	text      bytes.Buffer
-	toolUse   *ToolUseBlock // set by the block's start event
+	toolUse   *agent.ToolUseBlock // set by the block's start event
 	input     bytes.Buffer
-	reasoning *ReasoningBlock
+	reasoning *agent.ReasoningBlock
 }
 
 func (s *streamedMessage) block(index *int32) *streamedBlock {
@@ -410,7 +412,7 @@ func (s *streamedMessage) block(index *int32) *streamedBlock {
 func (s *streamedMessage) start(e types.ContentBlockStartEvent) error {
 	switch st := e.Start.(type) {
 	case *types.ContentBlockStartMemberToolUse:
-		s.block(e.ContentBlockIndex).toolUse = &ToolUseBlock{
+		s.block(e.ContentBlockIndex).toolUse = &agent.ToolUseBlock{
 			ToolUseID: aws.ToString(st.Value.ToolUseId),
 			Name:      aws.ToString(st.Value.Name),
 		}
@@ -432,7 +434,7 @@ func (s *streamedMessage) delta(e types.ContentBlockDeltaEvent) (string, error) 
 		b.input.WriteString(aws.ToString(d.Value.Input))
 	case *types.ContentBlockDeltaMemberReasoningContent:
 		if b.reasoning == nil {
-			b.reasoning = &ReasoningBlock{}
+			b.reasoning = &agent.ReasoningBlock{}
 		}
 		switch r := d.Value.(type) {
 		case *types.ReasoningContentBlockDeltaMemberText:
@@ -451,13 +453,13 @@ func (s *streamedMessage) delta(e types.ContentBlockDeltaEvent) (string, error) 
 }
 
 // message returns the assembled message, its blocks in index order.
-func (s *streamedMessage) message() (Message, error) {
+func (s *streamedMessage) message() (agent.Message, error) {
 	indexes := make([]int32, 0, len(s.blocks))
 	for i := range s.blocks {
 		indexes = append(indexes, i)
 	}
 	slices.Sort(indexes)
-	m := Message{Role: RoleAssistant, Content: make([]ContentBlock, 0, len(indexes))}
+	m := agent.Message{Role: agent.RoleAssistant, Content: make([]agent.ContentBlock, 0, len(indexes))}
 	for _, i := range indexes {
 		b := s.blocks[i]
 		switch {
@@ -468,15 +470,15 @@ func (s *streamedMessage) message() (Message, error) {
 			}
 			var compact bytes.Buffer
 			if err := json.Compact(&compact, input); err != nil || compact.Bytes()[0] != '{' {
-				return Message{}, fmt.Errorf("block %d: the input of tool use %s is not a JSON object", i, b.toolUse.ToolUseID)
+				return agent.Message{}, fmt.Errorf("block %d: the input of tool use %s is not a JSON object", i, b.toolUse.ToolUseID)
 			}
 			u := *b.toolUse
 			u.Input = compact.Bytes()
-			m.Content = append(m.Content, ContentBlock{ToolUse: &u})
+			m.Content = append(m.Content, agent.ContentBlock{ToolUse: &u})
 		case b.reasoning != nil:
-			m.Content = append(m.Content, ContentBlock{Reasoning: b.reasoning})
+			m.Content = append(m.Content, agent.ContentBlock{Reasoning: b.reasoning})
 		default:
-			m.Content = append(m.Content, Text(b.text.String()))
+			m.Content = append(m.Content, agent.Text(b.text.String()))
 		}
 	}
 	return m, nil

@@ -1,0 +1,187 @@
+package lambdahttp
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/aws/aws-lambda-go/events"
+)
+
+// Handler is a function's handler for HTTP API events, as lambda.Start
+// takes it.
+type Handler func(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error)
+
+type contextKey struct{}
+
+// RequestFromContext returns the event a request made by Wrap came from.
+func RequestFromContext(ctx context.Context) (*events.APIGatewayV2HTTPRequest, bool) {
+	ev, ok := ctx.Value(contextKey{}).(*events.APIGatewayV2HTTPRequest)
+	return ev, ok
+}
+
+// Wrap returns a Lambda handler that serves each event with h. It never
+// returns an error: what h writes is the response, and a request that
+// cannot be made from the event is one whose body fails to read, so that h
+// answers it as it answers any unreadable body.
+func Wrap(h http.Handler) Handler {
+	return func(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+		w := NewResponseWriter()
+		h.ServeHTTP(w, Request(ctx, &ev))
+		return w.Response(), nil
+	}
+}
+
+// Request returns the http.Request that ev stands for, under ctx, which
+// also carries ev (see RequestFromContext).
+//
+// The path is the route's, with its parameters filled in, when ev has a
+// route key such as "GET /sessions/{sessionId}": API Gateway matched it
+// already, and the raw path may carry a stage or a base path that the
+// handler knows nothing of. Otherwise (the $default route, an event written
+// by hand) it is the raw path. A base64 body is decoded; one that is not
+// valid base64 fails when the handler reads it.
+//
+// It takes the event as it is, never failing: a method or path that no
+// route has is the handler's to answer.
+func Request(ctx context.Context, ev *events.APIGatewayV2HTTPRequest) *http.Request {
+	method := ev.RequestContext.HTTP.Method
+	path := routePath(ev)
+	if m, _, ok := strings.Cut(ev.RouteKey, " "); ok && method == "" {
+		method = m
+	}
+	// The query is the parameters API Gateway parsed, as the handler has
+	// always read them (repeated names joined by commas); the raw string
+	// only for an event without them.
+	u := &url.URL{Path: path, RawQuery: ev.RawQueryString}
+	if len(ev.QueryStringParameters) > 0 {
+		q := url.Values{}
+		for k, v := range ev.QueryStringParameters {
+			q.Set(k, v)
+		}
+		u.RawQuery = q.Encode()
+	}
+	var body io.Reader = strings.NewReader(ev.Body)
+	if ev.IsBase64Encoded {
+		b, err := base64.StdEncoding.DecodeString(ev.Body)
+		if err != nil {
+			body = errReader{fmt.Errorf("the body is marked base64 but is not valid base64: %w", err)}
+		} else {
+			body = bytes.NewReader(b)
+		}
+	}
+	r := (&http.Request{
+		Method:     method,
+		URL:        u,
+		Proto:      "HTTP/1.1",
+		ProtoMajor: 1,
+		ProtoMinor: 1,
+		Header:     make(http.Header, len(ev.Headers)),
+		Body:       io.NopCloser(body),
+		RequestURI: u.RequestURI(),
+		RemoteAddr: ev.RequestContext.HTTP.SourceIP,
+		Host:       ev.RequestContext.DomainName,
+	}).WithContext(context.WithValue(ctx, contextKey{}, ev))
+	for k, v := range ev.Headers {
+		r.Header.Set(k, v)
+	}
+	for _, c := range ev.Cookies {
+		r.Header.Add("Cookie", c)
+	}
+	if !ev.IsBase64Encoded {
+		r.ContentLength = int64(len(ev.Body))
+	}
+	return r
+}
+
+// routePath returns the path ev's route matched, or its raw path.
+func routePath(ev *events.APIGatewayV2HTTPRequest) string {
+	_, pattern, ok := strings.Cut(ev.RouteKey, " ")
+	if !ok || strings.Contains(pattern, "+}") { // a greedy parameter has no fixed shape
+		return rawPath(ev)
+	}
+	var b strings.Builder
+	for pattern != "" {
+		before, rest, found := strings.Cut(pattern, "{")
+		b.WriteString(before)
+		if !found {
+			break
+		}
+		name, after, _ := strings.Cut(rest, "}")
+		v, ok := ev.PathParameters[name]
+		if !ok {
+			return rawPath(ev)
+		}
+		b.WriteString(v)
+		pattern = after
+	}
+	return b.String()
+}
+
+func rawPath(ev *events.APIGatewayV2HTTPRequest) string {
+	if ev.RawPath != "" {
+		return ev.RawPath
+	}
+	return ev.RequestContext.HTTP.Path
+}
+
+// errReader is a body that cannot be read.
+type errReader struct{ err error }
+
+func (e errReader) Read([]byte) (int, error) { return 0, e.err }
+
+// ResponseWriter collects a handler's response for the event's answer.
+type ResponseWriter struct {
+	header http.Header
+	status int
+	body   bytes.Buffer
+}
+
+var _ http.ResponseWriter = (*ResponseWriter)(nil)
+
+// NewResponseWriter returns an empty ResponseWriter.
+func NewResponseWriter() *ResponseWriter { return &ResponseWriter{header: http.Header{}} }
+
+// Header implements http.ResponseWriter.
+func (w *ResponseWriter) Header() http.Header { return w.header }
+
+// WriteHeader implements http.ResponseWriter.
+func (w *ResponseWriter) WriteHeader(status int) {
+	if w.status == 0 {
+		w.status = status
+	}
+}
+
+// Write implements http.ResponseWriter.
+func (w *ResponseWriter) Write(p []byte) (int, error) {
+	w.WriteHeader(http.StatusOK)
+	return w.body.Write(p)
+}
+
+// Response returns what was written, as the event's answer. A body that is
+// not UTF-8 text is sent base64-encoded, as API Gateway requires.
+func (w *ResponseWriter) Response() events.APIGatewayV2HTTPResponse {
+	resp := events.APIGatewayV2HTTPResponse{StatusCode: w.status, Headers: map[string]string{}}
+	if resp.StatusCode == 0 {
+		resp.StatusCode = http.StatusOK
+	}
+	for k, v := range w.header {
+		if k == "Set-Cookie" {
+			resp.Cookies = v
+			continue
+		}
+		resp.Headers[k] = strings.Join(v, ",")
+	}
+	if b := w.body.Bytes(); utf8.Valid(b) {
+		resp.Body = string(b)
+	} else {
+		resp.Body, resp.IsBase64Encoded = base64.StdEncoding.EncodeToString(b), true
+	}
+	return resp
+}

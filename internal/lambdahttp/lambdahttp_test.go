@@ -1,0 +1,117 @@
+package lambdahttp_test
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/google/go-cmp/cmp"
+	"github.com/lambda-agent/lambda-agent/internal/lambdahttp"
+)
+
+// seen is what a handler saw of a request.
+type seen struct {
+	Method, Path, Query, Body, Header, ReadErr string
+	Sub                                        string
+}
+
+// echo answers with what it saw, and sets a cookie and a header.
+func echo(got *seen) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, err := io.ReadAll(r.Body)
+		*got = seen{Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery, Body: string(b), Header: r.Header.Get("X-Custom")}
+		if err != nil {
+			got.ReadErr = err.Error()
+		}
+		if ev, ok := lambdahttp.RequestFromContext(r.Context()); ok && ev.RequestContext.Authorizer != nil {
+			got.Sub = ev.RequestContext.Authorizer.JWT.Claims["sub"]
+		}
+		http.SetCookie(w, &http.Cookie{Name: "a", Value: "1"})
+		w.Header().Set("X-Answer", "yes")
+		w.WriteHeader(http.StatusCreated)
+		_, _ = w.Write([]byte("done"))
+	})
+}
+
+func fixture(t *testing.T, name string) events.APIGatewayV2HTTPRequest {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join("..", "..", "events", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ev events.APIGatewayV2HTTPRequest
+	if err := json.Unmarshal(raw, &ev); err != nil {
+		t.Fatal(err)
+	}
+	return ev
+}
+
+func TestEventBecomesRequest(t *testing.T) {
+	jwt := fixture(t, "chat-jwt.json")
+	tests := []struct {
+		name string
+		ev   events.APIGatewayV2HTTPRequest
+		want seen
+	}{
+		{"a route with a parameter: the path comes from the route, not the stage's raw path", events.APIGatewayV2HTTPRequest{
+			RouteKey:       "GET /sessions/{sessionId}",
+			RawPath:        "/prod/sessions/abc",
+			PathParameters: map[string]string{"sessionId": "abc"},
+			RawQueryString: "limit=5",
+			Headers:        map[string]string{"x-custom": "1"},
+			RequestContext: events.APIGatewayV2HTTPRequestContext{HTTP: events.APIGatewayV2HTTPRequestContextHTTPDescription{Method: "GET"}},
+		}, seen{Method: "GET", Path: "/sessions/abc", Query: "limit=5", Header: "1"}},
+		{"the $default route: the raw path", events.APIGatewayV2HTTPRequest{
+			RouteKey:              "$default",
+			RawPath:               "/sessions/xyz",
+			QueryStringParameters: map[string]string{"cursor": "c d"},
+			RequestContext:        events.APIGatewayV2HTTPRequestContext{HTTP: events.APIGatewayV2HTTPRequestContextHTTPDescription{Method: "DELETE"}},
+		}, seen{Method: "DELETE", Path: "/sessions/xyz", Query: "cursor=c+d"}},
+		{"a base64 body is decoded", events.APIGatewayV2HTTPRequest{
+			RouteKey:        "POST /chat",
+			Body:            base64.StdEncoding.EncodeToString([]byte(`{"message":"hi"}`)),
+			IsBase64Encoded: true,
+		}, seen{Method: "POST", Path: "/chat", Body: `{"message":"hi"}`}},
+		{"a body that is not base64 fails to read", events.APIGatewayV2HTTPRequest{
+			RouteKey:        "POST /chat",
+			Body:            "###",
+			IsBase64Encoded: true,
+		}, seen{Method: "POST", Path: "/chat", ReadErr: "the body is marked base64 but is not valid base64: illegal base64 data at input byte 0"}},
+		{"a sample event, and the authorizer it carries", jwt,
+			seen{Method: "POST", Path: "/chat", Body: jwt.Body, Sub: jwt.RequestContext.Authorizer.JWT.Claims["sub"]}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var got seen
+			resp, err := lambdahttp.Wrap(echo(&got))(t.Context(), tt.ev)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("request (-want +got):\n%s", diff)
+			}
+			want := events.APIGatewayV2HTTPResponse{
+				StatusCode: 201,
+				Headers:    map[string]string{"X-Answer": "yes"},
+				Cookies:    []string{"a=1"},
+				Body:       "done",
+			}
+			if diff := cmp.Diff(want, resp); diff != "" {
+				t.Errorf("response (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestBinaryResponseIsBase64(t *testing.T) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte{0xff, 0x00}) })
+	resp, err := lambdahttp.Wrap(h)(t.Context(), events.APIGatewayV2HTTPRequest{RawPath: "/"})
+	if err != nil || resp.StatusCode != 200 || !resp.IsBase64Encoded || resp.Body != "/wA=" {
+		t.Errorf("got %+v, %v", resp, err)
+	}
+}

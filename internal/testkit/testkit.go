@@ -1,0 +1,201 @@
+// Package testkit builds the application the way a function does, on
+// stand-ins for the AWS services: the strict Converse stand-in
+// (internal/conversetest) and an in-process DynamoDB (internal/ddblocal).
+// Every test of the whole stack, the reliability suite and the bench use
+// it, so that the wiring under test is app.New's and nothing else.
+package testkit
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/bedrockruntime"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/lambda-agent/lambda-agent/internal/agent"
+	"github.com/lambda-agent/lambda-agent/internal/app"
+	"github.com/lambda-agent/lambda-agent/internal/conversetest"
+	"github.com/lambda-agent/lambda-agent/internal/ddbhistory"
+	"github.com/lambda-agent/lambda-agent/internal/ddblocal"
+	"github.com/lambda-agent/lambda-agent/internal/httpapi"
+	"github.com/lambda-agent/lambda-agent/internal/schema"
+)
+
+// Table is the session table's name on the stand-in.
+const Table = "sessions"
+
+// FastRetry is the model calls' retry policy in a Stack: the production
+// policy's attempts, with waits short enough for a test.
+var FastRetry = agent.RetryPolicy{BaseDelay: time.Millisecond, MaxDelay: 5 * time.Millisecond}
+
+// Options configure a Stack. The zero value is the chat and structured
+// functions' defaults.
+type Options struct {
+	// Env is the functions' environment, over TABLE_NAME=sessions and
+	// MODEL_ID=test-model.
+	Env map[string]string
+	// Routes are the routes the handler serves; 0 means all of them.
+	Routes httpapi.Routes
+	// Retry is the model calls' retry policy; nil means FastRetry.
+	Retry *agent.RetryPolicy
+	// DynamoDB wraps the transport of the application's DynamoDB client,
+	// to time or break its requests; nil leaves it as it is.
+	DynamoDB func(http.RoundTripper) http.RoundTripper
+	// DynamoDBOptions adjust the application's DynamoDB client, such as its
+	// retryer.
+	DynamoDBOptions []func(*dynamodb.Options)
+	// Bedrock wraps the transport of the application's Bedrock client.
+	Bedrock func(http.RoundTripper) http.RoundTripper
+	// Logger gets the handler's lines; nil means Stack.Logs.
+	Logger *slog.Logger
+}
+
+// Stack is the application on stand-ins. Its fields are the parts a test
+// drives and inspects.
+type Stack struct {
+	*app.App
+	// Model is the Converse stand-in the agent calls.
+	Model *conversetest.Server
+	// DDB is the in-process DynamoDB.
+	DDB *ddblocal.Server
+	// Meter counts the application's DynamoDB requests and capacity.
+	Meter *ddblocal.Meter
+	// Logs holds the handler's JSON log lines, unless Options.Logger was
+	// set.
+	Logs *Buffer
+}
+
+// New builds a Stack. Close it when done.
+func New(ctx context.Context, opts Options) (*Stack, error) {
+	ddb, err := ddblocal.NewServer("")
+	if err != nil {
+		return nil, err
+	}
+	if err := ddbhistory.CreateTable(ctx, ddb.Client(), Table); err != nil {
+		ddb.Close()
+		return nil, err
+	}
+	vars := map[string]string{"TABLE_NAME": Table, "MODEL_ID": "test-model"}
+	for k, v := range opts.Env {
+		vars[k] = v
+	}
+	cfg, err := app.ConfigFromEnv(func(k string) string { return vars[k] })
+	if err != nil {
+		ddb.Close()
+		return nil, err
+	}
+	s := &Stack{Model: conversetest.NewServer(), DDB: ddb, Meter: &ddblocal.Meter{}, Logs: &Buffer{}}
+	var transport http.RoundTripper = s.Meter
+	if opts.DynamoDB != nil {
+		transport = opts.DynamoDB(transport)
+	}
+	client := ddb.Client(append([]func(*dynamodb.Options){func(o *dynamodb.Options) {
+		o.HTTPClient = &http.Client{Transport: transport}
+	}}, opts.DynamoDBOptions...)...)
+	converse := s.Model.Client()
+	if opts.Bedrock != nil {
+		converse = s.Model.Client(func(o *bedrockruntime.Options) {
+			o.HTTPClient = &http.Client{Transport: opts.Bedrock(http.DefaultTransport)}
+		})
+	}
+	retry := FastRetry
+	if opts.Retry != nil {
+		retry = *opts.Retry
+	}
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.New(slog.NewJSONHandler(s.Logs, nil))
+	}
+	s.App, err = app.New(cfg, converse, client, app.Options{
+		Routes:        opts.Routes,
+		CompileSchema: schema.Compile,
+		Logger:        logger,
+		Retry:         retry,
+	})
+	if err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Start builds a Stack for a test, and closes it when the test ends, failing
+// the test if the agent sent a request that Bedrock would reject.
+func Start(t testing.TB, opts Options) *Stack {
+	t.Helper()
+	s, err := New(t.Context(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		CheckModel(t, s.Model)
+		s.Close()
+	})
+	return s
+}
+
+// ConverseServer starts a strict Converse stand-in for t, and closes it when
+// t ends, failing t if it saw a request that Bedrock would reject.
+func ConverseServer(t testing.TB) *conversetest.Server {
+	t.Helper()
+	s := conversetest.NewServer()
+	t.Cleanup(func() {
+		CheckModel(t, s)
+		s.Close()
+	})
+	return s
+}
+
+// CheckModel fails t if the stand-in saw requests that Bedrock rejects.
+func CheckModel(t testing.TB, model *conversetest.Server) {
+	t.Helper()
+	if v := model.Violations(); len(v) > 0 {
+		t.Errorf("requests Bedrock would reject:\n%s", strings.Join(v, "\n"))
+	}
+}
+
+// DirectStore returns a store on the stand-in's DynamoDB that bypasses the
+// application's client.
+func (s *Stack) DirectStore() *ddbhistory.Store {
+	store, err := ddbhistory.New(s.DDB.Client(), app.StoreConfig(s.Config))
+	if err != nil {
+		panic(fmt.Sprintf("testkit: a store on a valid configuration: %v", err)) // app.New accepted it
+	}
+	return store
+}
+
+// Close stops the stand-ins.
+func (s *Stack) Close() {
+	s.Model.Close()
+	s.DDB.Close()
+}
+
+// Buffer is a bytes.Buffer that is safe for concurrent writes, such as a
+// log's.
+type Buffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+var _ io.Writer = (*Buffer)(nil)
+
+// Write implements io.Writer.
+func (b *Buffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+// String returns what was written.
+func (b *Buffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}

@@ -1,0 +1,76 @@
+package turn
+
+import (
+	"encoding/json"
+
+	"github.com/lambda-agent/lambda-agent/internal/agent"
+)
+
+// ChatAnswer is the answer to a chat turn. It is what POST /chat returns,
+// and, without its messages, what the store keeps for replays.
+type ChatAnswer struct {
+	SessionID string `json:"session_id"`
+	// Text is the final assistant text.
+	Text string `json:"text"`
+	// Messages are the messages the turn added.
+	Messages   []agent.Message  `json:"messages"`
+	StopReason agent.StopReason `json:"stop_reason"`
+	Usage      agent.Usage      `json:"usage"`
+	Metrics    Metrics          `json:"metrics"`
+	// Window says which stored messages the model sees from now on.
+	Window Window `json:"window"`
+}
+
+// StructuredAnswer is the answer to a structured turn, as POST /structured
+// returns it and the store keeps it for replays.
+type StructuredAnswer struct {
+	SessionID string          `json:"session_id"`
+	Data      json.RawMessage `json:"data"`
+	Attempts  int             `json:"attempts"`
+	Usage     agent.Usage     `json:"usage"`
+	Metrics   Metrics         `json:"metrics"`
+}
+
+// Metrics describe a turn's work.
+type Metrics struct {
+	Cycles     int   `json:"cycles"`
+	ModelCalls int   `json:"model_calls"`
+	ToolCalls  int   `json:"tool_calls"`
+	Reductions int   `json:"reductions"`
+	DurationMS int64 `json:"duration_ms"`
+}
+
+// Window is the conversation manager's state, as clients see it.
+type Window struct {
+	// Removed counts the stored messages the model no longer sees.
+	Removed int `json:"removed"`
+	// Summarized is true when a summary stands for them.
+	Summarized bool `json:"summarized"`
+}
+
+// WindowOf returns what clients see of the manager's state w.
+func WindowOf(w agent.WindowState) Window {
+	return Window{Removed: w.Removed, Summarized: w.Summary != ""}
+}
+
+func chatAnswer(sessionID string, res *agent.Result) ChatAnswer {
+	return ChatAnswer{
+		SessionID:  sessionID,
+		Text:       res.Text,
+		Messages:   res.Messages,
+		StopReason: res.StopReason,
+		Usage:      res.Usage,
+		Metrics:    metricsOf(res),
+		Window:     WindowOf(res.Window),
+	}
+}
+
+func metricsOf(r *agent.Result) Metrics {
+	return Metrics{
+		Cycles:     r.Metrics.Cycles,
+		ModelCalls: r.Metrics.ModelCalls,
+		ToolCalls:  r.Metrics.ToolCalls,
+		Reductions: r.Metrics.Reductions,
+		DurationMS: r.Metrics.Duration.Milliseconds(),
+	}
+}

@@ -1,0 +1,364 @@
+package turn
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/lambda-agent/lambda-agent/internal/agent"
+	"github.com/lambda-agent/lambda-agent/internal/ddbhistory"
+)
+
+// Store is the session store, as a turn uses it. *ddbhistory.Store
+// implements it, and its errors are the ddbhistory sentinels and types. It
+// must be safe for concurrent use; a Session and a Hold are used by one turn
+// at a time.
+type Store interface {
+	// Load reads a session and, with an idempotency key, what the key
+	// recorded (Session.Replay).
+	Load(ctx context.Context, key ddbhistory.Key, idempotencyKey string) (*ddbhistory.Session, error)
+	// Begin holds an idempotency key for the turn about to run on sess.
+	Begin(ctx context.Context, sess *ddbhistory.Session, idempotencyKey, fingerprint string) (*ddbhistory.Hold, error)
+	// Commit stores a turn, replacing its hold with the key's record.
+	Commit(ctx context.Context, sess *ddbhistory.Session, turn ddbhistory.Turn) error
+	// Release frees the hold of a turn that did not commit.
+	Release(ctx context.Context, hold *ddbhistory.Hold) error
+	// Transcript reads stored messages, which a replayed chat answer
+	// carries.
+	Transcript(ctx context.Context, key ddbhistory.Key, cursor string, limit int) (*ddbhistory.Page, error)
+}
+
+// Agent runs turns. *agent.Agent implements it. It must be safe for
+// concurrent use and leave the Conversation it is given unchanged; its
+// errors are the agent's sentinels and types.
+type Agent interface {
+	Run(ctx context.Context, conv *agent.Conversation, input []agent.ContentBlock) (*agent.Result, error)
+	Stream(ctx context.Context, conv *agent.Conversation, input []agent.ContentBlock, emit func(agent.Event)) (*agent.Result, error)
+	Structured(ctx context.Context, conv *agent.Conversation, req agent.StructuredRequest) (*agent.StructuredResult, error)
+}
+
+var (
+	_ Store = (*ddbhistory.Store)(nil)
+	_ Agent = (*agent.Agent)(nil)
+)
+
+// Errors of a turn that the service itself decides. The agent's and the
+// store's errors come through as they are.
+var (
+	// ErrKeyReused is an idempotency key sent again with another request,
+	// or for another session.
+	ErrKeyReused = errors.New("the idempotency key was used for a different request")
+	// ErrInProgress is an idempotency key held by a request that is still
+	// running. The error also matches ddbhistory.ErrKeyInUse.
+	ErrInProgress = errors.New("a request with the idempotency key is still running")
+	// ErrReplayGone is a retry of a committed request whose session has
+	// been deleted since, and its answer with it.
+	ErrReplayGone = errors.New("the request with the idempotency key was answered, but its session has been deleted since")
+)
+
+// StoreMargin is how long before the context's deadline the store calls of
+// a turn give up, so that there is always time to answer.
+const StoreMargin = 500 * time.Millisecond
+
+// releaseTimeout bounds the release of a failed turn's hold, which runs on
+// a context of its own: the turn's may be what ended it.
+const releaseTimeout = time.Second
+
+// Service runs turns. It is safe for concurrent use.
+type Service struct {
+	store Store
+	agent Agent
+}
+
+// New returns a Service that runs turns with a and keeps sessions in store.
+func New(store Store, a Agent) (*Service, error) {
+	if store == nil || a == nil {
+		return nil, errors.New("turn: a store and an agent are required")
+	}
+	return &Service{store: store, agent: a}, nil
+}
+
+// Request is what every turn names.
+type Request struct {
+	// Owner is the caller, who owns the session.
+	Owner string
+	// SessionID names the session; empty starts a new one, whose id is
+	// derived from the idempotency key when there is one, so that a retry
+	// finds the session its first attempt created.
+	SessionID string
+	// IdempotencyKey, when set, makes the turn run once: a retry gets the
+	// first answer back.
+	IdempotencyKey string
+	// Fingerprint identifies the request, so that a key reused for another
+	// request is told from a retry; see Fingerprint.
+	Fingerprint string
+}
+
+// Fingerprint returns the fingerprint of a request: the kind of turn (the
+// route, for the HTTP API) and the request's body, as sent.
+func Fingerprint(kind string, body []byte) string {
+	h := sha256.New()
+	h.Write([]byte(kind + "\n"))
+	h.Write(body)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// Chat is a chat turn: a user message, answered by the agent's loop.
+type Chat struct {
+	Request
+	Content []agent.ContentBlock
+	// Sink, when set, streams the turn as it happens.
+	Sink Sink
+}
+
+// Sink receives a streamed turn. Start comes once, when the turn starts to
+// run; Event for each thing that happens in it. A replayed turn ran in an
+// earlier request, so its sink gets neither.
+type Sink interface {
+	Start(sessionID string)
+	Event(agent.Event)
+}
+
+// Structured is a structured turn: a prompt answered with an object valid
+// against a schema.
+type Structured struct {
+	Request
+	Prompt      []agent.ContentBlock
+	Schema      agent.Schema
+	Name        string
+	Description string
+}
+
+// Outcome is what a turn that succeeded came to.
+type Outcome[A any] struct {
+	// Answer is the turn's answer, whether it ran now or is replayed.
+	Answer A
+	// Result is what the agent did; nil for a replay.
+	Result *agent.Result
+	// Replayed is true when the answer is a committed turn's, returned for
+	// a retry of its request.
+	Replayed bool
+}
+
+// Chat runs a chat turn.
+func (s *Service) Chat(ctx context.Context, c Chat) (*Outcome[ChatAnswer], error) {
+	return run(ctx, s, c.Request, job[ChatAnswer]{
+		run: func(ctx context.Context, sess *ddbhistory.Session) (*agent.Result, ChatAnswer, error) {
+			var res *agent.Result
+			var err error
+			if c.Sink != nil {
+				c.Sink.Start(sess.ID)
+				res, err = s.agent.Stream(ctx, &sess.Conversation, c.Content, c.Sink.Event)
+			} else {
+				res, err = s.agent.Run(ctx, &sess.Conversation, c.Content)
+			}
+			if err != nil {
+				return nil, ChatAnswer{}, err
+			}
+			return res, chatAnswer(sess.ID, res), nil
+		},
+		stored: func(a ChatAnswer) any {
+			a.Messages = nil // the transcript holds them; replays read them back
+			return a
+		},
+		replay: s.replayChat,
+	})
+}
+
+// Structured runs a structured turn.
+func (s *Service) Structured(ctx context.Context, st Structured) (*Outcome[StructuredAnswer], error) {
+	return run(ctx, s, st.Request, job[StructuredAnswer]{
+		run: func(ctx context.Context, sess *ddbhistory.Session) (*agent.Result, StructuredAnswer, error) {
+			res, err := s.agent.Structured(ctx, &sess.Conversation, agent.StructuredRequest{
+				Prompt:      st.Prompt,
+				Schema:      st.Schema,
+				Name:        st.Name,
+				Description: st.Description,
+			})
+			if err != nil {
+				return nil, StructuredAnswer{}, err
+			}
+			return &res.Result, StructuredAnswer{
+				SessionID: sess.ID,
+				Data:      res.Data,
+				Attempts:  res.Attempts,
+				Usage:     res.Usage,
+				Metrics:   metricsOf(&res.Result),
+			}, nil
+		},
+		stored: func(a StructuredAnswer) any { return a },
+		replay: func(_ context.Context, _ ddbhistory.Key, r *ddbhistory.Replay) (StructuredAnswer, error) {
+			var a StructuredAnswer
+			if err := json.Unmarshal(r.Response, &a); err != nil {
+				return a, fmt.Errorf("turn: decode a stored answer: %w", err)
+			}
+			return a, nil
+		},
+	})
+}
+
+// job is one kind of turn: how to run it, what of its answer to store for
+// replays, and how to answer a replay.
+type job[A any] struct {
+	run    func(ctx context.Context, sess *ddbhistory.Session) (*agent.Result, A, error)
+	stored func(A) any
+	replay func(ctx context.Context, key ddbhistory.Key, r *ddbhistory.Replay) (A, error)
+}
+
+// run runs one turn on a session and commits it: load (or start) the
+// session, answer a replayed idempotency key from the store, hold the key,
+// run, commit the turn with its answer. Nothing is written unless the whole
+// turn succeeded.
+func run[A any](ctx context.Context, s *Service, req Request, j job[A]) (*Outcome[A], error) {
+	key := ddbhistory.Key{Owner: req.Owner, ID: sessionID(req)}
+	storeCtx, cancel := storeContext(ctx)
+	defer cancel()
+
+	sess, err := s.store.Load(storeCtx, key, req.IdempotencyKey)
+	switch {
+	case errors.Is(err, ddbhistory.ErrNotFound) && !errors.Is(err, ddbhistory.ErrIDTaken):
+		sess = ddbhistory.NewSession(key) // created by the commit, under the caller
+	case err != nil:
+		return nil, err
+	case sess.Replay != nil:
+		return replay(storeCtx, key, req, sess.Replay, j)
+	}
+	var hold *ddbhistory.Hold
+	if req.IdempotencyKey != "" {
+		if hold, err = s.store.Begin(storeCtx, sess, req.IdempotencyKey, req.Fingerprint); err != nil {
+			return keyInUse(storeCtx, s, key, req, err, j)
+		}
+	}
+	out, err := commitRun(ctx, storeCtx, s, sess, hold, j)
+	if hold != nil && err != nil && !errors.Is(err, ddbhistory.ErrOutcomeUnknown) {
+		// Free the key of a turn that did not commit, so that a retry need
+		// not wait for the hold to expire. A turn that may be stored keeps
+		// it: a retry then waits for the hold to expire, and replays or runs
+		// the turn once, rather than run it beside a commit that may still
+		// land.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+		defer cancel()
+		_ = s.store.Release(rctx, hold) // a hold left behind expires
+	}
+	return out, err
+}
+
+// commitRun runs the turn on sess and commits it with hold.
+func commitRun[A any](ctx, storeCtx context.Context, s *Service, sess *ddbhistory.Session, hold *ddbhistory.Hold, j job[A]) (*Outcome[A], error) {
+	res, answer, err := j.run(ctx, sess)
+	if err != nil {
+		return nil, err
+	}
+	var stored []byte
+	if hold != nil {
+		if stored, err = json.Marshal(j.stored(answer)); err != nil {
+			return nil, fmt.Errorf("turn: encode the answer: %w", err)
+		}
+	}
+	err = s.store.Commit(storeCtx, sess, ddbhistory.Turn{
+		Messages: res.Messages,
+		Window:   res.Window,
+		State:    res.State,
+		Hold:     hold,
+		Response: stored,
+	})
+	if err != nil {
+		return nil, &CommitError{Result: res, Err: err}
+	}
+	return &Outcome[A]{Answer: answer, Result: res}, nil
+}
+
+// sessionID returns the session a turn goes to: the one named, or a new id.
+// With an idempotency key a new id is derived from it, so that a retry of
+// the request finds the session its first attempt created.
+func sessionID(req Request) string {
+	switch {
+	case req.SessionID != "":
+		return req.SessionID
+	case req.IdempotencyKey != "":
+		sum := sha256.Sum256([]byte(req.Owner + "\x00" + req.IdempotencyKey))
+		return "s-" + hex.EncodeToString(sum[:16])
+	}
+	return "s-" + strings.ToLower(rand.Text())
+}
+
+// storeContext returns the context for a turn's store calls: ctx, ending
+// StoreMargin before its deadline.
+func storeContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if d, ok := ctx.Deadline(); ok {
+		return context.WithDeadline(ctx, d.Add(-StoreMargin))
+	}
+	return context.WithCancel(ctx)
+}
+
+// keyInUse answers a turn whose idempotency key another request holds or
+// has used.
+func keyInUse[A any](ctx context.Context, s *Service, key ddbhistory.Key, req Request, err error, j job[A]) (*Outcome[A], error) {
+	var inUse *ddbhistory.KeyInUseError
+	switch {
+	case !errors.As(err, &inUse):
+		return nil, err
+	case inUse.Fingerprint != req.Fingerprint:
+		return nil, ErrKeyReused
+	case !inUse.Committed:
+		return nil, fmt.Errorf("%w: %w", ErrInProgress, err)
+	}
+	// The first request committed between our load and our hold, or its
+	// session is gone.
+	sess, err := s.store.Load(ctx, key, req.IdempotencyKey)
+	switch {
+	case err == nil && sess.Replay != nil:
+		return replay(ctx, key, req, sess.Replay, j)
+	case err == nil, errors.Is(err, ddbhistory.ErrNotFound), errors.Is(err, ddbhistory.ErrDeleting):
+		return nil, ErrReplayGone
+	}
+	return nil, err
+}
+
+// replay answers with the answer of the turn an idempotency key recorded.
+func replay[A any](ctx context.Context, key ddbhistory.Key, req Request, r *ddbhistory.Replay, j job[A]) (*Outcome[A], error) {
+	switch {
+	case r.Fingerprint != req.Fingerprint || r.SessionID != key.ID:
+		return nil, ErrKeyReused
+	case r.Response == nil:
+		return nil, ErrReplayGone
+	}
+	answer, err := j.replay(ctx, key, r)
+	if err != nil {
+		return nil, err
+	}
+	return &Outcome[A]{Answer: answer, Replayed: true}, nil
+}
+
+// replayChat reads a replayed chat answer: the stored answer, and the
+// turn's messages from the transcript.
+func (s *Service) replayChat(ctx context.Context, key ddbhistory.Key, r *ddbhistory.Replay) (ChatAnswer, error) {
+	var a ChatAnswer
+	if err := json.Unmarshal(r.Response, &a); err != nil {
+		return a, fmt.Errorf("turn: decode a stored answer: %w", err)
+	}
+	page, err := s.store.Transcript(ctx, key, ddbhistory.CursorAt(r.First), max(r.Count, 1))
+	if err != nil {
+		return a, err
+	}
+	a.Messages = page.Messages
+	return a, nil
+}
+
+// CommitError is a turn that ran but whose commit failed: nothing was
+// stored, or, when Err matches ddbhistory.ErrOutcomeUnknown, the turn may be
+// stored. Result says what the run did, and what it cost.
+type CommitError struct {
+	Result *agent.Result
+	Err    error
+}
+
+func (e *CommitError) Error() string { return "turn: commit: " + e.Err.Error() }
+
+func (e *CommitError) Unwrap() error { return e.Err }
