@@ -244,11 +244,11 @@ func writeError(w http.ResponseWriter, e *Error, rec *record) int {
 // log writes the request's one line: who, what, the outcome and the cost.
 func (h *Handler) log(r *http.Request, status int, rec *record, d time.Duration) {
 	route := r.Pattern
-	if route == "/" || route == "" || route == routeURLStream {
+	switch route {
+	case routeURLStream: // the function URL's stream is the same route
+		route = RouteChatStream
+	case "/", "": // no route matched: say what was asked for
 		route = r.Method + " " + r.URL.Path
-		if r.Pattern == routeURLStream {
-			route = RouteChatStream
-		}
 	}
 	attrs := []slog.Attr{
 		slog.String("route", route),

@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -153,16 +152,6 @@ func (h *Handler) structured(r *http.Request, rec *record) (int, []byte, error) 
 	return answer(out, err, rec)
 }
 
-// storeContext returns the context for the session routes' store calls:
-// ctx, ending turn.StoreMargin before its deadline, so that there is always
-// time to answer.
-func storeContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	if d, ok := ctx.Deadline(); ok {
-		return context.WithDeadline(ctx, d.Add(-turn.StoreMargin))
-	}
-	return context.WithCancel(ctx)
-}
-
 // SessionsResponse is the answer to GET /sessions: the caller's sessions,
 // newest first.
 type SessionsResponse struct {
@@ -193,7 +182,7 @@ func (h *Handler) listSessions(r *http.Request, _ *record) (int, []byte, error) 
 	if e != nil {
 		return 0, nil, e
 	}
-	ctx, cancel := storeContext(r.Context())
+	ctx, cancel := turn.StoreContext(r.Context())
 	defer cancel()
 	list, err := h.cfg.Sessions.List(ctx, owner, r.URL.Query().Get("cursor"), limit)
 	if err != nil {
@@ -256,7 +245,7 @@ func (h *Handler) getSession(r *http.Request, rec *record) (int, []byte, error) 
 	if e != nil {
 		return 0, nil, e
 	}
-	ctx, cancel := storeContext(r.Context())
+	ctx, cancel := turn.StoreContext(r.Context())
 	defer cancel()
 	page, err := h.cfg.Sessions.Transcript(ctx, key, r.URL.Query().Get("cursor"), limit)
 	if err != nil {
@@ -298,7 +287,7 @@ func (h *Handler) deleteSession(r *http.Request, rec *record) (int, []byte, erro
 	if e != nil {
 		return 0, nil, e
 	}
-	ctx, cancel := storeContext(r.Context())
+	ctx, cancel := turn.StoreContext(r.Context())
 	defer cancel()
 	if err := h.cfg.Sessions.Delete(ctx, key); err != nil {
 		return 0, nil, fmt.Errorf("%w: %w", errDeleting, err)

@@ -217,7 +217,7 @@ type job[A any] struct {
 // turn succeeded.
 func run[A any](ctx context.Context, s *Service, req Request, j job[A]) (*Outcome[A], error) {
 	key := ddbhistory.Key{Owner: req.Owner, ID: sessionID(req)}
-	storeCtx, cancel := storeContext(ctx)
+	storeCtx, cancel := StoreContext(ctx)
 	defer cancel()
 
 	sess, err := s.store.Load(storeCtx, key, req.IdempotencyKey)
@@ -288,9 +288,10 @@ func sessionID(req Request) string {
 	return "s-" + strings.ToLower(rand.Text())
 }
 
-// storeContext returns the context for a turn's store calls: ctx, ending
-// StoreMargin before its deadline.
-func storeContext(ctx context.Context) (context.Context, context.CancelFunc) {
+// StoreContext returns the context for store calls made on behalf of a
+// request: ctx, ending StoreMargin before its deadline, so that there is
+// always time to answer.
+func StoreContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	if d, ok := ctx.Deadline(); ok {
 		return context.WithDeadline(ctx, d.Add(-StoreMargin))
 	}
