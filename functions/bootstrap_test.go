@@ -11,14 +11,13 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
-	"github.com/lambda-agent/lambda-agent/internal/ddbhistory"
-	"github.com/lambda-agent/lambda-agent/internal/ddblocal"
 	"github.com/lambda-agent/lambda-agent/internal/lambdatest"
 	"github.com/lambda-agent/lambda-agent/internal/offline"
 	"github.com/lambda-agent/lambda-agent/internal/testkit"
@@ -56,35 +55,24 @@ func (d *deployment) logs() string {
 	return d.fns["chat"].Logs() + d.fns["structured"].Logs() + d.fns["stream"].Logs()
 }
 
+// deploy runs the functions on the offline model and a DynamoDB with the
+// session table, with extraEnv over their usual settings.
 func deploy(t *testing.T, extraEnv ...string) *deployment {
+	t.Helper()
+	return deployOn(t, testkit.StartBackends(t, testkit.BackendOptions{Model: offline.NewServer}), extraEnv...)
+}
+
+// deployOn runs the functions on backends.
+func deployOn(t *testing.T, backends *testkit.Backends, extraEnv ...string) *deployment {
 	t.Helper()
 	bins, err := build()
 	if err != nil {
 		t.Fatal(err)
 	}
-	ddb, err := ddblocal.NewServer("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(ddb.Close)
-	if err := ddbhistory.CreateTable(t.Context(), ddb.Client(), "sessions"); err != nil {
-		t.Fatal(err)
-	}
-	model := offline.NewServer()
-	t.Cleanup(func() {
-		testkit.CheckModel(t, model)
-		model.Close()
-	})
-	env := append([]string{
-		"TABLE_NAME=sessions",
+	env := slices.Concat(backends.Env, []string{
 		"MODEL_ID=us.anthropic.claude-sonnet-4-5-20250929-v1:0",
-		"AWS_REGION=us-east-1",
-		"AWS_ACCESS_KEY_ID=test",
-		"AWS_SECRET_ACCESS_KEY=test",
-		"AWS_ENDPOINT_URL_DYNAMODB=" + ddb.URL,
-		"AWS_ENDPOINT_URL_BEDROCK_RUNTIME=" + model.URL,
 		"AWS_LAMBDA_LOG_FORMAT=JSON",
-	}, extraEnv...)
+	}, extraEnv)
 	d := &deployment{fns: map[string]*lambdatest.Function{}}
 	for name, bin := range bins {
 		fn, err := lambdatest.Start(t.Context(), bin, lambdatest.Config{Name: name, Env: env})

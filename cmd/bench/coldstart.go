@@ -11,9 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/lambda-agent/lambda-agent/internal/conversetest"
-	"github.com/lambda-agent/lambda-agent/internal/ddbhistory"
-	"github.com/lambda-agent/lambda-agent/internal/ddblocal"
 	"github.com/lambda-agent/lambda-agent/internal/lambdatest"
 	"github.com/lambda-agent/lambda-agent/internal/testkit"
 )
@@ -45,22 +42,12 @@ func coldStart(ctx context.Context, cfg config, b *strings.Builder) error {
 		return float64(st.Size()) / (1 << 20)
 	}
 
-	ddb, err := ddblocal.NewServer("")
+	backends, err := testkit.NewBackends(ctx, testkit.BackendOptions{})
 	if err != nil {
 		return err
 	}
-	defer ddb.Close()
-	if err := ddbhistory.CreateTable(ctx, ddb.Client(), testkit.Table); err != nil {
-		return err
-	}
-	model := conversetest.NewServer()
-	defer model.Close()
-	env := []string{
-		"TABLE_NAME=" + testkit.Table, "MODEL_ID=bench-model", "AWS_REGION=us-east-1",
-		"AWS_ACCESS_KEY_ID=bench", "AWS_SECRET_ACCESS_KEY=bench",
-		"AWS_ENDPOINT_URL_DYNAMODB=" + ddb.URL, "AWS_ENDPOINT_URL_BEDROCK_RUNTIME=" + model.URL,
-		"AWS_LAMBDA_LOG_FORMAT=JSON",
-	}
+	defer backends.Close()
+	env := append(backends.Env, "MODEL_ID=bench-model", "AWS_LAMBDA_LOG_FORMAT=JSON")
 
 	type sample struct {
 		init, first time.Duration

@@ -7,8 +7,6 @@ import (
 	"log/slog"
 	"maps"
 	"net/http"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"sync"
@@ -123,17 +121,9 @@ func (s *stack) chatWithKey(ctx context.Context, id, message, key string) (httpa
 }
 
 // chatFixture is the sample chat event (what sam local invoke sends), read
-// once; the bench runs from the module's root.
+// once.
 var chatFixture = sync.OnceValues(func() (events.APIGatewayV2HTTPRequest, error) {
-	var ev events.APIGatewayV2HTTPRequest
-	raw, err := os.ReadFile(filepath.Join("events", "chat-new.json"))
-	if err != nil {
-		return ev, err
-	}
-	if err := json.Unmarshal(raw, &ev); err != nil {
-		return ev, fmt.Errorf("events/chat-new.json: %w", err)
-	}
-	return ev, nil
+	return testkit.Event("chat-new.json")
 })
 
 // chatEvent is the sample chat event with its body replaced by message to

@@ -27,11 +27,7 @@ func newServer(t *testing.T) *conversetest.Server { return testkit.ConverseServe
 // over HTTP.
 func newModel(t *testing.T, s *conversetest.Server, modelID string) *bedrock.Model {
 	t.Helper()
-	m, err := bedrock.New(s.Client(), bedrock.Config{ModelID: modelID, MaxTokens: 512})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m
+	return testkit.BedrockModel(t, s, modelID)
 }
 
 // The internal tests cannot import internal/agent/bedrock, which imports

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -74,13 +72,9 @@ func (a *api) handler(t testing.TB, routes httpapi.Routes) *httpapi.Handler {
 // fixture loads an event from events/, the samples `sam local invoke` uses.
 func fixture(t testing.TB, name string) events.APIGatewayV2HTTPRequest {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join("..", "..", "events", name))
+	e, err := testkit.Event(name)
 	if err != nil {
 		t.Fatal(err)
-	}
-	var e events.APIGatewayV2HTTPRequest
-	if err := json.Unmarshal(raw, &e); err != nil {
-		t.Fatalf("%s: %v", name, err)
 	}
 	return e
 }

@@ -2,16 +2,14 @@ package lambdahttp_test
 
 import (
 	"encoding/base64"
-	"encoding/json"
 	"io"
 	"net/http"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/google/go-cmp/cmp"
 	"github.com/lambda-agent/lambda-agent/internal/lambdahttp"
+	"github.com/lambda-agent/lambda-agent/internal/testkit"
 )
 
 // seen is what a handler saw of a request.
@@ -40,12 +38,8 @@ func echo(got *seen) http.Handler {
 
 func fixture(t *testing.T, name string) events.APIGatewayV2HTTPRequest {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join("..", "..", "events", name))
+	ev, err := testkit.Event(name)
 	if err != nil {
-		t.Fatal(err)
-	}
-	var ev events.APIGatewayV2HTTPRequest
-	if err := json.Unmarshal(raw, &ev); err != nil {
 		t.Fatal(err)
 	}
 	return ev

@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -47,38 +47,20 @@ func newSandbox(t *testing.T, env ...string) *sandbox {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ddb, err := ddblocal.NewServer("")
+	backends := testkit.StartBackends(t, testkit.BackendOptions{})
+	store, err := ddbhistory.New(backends.DDB.Client(), ddbhistory.Config{Table: testkit.Table})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(ddb.Close)
-	if err := ddbhistory.CreateTable(t.Context(), ddb.Client(), testkit.Table); err != nil {
-		t.Fatal(err)
-	}
-	store, err := ddbhistory.New(ddb.Client(), ddbhistory.Config{Table: testkit.Table})
-	if err != nil {
-		t.Fatal(err)
-	}
-	model := conversetest.NewServer()
-	t.Cleanup(func() {
-		testkit.CheckModel(t, model)
-		model.Close()
-	})
-	fn, err := lambdatest.Start(t.Context(), bin, lambdatest.Config{Name: "chat", Env: append([]string{
-		"TABLE_NAME=" + testkit.Table,
+	fn, err := lambdatest.Start(t.Context(), bin, lambdatest.Config{Name: "chat", Env: slices.Concat(backends.Env, []string{
 		"MODEL_ID=test-model",
 		"TOOLS=calculator,slow",
-		"AWS_REGION=us-east-1",
-		"AWS_ACCESS_KEY_ID=test",
-		"AWS_SECRET_ACCESS_KEY=test",
-		"AWS_ENDPOINT_URL_DYNAMODB=" + ddb.URL,
-		"AWS_ENDPOINT_URL_BEDROCK_RUNTIME=" + model.URL,
-	}, env...)})
+	}, env)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = fn.Close() })
-	return &sandbox{fn: fn, model: model, store: store, ddb: ddb}
+	return &sandbox{fn: fn, model: backends.Model, store: store, ddb: backends.DDB}
 }
 
 func (b *sandbox) invoke(t *testing.T, message string, timeout time.Duration) (events.APIGatewayV2HTTPResponse, time.Duration) {
@@ -106,13 +88,9 @@ func chatEvent(t *testing.T, message string) []byte {
 // by message to session, and with the Idempotency-Key key unless it is "".
 func keyedChatEvent(t *testing.T, session, message, key string) []byte {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join("..", "..", "events", "chat-new.json"))
+	e, err := testkit.Event("chat-new.json")
 	if err != nil {
 		t.Fatal(err)
-	}
-	var e events.APIGatewayV2HTTPRequest
-	if err := json.Unmarshal(raw, &e); err != nil {
-		t.Fatalf("chat-new.json: %v", err)
 	}
 	body, err := json.Marshal(map[string]any{"session_id": session, "message": message})
 	if err != nil {
@@ -123,7 +101,7 @@ func keyedChatEvent(t *testing.T, session, message, key string) []byte {
 	if key != "" {
 		e.Headers["idempotency-key"] = key
 	}
-	raw, err = json.Marshal(e)
+	raw, err := json.Marshal(e)
 	if err != nil {
 		t.Fatal(err)
 	}

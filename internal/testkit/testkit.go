@@ -2,7 +2,9 @@
 // stand-ins for the AWS services: the strict Converse stand-in
 // (internal/conversetest) and an in-process DynamoDB (internal/ddblocal).
 // Every test of the whole stack, the reliability suite and the bench use
-// it, so that the wiring under test is app.New's and nothing else.
+// it, so that the wiring under test is app.New's and nothing else. For the
+// built functions, which run as processes of their own, it starts the same
+// stand-ins as Backends.
 package testkit
 
 import (
@@ -20,6 +22,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/bedrockruntime"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/lambda-agent/lambda-agent/internal/agent"
+	"github.com/lambda-agent/lambda-agent/internal/agent/bedrock"
 	"github.com/lambda-agent/lambda-agent/internal/app"
 	"github.com/lambda-agent/lambda-agent/internal/conversetest"
 	"github.com/lambda-agent/lambda-agent/internal/ddbhistory"
@@ -74,29 +77,24 @@ type Stack struct {
 
 // New builds a Stack. Close it when done.
 func New(ctx context.Context, opts Options) (*Stack, error) {
-	ddb, err := ddblocal.NewServer("")
-	if err != nil {
-		return nil, err
-	}
-	if err := ddbhistory.CreateTable(ctx, ddb.Client(), Table); err != nil {
-		ddb.Close()
-		return nil, err
-	}
 	vars := map[string]string{"TABLE_NAME": Table, "MODEL_ID": "test-model"}
 	for k, v := range opts.Env {
 		vars[k] = v
 	}
 	cfg, err := app.ConfigFromEnv(func(k string) string { return vars[k] })
 	if err != nil {
-		ddb.Close()
 		return nil, err
 	}
-	s := &Stack{Model: conversetest.NewServer(), DDB: ddb, Meter: &ddblocal.Meter{}, Logs: &Buffer{}}
+	b, err := NewBackends(ctx, BackendOptions{})
+	if err != nil {
+		return nil, err
+	}
+	s := &Stack{Model: b.Model, DDB: b.DDB, Meter: &ddblocal.Meter{}, Logs: &Buffer{}}
 	var transport http.RoundTripper = s.Meter
 	if opts.DynamoDB != nil {
 		transport = opts.DynamoDB(transport)
 	}
-	client := ddb.Client(append([]func(*dynamodb.Options){func(o *dynamodb.Options) {
+	client := s.DDB.Client(append([]func(*dynamodb.Options){func(o *dynamodb.Options) {
 		o.HTTPClient = &http.Client{Transport: transport}
 	}}, opts.DynamoDBOptions...)...)
 	converse := s.Model.Client()
@@ -134,10 +132,7 @@ func Start(t testing.TB, opts Options) *Stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		CheckModel(t, s.Model)
-		s.Close()
-	})
+	closeAtEnd(t, s.Model, s.Close)
 	return s
 }
 
@@ -146,11 +141,28 @@ func Start(t testing.TB, opts Options) *Stack {
 func ConverseServer(t testing.TB) *conversetest.Server {
 	t.Helper()
 	s := conversetest.NewServer()
-	t.Cleanup(func() {
-		CheckModel(t, s)
-		s.Close()
-	})
+	closeAtEnd(t, s, s.Close)
 	return s
+}
+
+// BedrockModel returns the Bedrock model on the stand-in s, with up to 512
+// output tokens: the real SDK client, over HTTP.
+func BedrockModel(t testing.TB, s *conversetest.Server, modelID string) *bedrock.Model {
+	t.Helper()
+	m, err := bedrock.New(s.Client(), bedrock.Config{ModelID: modelID, MaxTokens: 512})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// closeAtEnd calls stop when t ends, after failing t if model saw a request
+// that Bedrock would reject.
+func closeAtEnd(t testing.TB, model *conversetest.Server, stop func()) {
+	t.Cleanup(func() {
+		CheckModel(t, model)
+		stop()
+	})
 }
 
 // CheckModel fails t if the stand-in saw requests that Bedrock rejects.

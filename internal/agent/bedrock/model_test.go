@@ -18,11 +18,7 @@ func newServer(t *testing.T) *conversetest.Server { return testkit.ConverseServe
 // newModel returns a Model that calls the stand-in s.
 func newModel(t *testing.T, s *conversetest.Server, modelID string) *bedrock.Model {
 	t.Helper()
-	m, err := bedrock.New(s.Client(), bedrock.Config{ModelID: modelID, MaxTokens: 512})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m
+	return testkit.BedrockModel(t, s, modelID)
 }
 
 // Real first bytes of each kind of file.

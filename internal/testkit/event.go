@@ -1,0 +1,51 @@
+package testkit
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/aws/aws-lambda-go/events"
+)
+
+// Event reads the sample event name from the module's events/ directory,
+// the events `sam local invoke` sends. It finds the directory from a
+// package's directory, where tests run, as from the module's root, where
+// the bench runs.
+func Event(name string) (events.APIGatewayV2HTTPRequest, error) {
+	var ev events.APIGatewayV2HTTPRequest
+	dir, err := moduleRoot()
+	if err != nil {
+		return ev, err
+	}
+	raw, err := os.ReadFile(filepath.Join(dir, "events", name))
+	if err != nil {
+		return ev, err
+	}
+	if err := json.Unmarshal(raw, &ev); err != nil {
+		return ev, fmt.Errorf("events/%s: %w", name, err)
+	}
+	return ev, nil
+}
+
+// moduleRoot is the nearest directory at or above the working directory
+// that holds a go.mod.
+var moduleRoot = sync.OnceValues(func() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("testkit: no go.mod at or above the working directory")
+		}
+		dir = parent
+	}
+})

@@ -1,0 +1,20 @@
+package testkit_test
+
+import (
+	"testing"
+
+	"github.com/lambda-agent/lambda-agent/internal/testkit"
+)
+
+func TestEvent(t *testing.T) {
+	ev, err := testkit.Event("chat-new.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev.RouteKey != "POST /chat" {
+		t.Errorf("RouteKey = %q, want POST /chat", ev.RouteKey)
+	}
+	if _, err := testkit.Event("no-such-event.json"); err == nil {
+		t.Error("a missing event read without an error")
+	}
+}
