@@ -28,4 +28,9 @@
 //     never past the context's deadline less Config.Reserve;
 //   - a context overflow makes the ConversationManager reduce the window, and
 //     the call is made again.
+//
+// Code that embeds the agent watches and steers a turn through Hooks: before
+// and after the invocation, each model call and each tool call, and when a
+// message is added. A tool hook can cancel a call or replace its result.
+// The application registers one, which logs failed tool runs.
 package agent

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
@@ -28,7 +29,8 @@ type Options struct {
 	// for a handler that serves them, nil for one that does not, which then
 	// goes without the validator's start-up cost.
 	CompileSchema SchemaCompiler
-	// Logger gets the handler's line per request; nil means slog.Default().
+	// Logger gets the handler's line per request, and a line per failed
+	// tool run; nil means slog.Default().
 	Logger *slog.Logger
 	// Retry is the model calls' retry policy; the zero value is the agent's
 	// default. Tests shorten its waits.
@@ -48,7 +50,7 @@ type App struct {
 // New builds the application from cfg, calling Bedrock and DynamoDB
 // through the given clients.
 func New(cfg *Config, converse bedrock.ConverseAPI, ddb ddbhistory.DynamoDBAPI, opts Options) (*App, error) {
-	a, err := NewAgent(cfg, converse, opts.Retry)
+	a, err := NewAgent(cfg, converse, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -90,9 +92,9 @@ func StoreConfig(cfg *Config) ddbhistory.Config {
 // schema.Compile does.
 type SchemaCompiler = func(json.RawMessage) (agent.Schema, error)
 
-// NewAgent builds the agent from cfg, calling Bedrock through client, and
-// retrying failed model calls as retry says.
-func NewAgent(cfg *Config, client bedrock.ConverseAPI, retry agent.RetryPolicy) (*agent.Agent, error) {
+// NewAgent builds the agent from cfg, calling Bedrock through client. It
+// takes the retry policy and the logger from opts.
+func NewAgent(cfg *Config, client bedrock.ConverseAPI, opts Options) (*agent.Agent, error) {
 	bc := bedrock.Config{ModelID: cfg.ModelID, MaxTokens: cfg.MaxTokens, Temperature: cfg.Temperature}
 	if cfg.GuardrailID != "" {
 		bc.Guardrail = &bedrock.Guardrail{ID: cfg.GuardrailID, Version: cfg.GuardrailVersion}
@@ -115,7 +117,7 @@ func NewAgent(cfg *Config, client bedrock.ConverseAPI, retry agent.RetryPolicy) 
 			}
 		}
 		manager = agent.Summarizing{
-			Model:          agent.Retrying(summarizer, summaryRetry(retry)),
+			Model:          agent.Retrying(summarizer, summaryRetry(opts.Retry)),
 			Ratio:          cfg.SummaryRatio,
 			PreserveRecent: cfg.PreserveRecent,
 			MaxMessages:    cfg.WindowSize,
@@ -134,8 +136,48 @@ func NewAgent(cfg *Config, client bedrock.ConverseAPI, retry agent.RetryPolicy) 
 		Manager:             manager,
 		MaxCycles:           cfg.MaxCycles,
 		ContextWindowTokens: cfg.ContextWindowTokens,
-		Retry:               retry,
+		Retry:               opts.Retry,
+		Hooks: agent.Hooks{
+			AfterToolCall: []func(context.Context, *agent.AfterToolCallEvent){
+				logToolErrors(cmp.Or(opts.Logger, slog.Default())),
+			},
+		},
 	})
+}
+
+// logToolErrors returns a hook that logs each tool run whose result is an
+// error, at warning level. The model gets the error and the turn goes on, so
+// without this line a failing tool, or one that panics, is invisible to an
+// operator. Registered first, it runs after every other AfterToolCall hook,
+// and logs the result the model receives.
+func logToolErrors(logger *slog.Logger) func(context.Context, *agent.AfterToolCallEvent) {
+	return func(ctx context.Context, e *agent.AfterToolCallEvent) {
+		if e.Result.Status != agent.ToolError {
+			return
+		}
+		var text strings.Builder
+		for _, c := range e.Result.Content {
+			text.WriteString(c.Text)
+		}
+		logger.LogAttrs(ctx, slog.LevelWarn, "tool failed",
+			slog.String("tool", e.Use.Name),
+			slog.String("tool_use_id", e.Use.ToolUseID),
+			slog.Int64("duration_ms", e.Duration.Milliseconds()),
+			slog.String("error", truncate(text.String(), maxLoggedError)),
+		)
+	}
+}
+
+// maxLoggedError bounds the error text of a tool line, in bytes: enough for
+// any message of ours, while a tool's own error may quote its whole input.
+const maxLoggedError = 512
+
+// truncate cuts s to at most n bytes, dropping a character cut in half.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n], "") + "…"
 }
 
 // summaryRetry is the policy of the summarizer's calls: the turn's, but

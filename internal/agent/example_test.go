@@ -1,0 +1,173 @@
+package agent_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/lambda-agent/lambda-agent/internal/agent"
+	"github.com/lambda-agent/lambda-agent/internal/agent/bedrock"
+	"github.com/lambda-agent/lambda-agent/internal/conversetest"
+	"github.com/lambda-agent/lambda-agent/internal/tools"
+)
+
+// The README's examples are these, run by go test. TestREADMEGoIsExamples
+// holds the two together.
+
+// Forecast is the weather tool's answer in the README's example.
+type Forecast struct {
+	City string `json:"city"`
+	Days []Day  `json:"days"`
+}
+
+// Day is one day of a Forecast.
+type Day struct {
+	Summary string `json:"summary"`
+}
+
+// lookUp stands in for a weather service.
+func lookUp(ctx context.Context, city string, days int) (Forecast, error) {
+	if err := ctx.Err(); err != nil {
+		return Forecast{}, err
+	}
+	f := Forecast{City: city}
+	for range days {
+		f.Days = append(f.Days, Day{Summary: "sunny"})
+	}
+	return f, nil
+}
+
+type WeatherInput struct {
+	City string `json:"city" jsonschema:"the city, e.g. Lisbon"`
+	Days int    `json:"days,omitempty" jsonschema:"forecast days, 1 to 7"`
+}
+
+func ExampleNewFuncTool() {
+	weather, err := agent.NewFuncTool("weather", "Get the weather forecast for a city.",
+		func(ctx context.Context, call *agent.ToolCall, in WeatherInput) (Forecast, error) {
+			return lookUp(ctx, in.City, max(in.Days, 1)) // honour ctx: tools have a timeout
+		})
+	if err != nil {
+		panic(err)
+	}
+
+	model := exampleModel(
+		conversetest.ToolUse("w1", "weather", map[string]any{"city": "Lisbon", "days": 2}).
+			WithToolUse("w2", "weather", map[string]any{"city": 42}),
+		conversetest.Text("Sunny in Lisbon."),
+	)
+	printToolResults(agent.Config{Model: model, Tools: []agent.Tool{weather}}, "the weather in Lisbon?")
+	// Output:
+	// success: {"city":"Lisbon","days":[{"summary":"sunny"},{"summary":"sunny"}]}
+	// error: The input does not match the tool's schema:
+	// - validating root: validating /properties/city: type: 42 has type "integer", want "string"
+}
+
+func ExampleHooks() {
+	// Keep card numbers out of the session's memory.
+	cardNumber := regexp.MustCompile(`\b(?:\d[ -]?){12,18}\d\b`)
+	hooks := agent.Hooks{
+		BeforeToolCall: []func(context.Context, *agent.BeforeToolCallEvent){
+			func(ctx context.Context, e *agent.BeforeToolCallEvent) {
+				if e.Use.Name == "remember" && cardNumber.Match(e.Use.Input) {
+					e.Cancel = "card numbers are not stored"
+				}
+			},
+		},
+	}
+
+	model := exampleModel(
+		conversetest.ToolUse("r1", "remember", map[string]string{"key": "card", "value": "4111 1111 1111 1111"}).
+			WithToolUse("r2", "remember", map[string]string{"key": "colour", "value": "teal"}),
+		conversetest.Text("I remember your colour, not your card."),
+	)
+	printToolResults(agent.Config{Model: model, Tools: []agent.Tool{tools.Remember()}, Hooks: hooks},
+		"remember my card, 4111 1111 1111 1111, and that I like teal")
+	// Output:
+	// error: The tool call was cancelled: card numbers are not stored
+	// success: Remembered colour.
+}
+
+// exampleModel is the Bedrock model on a Converse stand-in that answers
+// with the given responses, in order.
+func exampleModel(answers ...conversetest.Reply) agent.Model {
+	s := conversetest.NewServer()
+	s.Enqueue(answers...)
+	m, err := bedrock.New(s.Client(), bedrock.Config{ModelID: "test-model"})
+	if err != nil {
+		panic(err)
+	}
+	return m
+}
+
+// printToolResults runs a turn and prints the results of the tools the
+// model asked for.
+func printToolResults(cfg agent.Config, message string) {
+	a, err := agent.New(cfg)
+	if err != nil {
+		panic(err)
+	}
+	res, err := a.Run(context.Background(), &agent.Conversation{}, []agent.ContentBlock{agent.Text(message)})
+	if err != nil {
+		panic(err)
+	}
+	for _, c := range res.Messages[2].Content {
+		r := c.ToolResult.Content[0]
+		fmt.Printf("%s: %s%s\n", c.ToolResult.Status, r.Text, r.JSON)
+	}
+}
+
+// TestREADMEGoIsExamples checks that every Go block of the README is code
+// of this file, paragraph by paragraph, so that each one compiles and runs
+// as an example.
+func TestREADMEGoIsExamples(t *testing.T) {
+	readme, err := os.Open(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer readme.Close()
+	src, err := os.ReadFile("example_test.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	examples := dedent(string(src))
+
+	var blocks []string
+	var block *strings.Builder
+	sc := bufio.NewScanner(readme)
+	for sc.Scan() {
+		switch line := sc.Text(); {
+		case line == "```go":
+			block = &strings.Builder{}
+		case line == "```" && block != nil:
+			blocks = append(blocks, block.String())
+			block = nil
+		case block != nil:
+			block.WriteString(line + "\n")
+		}
+	}
+	if len(blocks) < 2 {
+		t.Fatalf("found %d Go blocks in the README, want the tool and the hook", len(blocks))
+	}
+	for _, b := range blocks {
+		for p := range strings.SplitSeq(dedent(b), "\n\n") {
+			if !strings.Contains(examples, p) {
+				t.Errorf("this Go code of the README is not in example_test.go:\n%s", p)
+			}
+		}
+	}
+}
+
+// dedent drops each line's leading white space.
+func dedent(s string) string {
+	var b strings.Builder
+	for line := range strings.Lines(s) {
+		b.WriteString(strings.TrimLeft(line, " \t"))
+	}
+	return b.String()
+}

@@ -1,0 +1,48 @@
+package app_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/lambda-agent/lambda-agent/internal/conversetest"
+	"github.com/lambda-agent/lambda-agent/internal/testkit"
+)
+
+// A tool that fails does not fail the turn: the model gets the error. The
+// operator gets a line that names the tool.
+func TestFailedToolRunsAreLogged(t *testing.T) {
+	s := testkit.Start(t, testkit.Options{Env: map[string]string{"TOOLS": "calculator"}})
+	s.Model.Enqueue(
+		conversetest.ToolUse("ok-1", "calculator", map[string]string{"expression": "2+2"}).
+			WithToolUse("bad-1", "calculator", map[string]string{"expression": "2+"}).
+			WithToolUse("none-1", "weather", map[string]string{"city": "Lisbon"}),
+		conversetest.Text("done"),
+	)
+	r := httptest.NewRequest(http.MethodPost, "/chat", strings.NewReader(`{"session_id":"tools","message":"go"}`))
+	if w := s.Serve(testkit.As(r, "alice")); w.Code != http.StatusOK {
+		t.Fatalf("status %d: %s", w.Code, w.Body)
+	}
+
+	failed := map[string]map[string]any{}
+	for line := range strings.Lines(s.Logs.String()) {
+		var l map[string]any
+		if err := json.Unmarshal([]byte(line), &l); err != nil {
+			t.Fatalf("a log line is not JSON: %q", line)
+		}
+		if l["msg"] == "tool failed" {
+			failed[l["tool_use_id"].(string)] = l
+		}
+	}
+	if len(failed) != 2 || failed["bad-1"] == nil || failed["none-1"] == nil {
+		t.Fatalf("want lines for bad-1 and none-1 only, got %v", failed)
+	}
+	if l := failed["bad-1"]; l["level"] != "WARN" || l["tool"] != "calculator" || !strings.Contains(l["error"].(string), "The tool failed") {
+		t.Errorf("the calculator's line = %v", l)
+	}
+	if l := failed["none-1"]; l["tool"] != "weather" || !strings.Contains(l["error"].(string), `no tool named "weather"`) {
+		t.Errorf("the unknown tool's line = %v", l)
+	}
+}
