@@ -176,7 +176,7 @@ func TestRefusedMediaNotOfTheInputIsAModelError(t *testing.T) {
 	t.Run("other validation errors", func(t *testing.T) {
 		s := newServer(t)
 		a := newAgent(t, s, agent.Config{})
-		s.Enqueue(conversetest.Error(400, conversetest.CodeValidation, "The provided model identifier is invalid."))
+		s.Enqueue(conversetest.Error(400, conversetest.CodeValidation, "Malformed input request: #: extraneous key [top_k] is not permitted, please reformat your input and try again."))
 		_, err := a.Run(t.Context(), &agent.Conversation{}, withImage("png", pngHead))
 		if errors.Is(err, agent.ErrInvalidInput) || !agent.IsModelError(err, agent.KindInvalid) {
 			t.Errorf("err = %v, want a model error of kind invalid", err)

@@ -108,7 +108,9 @@ const (
 	KindToolChoiceUnsupported
 	// KindDenied is AccessDeniedException.
 	KindDenied
-	// KindNotFound is ResourceNotFoundException, usually a wrong model id.
+	// KindNotFound is a model id the service does not know, or cannot call
+	// as it is given: ResourceNotFoundException, or a ValidationException
+	// about the model identifier.
 	KindNotFound
 	// KindInvalidContent is a request the service rejected because of an
 	// image or a document in it: bytes that are not the declared format, a
@@ -133,6 +135,8 @@ func (k ErrorKind) Retryable() bool { return k == KindThrottled || k == KindUnav
 // ModelError is a model call that failed.
 type ModelError struct {
 	Kind ErrorKind
+	// Model is the id of the model called, when known.
+	Model string
 	// Code is the service's error code, such as "ThrottlingException".
 	Code string
 	// Status is the HTTP status, when there was a response.

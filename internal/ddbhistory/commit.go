@@ -293,7 +293,7 @@ func (c *commit) final(ctx context.Context, msgs []write, cond *condition) error
 		// The transaction may have reached DynamoDB before ctx ended.
 		return fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)
 	}
-	return classify(err)
+	return c.s.classify(err)
 }
 
 // inParts writes a turn too large for one transaction: see Commit.
@@ -318,7 +318,7 @@ func (c *commit) inParts(ctx context.Context, now time.Time) error {
 		}
 		if err := c.s.transact(ctx, items); err != nil {
 			c.dropLeftovers(ctx, written, token)
-			return classify(err)
+			return c.s.classify(err)
 		}
 		written = append(written, chunk...)
 	}
@@ -369,7 +369,7 @@ func (c *commit) reserve(ctx context.Context, token string, now time.Time) (*con
 		guard = cond.and(writer)
 	}
 	if err != nil {
-		return nil, classify(err)
+		return nil, c.s.classify(err)
 	}
 	return guard, nil
 }

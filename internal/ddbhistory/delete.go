@@ -116,7 +116,7 @@ func (s *Store) tombstone(ctx context.Context, pk string) (old, tombstone item, 
 			// session may be a tombstone now, or still live.
 			return nil, nil, fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)
 		default:
-			return nil, nil, classify(err)
+			return nil, nil, s.classify(err)
 		}
 	}
 }
@@ -171,7 +171,7 @@ func (s *Store) cleanUp(ctx context.Context, key Key, version int64) error {
 	if failedAt(err, 0) {
 		return nil // another Delete finished first
 	}
-	return classify(err)
+	return s.classify(err)
 }
 
 // tombstoneIs holds for the tombstone at version.
@@ -203,7 +203,7 @@ func (s *Store) deleteGuarded(ctx context.Context, pk string, keys []item, guard
 			if failedAt(err, 0) {
 				return errGuard
 			}
-			return classify(err)
+			return s.classify(err)
 		}
 	}
 	return nil

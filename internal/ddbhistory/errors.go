@@ -28,7 +28,34 @@ var (
 	// ErrInvalid is an argument the store cannot accept, such as a malformed
 	// session id or cursor.
 	ErrInvalid = errors.New("invalid argument")
+	// ErrMisconfigured is a table that does not exist, or that the store's
+	// credentials may not use: a setting of the deployment is wrong, and no
+	// retry helps. The error is a *TableError.
+	ErrMisconfigured = errors.New("the session table cannot be used")
 )
+
+// TableError is a table the store cannot use. It matches ErrMisconfigured.
+type TableError struct {
+	Table string
+	// Missing is true when the table does not exist, false when access to
+	// it was denied.
+	Missing bool
+	Err     error
+}
+
+// Error names the table and what is wrong with it.
+func (e *TableError) Error() string {
+	if e.Missing {
+		return fmt.Sprintf("the table %q does not exist: %v", e.Table, e.Err)
+	}
+	return fmt.Sprintf("access to the table %q was denied: %v", e.Table, e.Err)
+}
+
+// Unwrap returns DynamoDB's error.
+func (e *TableError) Unwrap() error { return e.Err }
+
+// Is makes errors.Is(err, ErrMisconfigured) true.
+func (e *TableError) Is(target error) bool { return target == ErrMisconfigured }
 
 // ArgumentError is an argument the store refuses; it matches ErrInvalid, and
 // Reason says what is wrong.
@@ -78,7 +105,7 @@ func failedAt(err error, index int) bool {
 
 // classify maps a DynamoDB error to the store's errors. It is the only place
 // that looks at DynamoDB's error codes.
-func classify(err error) error {
+func (s *Store) classify(err error) error {
 	var canceled *types.TransactionCanceledException
 	if errors.As(err, &canceled) {
 		for _, r := range canceled.CancellationReasons {
@@ -100,6 +127,10 @@ func classify(err error) error {
 		return fmt.Errorf("%w: %w", ErrConflict, err)
 	case "ThrottlingException", "ProvisionedThroughputExceededException", "RequestLimitExceeded":
 		return fmt.Errorf("%w: %w", ErrThrottled, err)
+	case "ResourceNotFoundException":
+		return &TableError{Table: s.cfg.Table, Missing: true, Err: err}
+	case "AccessDeniedException", "UnrecognizedClientException":
+		return &TableError{Table: s.cfg.Table, Err: err}
 	}
 	return err
 }

@@ -204,7 +204,7 @@ func (s *Store) Begin(ctx context.Context, sess *Session, idempotencyKey, finger
 			Committed:   getS(held, attrStatus) == statusDone,
 		})
 	case err != nil:
-		return nil, fmt.Errorf("ddbhistory: begin %s: %w", sess.ID, classify(err))
+		return nil, fmt.Errorf("ddbhistory: begin %s: %w", sess.ID, s.classify(err))
 	}
 	return &Hold{Key: idempotencyKey, Fingerprint: fingerprint, owner: sess.Owner, sessionID: sess.ID, token: token}, nil
 }
@@ -236,7 +236,7 @@ func (s *Store) Release(ctx context.Context, h *Hold) error {
 	}, s.retries)
 	var failed *types.ConditionalCheckFailedException
 	if err != nil && !errors.As(err, &failed) {
-		return fmt.Errorf("ddbhistory: release %s: %w", h.sessionID, classify(err))
+		return fmt.Errorf("ddbhistory: release %s: %w", h.sessionID, s.classify(err))
 	}
 	return nil
 }

@@ -67,7 +67,7 @@ func (s *Store) List(ctx context.Context, owner, cursor string, limit int) (*Ses
 	}
 	out, err := s.client.Query(ctx, in, s.retries)
 	if err != nil {
-		return nil, fmt.Errorf("ddbhistory: list sessions: %w", classify(err))
+		return nil, fmt.Errorf("ddbhistory: list sessions: %w", s.classify(err))
 	}
 	list := &SessionList{Sessions: make([]Summary, 0, len(out.Items))}
 	for _, it := range out.Items {

@@ -79,7 +79,7 @@ func (s *Store) Redact(ctx context.Context, key Key, index int, m agent.Message)
 		return fmt.Errorf("ddbhistory: redact %s: %w", key.ID, err)
 	}
 	if _, err := s.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items}, s.retries); err != nil {
-		return fmt.Errorf("ddbhistory: redact %s: %w", key.ID, classify(err))
+		return fmt.Errorf("ddbhistory: redact %s: %w", key.ID, s.classify(err))
 	}
 	return nil
 }

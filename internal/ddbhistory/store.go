@@ -211,7 +211,7 @@ func (s *Store) getItem(ctx context.Context, pk, sk string) (item, error) {
 		ConsistentRead: aws.Bool(true),
 	}, s.retries)
 	if err != nil {
-		return nil, classify(err)
+		return nil, s.classify(err)
 	}
 	return out.Item, nil
 }
@@ -235,7 +235,7 @@ func (s *Store) loadWindow(ctx context.Context, key Key, skipUnseen bool) (*Sess
 	}
 	out, err := s.client.Query(ctx, in, s.retries)
 	if err != nil {
-		return nil, classify(err)
+		return nil, s.classify(err)
 	}
 	var meta item
 	if len(out.Items) > 0 && getS(out.Items[0], SortKey) == skMeta {
@@ -271,7 +271,7 @@ func (s *Store) loadWindow(ctx context.Context, key Key, skipUnseen bool) (*Sess
 			in.ExclusiveStartKey = start
 			out, err := s.client.Query(ctx, in, s.retries)
 			if err != nil {
-				return nil, classify(err)
+				return nil, s.classify(err)
 			}
 			msgs.add(out.Items, now)
 			start = out.LastEvaluatedKey

@@ -1072,3 +1072,33 @@ func TestListSessions(t *testing.T) {
 		}
 	})
 }
+
+// TestMissingTable: every operation on a table that does not exist is a
+// *TableError that names it, so the caller can tell a setting to fix from
+// a store that is down.
+func TestMissingTable(t *testing.T) {
+	runBackends(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b, ddbhistory.Config{})
+		s, err := ddbhistory.New(e.client, ddbhistory.Config{Table: "no-such-table"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		key := ddbhistory.Key{Owner: "alice", ID: "s1"}
+		sess := ddbhistory.NewSession(key)
+		ops := map[string]func() error{
+			"load": func() error { _, err := s.Load(t.Context(), key, ""); return err },
+			"commit": func() error {
+				return s.Commit(t.Context(), sess, ddbhistory.Turn{Messages: turn(0)})
+			},
+			"list":       func() error { _, err := s.List(t.Context(), "alice", "", 10); return err },
+			"transcript": func() error { _, err := s.Transcript(t.Context(), key, "", 10); return err },
+			"delete":     func() error { return s.Delete(t.Context(), key) },
+		}
+		for name, op := range ops {
+			var te *ddbhistory.TableError
+			if err := op(); !errors.Is(err, ddbhistory.ErrMisconfigured) || !errors.As(err, &te) || !te.Missing || te.Table != "no-such-table" {
+				t.Errorf("%s: %v; want a *TableError for the missing table", name, err)
+			}
+		}
+	})
+}

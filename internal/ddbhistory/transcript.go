@@ -144,7 +144,7 @@ func (s *Store) queryAll(ctx context.Context, in *dynamodb.QueryInput) ([]item, 
 	for {
 		out, err := s.client.Query(ctx, in, s.retries)
 		if err != nil {
-			return nil, classify(err)
+			return nil, s.classify(err)
 		}
 		items = append(items, out.Items...)
 		if out.LastEvaluatedKey == nil {

@@ -45,6 +45,9 @@ var envVars = []string{
 	"GUARDRAIL_ID",
 	"GUARDRAIL_VERSION",
 	"REQUIRE_AUTH",
+	// The SDK's, empty: declared for sam local's --env-vars (see
+	// TestSamLocalInvoke).
+	"AWS_ENDPOINT_URL_DYNAMODB",
 }
 
 // The functions: logical id and handler package.
@@ -191,6 +194,9 @@ func TestEnvironment(t *testing.T) {
 			}
 			if diff := cmp.Diff(ref("ModelId"), vars["MODEL_ID"]); diff != "" {
 				t.Errorf("MODEL_ID (-want +got):\n%s", diff)
+			}
+			if v := vars["AWS_ENDPOINT_URL_DYNAMODB"]; v != "" {
+				t.Errorf("AWS_ENDPOINT_URL_DYNAMODB = %v; deployed, it must be empty, which leaves DynamoDB's own endpoint", v)
 			}
 		})
 	}
@@ -742,6 +748,13 @@ func TestStreamFunctionURL(t *testing.T) {
 	if p := tp.Parameters["StreamAllowedOrigins"]; *p.Default != "" || !p.allowed(t, "https://chat.example.com,http://localhost:3000") || p.allowed(t, "*") || p.allowed(t, "https://x.example/path") {
 		t.Errorf("StreamAllowedOrigins must default to none and take only comma-separated origins")
 	}
+	apiCors, _ := get(tp.Resources["Api"].Properties, "CorsConfiguration", "Fn::If").([]any)
+	if len(apiCors) != 3 {
+		t.Fatalf("the HTTP API has no CORS rules: %v", tp.Resources["Api"].Properties["CorsConfiguration"])
+	}
+	if diff := cmp.Diff(cors[1], sameOrigins(apiCors[1], "StreamAllowedOrigins")); diff != "" {
+		t.Errorf("the stream URL's CORS rules differ from the HTTP API's (-url +api):\n%s", diff)
+	}
 	// The URL has no throttle: reserved concurrency is the bound.
 	if diff := cmp.Diff(fnIf("HasStreamConcurrency", ref("StreamReservedConcurrency"), noValue), props["ReservedConcurrentExecutions"]); diff != "" {
 		t.Errorf("ReservedConcurrentExecutions (-want +got):\n%s", diff)
@@ -790,4 +803,61 @@ func TestStreamFunctionURL(t *testing.T) {
 			t.Errorf("%v: refused = %v %q, want %v", tt.params, got, refused, tt.refused)
 		}
 	}
+}
+
+// TestApiCors: a browser page may call the HTTP API from the origins that
+// ApiAllowedOrigins names, with the headers every auth mode needs, and from
+// none by default.
+func TestApiCors(t *testing.T) {
+	tp := loadTemplate(t)
+	cors, _ := get(tp.Resources["Api"].Properties, "CorsConfiguration", "Fn::If").([]any)
+	if len(cors) != 3 || cors[0] != "HasApiCors" || cmp.Diff(noValue, cors[2]) != "" {
+		t.Fatalf("CorsConfiguration = %v; want it only when ApiAllowedOrigins is set", tp.Resources["Api"].Properties["CorsConfiguration"])
+	}
+	if diff := cmp.Diff(map[string]any{"Fn::Split": []any{",", ref("ApiAllowedOrigins")}}, get(cors[1], "AllowOrigins")); diff != "" {
+		t.Errorf("AllowOrigins (-want +got):\n%s", diff)
+	}
+	methods := map[string]bool{}
+	for _, m := range get(cors[1], "AllowMethods").([]any) {
+		methods[m.(string)] = true
+	}
+	for _, id := range tp.ofType("AWS::ApiGatewayV2::Route") {
+		r := tp.Resources[id].Properties["RouteKey"].(string)
+		if method, _, _ := strings.Cut(r, " "); !methods[method] {
+			t.Errorf("the route %s is not allowed by CORS", r)
+		}
+	}
+	headers := strings.Join(anys(get(cors[1], "AllowHeaders")), ",")
+	for _, h := range []string{"content-type", "idempotency-key", "authorization", "x-amz-date", "x-amz-security-token", "x-amz-content-sha256"} {
+		if !strings.Contains(headers, h) {
+			t.Errorf("AllowHeaders lacks %s: %s", h, headers)
+		}
+	}
+	if got := anys(get(cors[1], "ExposeHeaders")); !slices.Contains(got, "retry-after") {
+		t.Errorf("ExposeHeaders = %v; a page must see Retry-After", got)
+	}
+	if p := tp.Parameters["ApiAllowedOrigins"]; p.Default == nil || *p.Default != "" || !p.allowed(t, "https://chat.example.com,http://localhost:3000") || p.allowed(t, "*") || p.allowed(t, "https://x.example/path") {
+		t.Errorf("ApiAllowedOrigins must default to none and take only comma-separated origins")
+	}
+}
+
+// sameOrigins returns the CORS rules v with their origins taken from the
+// parameter param, to compare two sets of rules but for their origins.
+func sameOrigins(v any, param string) any {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return v
+	}
+	out := maps.Clone(m)
+	out["AllowOrigins"] = map[string]any{"Fn::Split": []any{",", ref(param)}}
+	return out
+}
+
+// anys returns the strings of a YAML list.
+func anys(v any) []string {
+	var out []string
+	for _, x := range v.([]any) {
+		out = append(out, fmt.Sprint(x))
+	}
+	return out
 }

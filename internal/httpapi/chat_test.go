@@ -401,7 +401,7 @@ func TestFailedTurnReleasesItsIdempotencyKey(t *testing.T) {
 	a := newAPI(t, nil)
 	a.model.Enqueue(conversetest.AccessDenied())
 	req := request{route: "chat-new.json", body: map[string]any{"session_id": "retry-me", "message": "hello"}, headers: map[string]string{"Idempotency-Key": "k-2"}}
-	if r := a.invoke(t, req); r.status != 502 {
+	if r := a.invoke(t, req); r.status != 500 {
 		t.Fatalf("first attempt: %d %s", r.status, r.raw)
 	}
 	if r := a.invoke(t, req); r.status != 200 {

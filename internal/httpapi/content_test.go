@@ -140,7 +140,7 @@ func TestOtherValidationErrorsStay502(t *testing.T) {
 		body  string
 	}{
 		// Not about content, though the turn attaches an image.
-		{"an invalid model id", conversetest.Error(http.StatusBadRequest, conversetest.CodeValidation, "The provided model identifier is invalid."),
+		{"a malformed request", conversetest.Error(http.StatusBadRequest, conversetest.CodeValidation, "Malformed input request: #: extraneous key [top_k] is not permitted, please reformat your input and try again."),
 			withContent("album", imageBlock("png", realPNG))},
 		// About an image, but the turn attaches none: the one refused is in
 		// the stored history, which this request cannot change.

@@ -64,6 +64,7 @@ func errorFor(err error) *Error {
 		se *agent.StructuredError
 		tl *ddbhistory.TooLargeError
 		ae *ddbhistory.ArgumentError
+		te *ddbhistory.TableError
 	)
 	switch {
 	case errors.As(err, &ie) && ie.Kind == agent.ErrInvalidSchema:
@@ -94,6 +95,16 @@ func errorFor(err error) *Error {
 		// Every write that may land past its deadline is ErrOutcomeUnknown,
 		// above; what is left ended before anything was written.
 		return &Error{Status: http.StatusGatewayTimeout, Code: "timeout", Message: "the invocation ran out of time before the request finished; nothing was saved, so it can be retried", err: err}
+	case errors.As(err, &me) && me.Kind == agent.KindNotFound:
+		return misconfigured(err, "the model %q cannot be called by that id (Bedrock says: %s); set MODEL_ID to a model id or inference profile id that Bedrock offers in this Region", me.Model, me.Message)
+	case errors.As(err, &me) && me.Kind == agent.KindDenied:
+		return misconfigured(err, "the function may not call the model %q (Bedrock says: %s); enable access to it in the Bedrock console, or set MODEL_ID to a model this account may use", me.Model, me.Message)
+	case errors.As(err, &te) && te.Missing:
+		return misconfigured(err, "the session table %q does not exist; set TABLE_NAME to the name of an existing table, such as the stack's TableName output", te.Table)
+	case errors.As(err, &te):
+		// DynamoDB's own text names the account and the role: it goes to
+		// the log, not to the caller.
+		return misconfigured(err, "the function may not use the session table %q; check TABLE_NAME, and the function's credentials and role", te.Table)
 	case errors.As(err, &me) && me.Kind == agent.KindThrottled:
 		return &Error{Status: http.StatusTooManyRequests, Code: "throttled", Message: "the model is throttling requests; retry later", RetryAfter: retryAfter, err: err}
 	case errors.As(err, &me):
@@ -114,4 +125,11 @@ func errorFor(err error) *Error {
 	// Anything else is a failure of the store or the platform, not of the
 	// request: a 503, so that clients retry.
 	return &Error{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "the service could not complete the request; retry later", RetryAfter: retryAfter, err: err}
+}
+
+// misconfigured is the error of a deployment whose settings are wrong: a
+// 500, since no retry and no other request can succeed, with a message that
+// names what is missing and the setting that fixes it.
+func misconfigured(err error, format string, args ...any) *Error {
+	return &Error{Status: http.StatusInternalServerError, Code: "misconfigured", Message: fmt.Sprintf(format, args...), err: err}
 }

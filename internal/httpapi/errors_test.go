@@ -1,9 +1,12 @@
 package httpapi_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -171,7 +174,13 @@ func TestUpstreamFailures(t *testing.T) {
 		{"model keeps failing", nil, func(s *conversetest.Server) {
 			s.Responder = func(*conversetest.Request) conversetest.Reply { return conversetest.InternalError() }
 		}, 30 * time.Second, 502, "model_error", false},
-		{"model access denied", nil, func(s *conversetest.Server) { s.Enqueue(conversetest.AccessDenied()) }, 30 * time.Second, 502, "model_error", false},
+		{"model access denied", nil, func(s *conversetest.Server) { s.Enqueue(conversetest.AccessDenied()) }, 30 * time.Second, 500, "misconfigured", false},
+		{"model id unknown", nil, func(s *conversetest.Server) {
+			s.Enqueue(conversetest.Error(400, "ValidationException", "The provided model identifier is invalid."))
+		}, 30 * time.Second, 500, "misconfigured", false},
+		{"model to call through a profile", nil, func(s *conversetest.Server) {
+			s.Enqueue(conversetest.Error(400, "ValidationException", "Invocation of model ID anthropic.claude-sonnet-4-5-20250929-v1:0 with on-demand throughput isn’t supported. Retry your request with the ID or ARN of an inference profile that contains this model."))
+		}, 30 * time.Second, 500, "misconfigured", false},
 		{"model slower than the deadline", nil, func(s *conversetest.Server) {
 			s.Enqueue(conversetest.Text("late").WithDelay(10 * time.Second))
 		}, 4 * time.Second, 504, "timeout", false},
@@ -204,6 +213,57 @@ func TestUpstreamFailures(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A deployment whose table does not exist answers every route with a 500
+// misconfigured that names the table and the setting, not a 503 that asks
+// for a retry, and logs it once, at error level.
+func TestMissingTableIsMisconfigured(t *testing.T) {
+	a := newAPI(t, map[string]string{"TABLE_NAME": "no-such-table"})
+	for _, route := range []string{"chat-new.json", "chat-continue.json", "structured.json", "sessions-list.json", "session-get.json", "session-delete.json"} {
+		before := strings.Count(a.logs.String(), "\n")
+		r := a.invoke(t, request{route: route})
+		if r.status != 500 || r.errorCode() != "misconfigured" || !strings.Contains(r.errorMessage(), `"no-such-table"`) || !strings.Contains(r.errorMessage(), "TABLE_NAME") {
+			t.Errorf("%s: %d %s", route, r.status, r.raw)
+		}
+		lines := strings.Split(strings.TrimSpace(a.logs.String()), "\n")[before:]
+		if len(lines) != 1 || !strings.Contains(lines[0], `"level":"ERROR"`) || !strings.Contains(lines[0], "ResourceNotFoundException") {
+			t.Errorf("%s: logged %q, want one error line with DynamoDB's error", route, lines)
+		}
+	}
+	if n := a.model.Calls(); n != 0 {
+		t.Errorf("%d model calls without a table", n)
+	}
+}
+
+// A role that may not use the table gets a 500 misconfigured too. DynamoDB's
+// text, which names the account and the role, goes to the log only.
+func TestDeniedTableIsMisconfigured(t *testing.T) {
+	const denial = "User: arn:aws:sts::123456789012:assumed-role/chat-role/fn is not authorized to perform: dynamodb:Query on resource: arn:aws:dynamodb:us-east-1:123456789012:table/sessions"
+	s := testkit.Start(t, testkit.Options{DynamoDB: func(http.RoundTripper) http.RoundTripper { return denyAll{denial} }})
+	r := httptest.NewRequest(http.MethodPost, "/chat", strings.NewReader(`{"session_id":"s1","message":"hi"}`))
+	w := s.Serve(r)
+	body := w.Body.String()
+	if w.Code != 500 || !strings.Contains(body, `"code":"misconfigured"`) || !strings.Contains(body, "TABLE_NAME") || strings.Contains(body, "123456789012") {
+		t.Errorf("%d %s", w.Code, body)
+	}
+	if logs := s.Logs.String(); strings.Count(logs, `"level":"ERROR"`) != 1 || !strings.Contains(logs, "chat-role") {
+		t.Errorf("logs: %s", logs)
+	}
+}
+
+// denyAll answers every DynamoDB request as IAM does when a policy does not
+// allow it.
+type denyAll struct{ message string }
+
+func (d denyAll) RoundTrip(r *http.Request) (*http.Response, error) {
+	body, _ := json.Marshal(map[string]string{"__type": "com.amazon.coral.service#AccessDeniedException", "message": d.message})
+	return &http.Response{
+		StatusCode: http.StatusBadRequest,
+		Header:     http.Header{"Content-Type": {"application/x-amz-json-1.0"}},
+		Body:       io.NopCloser(bytes.NewReader(body)),
+		Request:    r,
+	}, nil
 }
 
 // panicky is an agent with a bug.

@@ -86,8 +86,7 @@ func idempotencyKey(r *http.Request) (string, *Error) {
 	return k, nil
 }
 
-// body reads the request body, and refuses one over limit bytes without
-// reading more of it.
+// body reads the request body, and refuses one over limit bytes.
 func body(r *http.Request, limit int) ([]byte, *Error) {
 	if r.ContentLength > int64(limit) {
 		return nil, tooLarge(r.ContentLength, limit)
@@ -97,7 +96,14 @@ func body(r *http.Request, limit int) ([]byte, *Error) {
 		return nil, badRequest("invalid_body", "the body could not be read: %v", err)
 	}
 	if len(raw) > limit {
-		return nil, tooLarge(int64(len(raw)), limit)
+		// The length was not given, as with a function URL's base64 body:
+		// count the rest, up to what an invocation can carry, so that the
+		// caller learns the body's size rather than the limit's.
+		rest, _ := io.Copy(io.Discard, io.LimitReader(r.Body, maxCounted))
+		if rest == maxCounted {
+			return nil, &Error{Status: http.StatusRequestEntityTooLarge, Code: "message_too_large", Message: fmt.Sprintf("the body is over %d bytes; at most %d", int64(len(raw))+rest, limit)}
+		}
+		return nil, tooLarge(int64(len(raw))+rest, limit)
 	}
 	// JSON text is UTF-8. Decoding would replace invalid bytes with U+FFFD
 	// and store a message the caller never sent.
@@ -106,6 +112,10 @@ func body(r *http.Request, limit int) ([]byte, *Error) {
 	}
 	return raw, nil
 }
+
+// maxCounted bounds how much of an oversized body of unknown length is read
+// to tell its size: Lambda's request payload limit, 6 MB, and more.
+const maxCounted = 8 << 20
 
 func tooLarge(size int64, limit int) *Error {
 	return &Error{Status: http.StatusRequestEntityTooLarge, Code: "message_too_large", Message: fmt.Sprintf("the body is %d bytes; at most %d", size, limit)}

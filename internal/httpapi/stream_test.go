@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -304,6 +306,30 @@ func TestStreamRefusesBeforeTheStream(t *testing.T) {
 	}
 	if msgs := messagesOf(a.transcript(t, "alice", "hers")); len(msgs) != 2 {
 		t.Errorf("alice's session has %d messages", len(msgs))
+	}
+}
+
+// The function URL sends a body of any type but text base64-encoded, and
+// gives no length: the answer still names the body's size, not the limit's.
+func TestStreamNamesTheSizeOfAnOversizedBody(t *testing.T) {
+	a := newAPI(t, nil)
+	fn := lambdaurl.Wrap(a.stream)
+	big := `{"message":"` + strings.Repeat("x", 2<<20) + `"}`
+	ev := &events.LambdaFunctionURLRequest{
+		RawPath:         "/chat/stream",
+		Body:            base64.StdEncoding.EncodeToString([]byte(big)),
+		IsBase64Encoded: true,
+		Headers:         map[string]string{"content-type": "application/octet-stream"},
+		RequestContext:  events.LambdaFunctionURLRequestContext{HTTP: events.LambdaFunctionURLRequestContextHTTPDescription{Method: http.MethodPost}},
+	}
+	resp, err := fn(t.Context(), ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _ := io.ReadAll(resp.Body)
+	want := fmt.Sprintf("the body is %d bytes", len(big))
+	if resp.StatusCode != 413 || !strings.Contains(string(out), want) {
+		t.Errorf("%d %s; want 413 saying %q", resp.StatusCode, out, want)
 	}
 }
 

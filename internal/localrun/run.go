@@ -1,7 +1,8 @@
-// Package localrun is the local run: the four routes of the two functions
-// served on a laptop without an AWS account, the way sam local start-api
-// does, by turning HTTP requests into API Gateway events for the same
-// handlers the Lambda functions run.
+// Package localrun is the local run: the functions' routes, and the chat
+// page, served on a laptop without an AWS account. It serves the handler
+// the Lambda functions run (httpapi) directly, as an http.Handler, with no
+// event translation: only the deadline and the caller's identity, which
+// Lambda and API Gateway would supply, are added.
 //
 // DynamoDB is embedded (minidyn, in the process) unless
 // AWS_ENDPOINT_URL_DYNAMODB points elsewhere. Bedrock is the real service

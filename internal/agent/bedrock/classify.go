@@ -48,10 +48,16 @@ var contentMessages = []string{
 	"image.source", "source.bytes",
 }
 
-// classify maps an SDK error to a *agent.ModelError. It is the only place
-// that looks at Bedrock's error codes and texts.
-func classify(err error) *agent.ModelError {
-	me := &agent.ModelError{Kind: agent.KindOther, Message: err.Error(), Err: err}
+// modelIDMessages mark a ValidationException about the model id itself: one
+// Bedrock does not know ("The provided model identifier is invalid."), or a
+// model that must be called through an inference profile ("Invocation of
+// model ID ... with on-demand throughput isn't supported.").
+var modelIDMessages = []string{"model identifier is invalid", "with on-demand throughput"}
+
+// classify maps an SDK error of a call to model to a *agent.ModelError. It
+// is the only place that looks at Bedrock's error codes and texts.
+func classify(model string, err error) *agent.ModelError {
+	me := &agent.ModelError{Kind: agent.KindOther, Model: model, Message: err.Error(), Err: err}
 	var re *awshttp.ResponseError
 	if errors.As(err, &re) {
 		me.Status = re.HTTPStatusCode()
@@ -79,6 +85,8 @@ func classify(err error) *agent.ModelError {
 			me.Kind = agent.KindInvalidContent
 		case containsAny(me.Message, toolChoiceMessages):
 			me.Kind = agent.KindToolChoiceUnsupported
+		case containsAny(me.Message, modelIDMessages):
+			me.Kind = agent.KindNotFound
 		default:
 			me.Kind = agent.KindInvalid
 		}

@@ -92,7 +92,7 @@ func (m *Model) Converse(ctx context.Context, req *agent.ModelRequest) (*agent.M
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		return nil, classify(err)
+		return nil, classify(m.cfg.ModelID, err)
 	}
 	msg, ok := out.Output.(*types.ConverseOutputMemberMessage)
 	if !ok {

@@ -25,7 +25,7 @@ func (m *Model) ConverseStream(ctx context.Context, req *agent.ModelRequest, emi
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		return nil, classify(err)
+		return nil, classify(m.cfg.ModelID, err)
 	}
 	stream := out.GetStream()
 	defer stream.Close()
@@ -61,7 +61,7 @@ func (m *Model) ConverseStream(ctx context.Context, req *agent.ModelRequest, emi
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		return nil, classify(err)
+		return nil, classify(m.cfg.ModelID, err)
 	}
 	if ctx.Err() != nil {
 		return nil, ctx.Err() // the stream ended because the request was cancelled
