@@ -134,12 +134,7 @@ func pause(op string, nth int) (fault func(string, []byte) *http.Response, reach
 
 // throttle is the response DynamoDB sends when it throttles.
 func throttle() *http.Response {
-	body := `{"__type":"com.amazonaws.dynamodb.v20120810#ThrottlingException","message":"Rate of requests exceeds the allowed throughput."}`
-	return &http.Response{
-		StatusCode: 400,
-		Header:     http.Header{"Content-Type": {"application/x-amz-json-1.0"}},
-		Body:       io.NopCloser(strings.NewReader(body)),
-	}
+	return ddblocal.ErrorResponse(nil, "ThrottlingException", "Rate of requests exceeds the allowed throughput.")
 }
 
 // env is one backend with a fresh table, a counting client and a store.

@@ -1,12 +1,9 @@
 package httpapi_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -18,6 +15,7 @@ import (
 	"github.com/lambda-agent/lambda-agent/internal/agent"
 	"github.com/lambda-agent/lambda-agent/internal/conversetest"
 	"github.com/lambda-agent/lambda-agent/internal/ddbhistory"
+	"github.com/lambda-agent/lambda-agent/internal/ddblocal"
 	"github.com/lambda-agent/lambda-agent/internal/httpapi"
 	"github.com/lambda-agent/lambda-agent/internal/lambdahttp"
 	"github.com/lambda-agent/lambda-agent/internal/testkit"
@@ -257,13 +255,7 @@ func TestDeniedTableIsMisconfigured(t *testing.T) {
 type denyAll struct{ message string }
 
 func (d denyAll) RoundTrip(r *http.Request) (*http.Response, error) {
-	body, _ := json.Marshal(map[string]string{"__type": "com.amazon.coral.service#AccessDeniedException", "message": d.message})
-	return &http.Response{
-		StatusCode: http.StatusBadRequest,
-		Header:     http.Header{"Content-Type": {"application/x-amz-json-1.0"}},
-		Body:       io.NopCloser(bytes.NewReader(body)),
-		Request:    r,
-	}, nil
+	return ddblocal.ErrorResponse(r, "AccessDeniedException", d.message), nil
 }
 
 // panicky is an agent with a bug.

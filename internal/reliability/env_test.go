@@ -25,6 +25,7 @@ import (
 	"github.com/lambda-agent/lambda-agent/internal/agent/bedrock"
 	"github.com/lambda-agent/lambda-agent/internal/conversetest"
 	"github.com/lambda-agent/lambda-agent/internal/ddbhistory"
+	"github.com/lambda-agent/lambda-agent/internal/ddblocal"
 	"github.com/lambda-agent/lambda-agent/internal/httpapi"
 	"github.com/lambda-agent/lambda-agent/internal/testkit"
 )
@@ -134,13 +135,7 @@ func (f *faults) throttle(r *http.Request) (*http.Response, error) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		r.Body.Close()
 	}
-	body := `{"__type":"com.amazonaws.dynamodb.v20120810#ThrottlingException","message":"Rate of requests exceeds the allowed throughput."}`
-	return &http.Response{
-		StatusCode: http.StatusBadRequest,
-		Header:     http.Header{"Content-Type": {"application/x-amz-json-1.0"}},
-		Body:       io.NopCloser(strings.NewReader(body)),
-		Request:    r,
-	}, nil
+	return ddblocal.ErrorResponse(r, "ThrottlingException", "Rate of requests exceeds the allowed throughput."), nil
 }
 
 // reply is an HTTP answer, decoded.
