@@ -120,7 +120,7 @@ func TestEveryEventThroughTheBuiltFunctions(t *testing.T) {
 			return strings.HasPrefix(b["session_id"].(string), "s-") && strings.Contains(b["text"].(string), "Hello! What can you do?")
 		}},
 		{"chat", "chat-continue.json", 200, func(b map[string]any) bool {
-			return b["session_id"] == "demo-session" && strings.Contains(b["text"].(string), "seen 1 messages")
+			return b["session_id"] == "demo-session" && strings.Contains(b["text"].(string), "seen 1 message in this conversation")
 		}},
 		{"chat", "chat-tool.json", 200, func(b map[string]any) bool {
 			return strings.Contains(b["text"].(string), "25*48 = 1200") && b["metrics"].(map[string]any)["tool_calls"] == 1.0

@@ -103,6 +103,9 @@ func (a *Agent) structured(ctx context.Context, conv *Conversation, req Structur
 	var attempts []Message
 	fail := &StructuredError{}
 	for fail.Attempts < cmp.Or(req.MaxAttempts, DefaultStructuredAttempts) {
+		// Each attempt is a cycle, as in Run; a call refused for its
+		// toolChoice is asked again within the same cycle.
+		t.metrics.Cycles = fail.Attempts + 1
 		resp, err := t.converse(work, mreq, attempts...)
 		if IsModelError(err, KindToolChoiceUnsupported) && mreq.ToolChoice.Tool != "" {
 			mreq.ToolChoice = ToolChoice{}

@@ -220,3 +220,45 @@ func TestStructuredRefusesAHostileSchema(t *testing.T) {
 		t.Errorf("%d model calls, want 1", s.Calls())
 	}
 }
+
+// TestStructuredCountsCycles: a structured turn reports its cycles as Run
+// does, one per answer of the model, so a first valid object is 1 cycle. A
+// call refused for its toolChoice and asked again is a model call but not
+// a cycle, like a call retried after an overflow.
+func TestStructuredCountsCycles(t *testing.T) {
+	valid := conversetest.ToolUse("p1", "person", map[string]any{"name": "Ada", "age": 36})
+	invalid := conversetest.ToolUse("p0", "person", map[string]any{"name": "Ada"})
+	refused := conversetest.Error(400, conversetest.CodeValidation, "This model doesn't support the toolChoice field. Remove toolChoice and try again.")
+	tests := []struct {
+		name                       string
+		replies                    []conversetest.Reply
+		wantCycles, wantModelCalls int
+		wantErr                    bool
+	}{
+		{"first attempt", []conversetest.Reply{valid}, 1, 1, false},
+		{"second attempt", []conversetest.Reply{invalid, valid}, 2, 2, false},
+		{"tool choice refused", []conversetest.Reply{refused, valid}, 1, 2, false},
+		{"never valid", []conversetest.Reply{invalid, invalid, invalid}, 3, 3, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newServer(t)
+			s.Enqueue(tt.replies...)
+			a := newAgent(t, s, agent.Config{})
+			res, err := a.Structured(t.Context(), &agent.Conversation{}, personRequest(t))
+			var got agent.Metrics
+			var te *agent.TurnError
+			switch {
+			case tt.wantErr && errors.As(err, &te):
+				got = te.Metrics
+			case err != nil:
+				t.Fatalf("err = %v, want error %v", err, tt.wantErr)
+			default:
+				got = res.Metrics
+			}
+			if got.Cycles != tt.wantCycles || got.ModelCalls != tt.wantModelCalls {
+				t.Errorf("cycles %d, model calls %d; want %d and %d", got.Cycles, got.ModelCalls, tt.wantCycles, tt.wantModelCalls)
+			}
+		})
+	}
+}

@@ -1,17 +1,15 @@
-// Package offline is a model for the local run without an AWS account: the
-// strict Converse stand-in, answering with canned replies that show the
-// machinery at work. It echoes, says how many messages it saw, does
-// arithmetic with the calculator tool, remembers and recalls with the memory
-// tools, tells the time, writes summaries, and answers structured requests
-// with an object built from their schema.
 package offline
 
 import (
+	"bytes"
+	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/lambda-agent/lambda-agent/internal/conversetest"
 )
@@ -35,100 +33,215 @@ const (
 )
 
 var (
-	arithmetic = regexp.MustCompile(`[-+(]*\d[\d.\s]*(?:[-+*/%^×÷][\s(]*[-+]?\d[\d.\s)]*)+`)
 	rememberRe = regexp.MustCompile(`(?i)remember (?:that )?my ([\w ]+?) is ([^.!?]+)`)
 	recallRe   = regexp.MustCompile(`(?i)what(?:'s| is) my ([\w ]+?)\??$`)
 	timeRe     = regexp.MustCompile(`(?i)\b(?:what time|time is it|the time|date today)\b`)
 )
 
-// Respond answers one Converse request.
+// Respond answers one Converse request, in the ways the package comment
+// lists. It is safe for concurrent use.
 func Respond(req *conversetest.Request) conversetest.Reply {
 	tools := toolNames(req)
 	if tc := req.ToolConfig; tc != nil && tc.ToolChoice != nil && tc.ToolChoice.Tool != nil {
 		return structured(req, tc.ToolChoice.Tool.Name)
 	}
 	if len(tools) == 0 && len(req.System) > 0 && strings.Contains(req.System[0].Text, "summarize") {
-		return conversetest.Text(fmt.Sprintf("(offline summary) The conversation had %d lines before this point.", strings.Count(req.Messages[0].Text(), "\n")))
+		return conversetest.Text("(offline summary) The conversation had " + count(transcriptLines(req.Messages[0].Text()), "line") + " before this point.")
 	}
 	last := req.Messages[len(req.Messages)-1]
-	if results := toolResults(last); len(results) > 0 {
-		return conversetest.Text("Here is what the tools returned: " + strings.Join(results, "; ") + ".")
-	}
 	text := strings.TrimSpace(last.Text())
-	id := fmt.Sprintf("offline-%d", len(req.Messages))
-	switch {
-	case tools["remember"] && rememberRe.MatchString(text):
-		m := rememberRe.FindStringSubmatch(text)
-		return conversetest.Text("I'll remember that.").WithToolUse(id, "remember", map[string]string{"key": key(m[1]), "value": strings.TrimSpace(m[2])})
-	case tools["recall"] && recallRe.MatchString(text):
-		m := recallRe.FindStringSubmatch(text)
-		return conversetest.Text("Let me check my memory.").WithToolUse(id, "recall", map[string]string{"key": key(m[1])})
-	case tools["current_time"] && timeRe.MatchString(text):
-		return conversetest.ToolUse(id, "current_time", map[string]string{})
-	case tools["calculator"] && arithmetic.MatchString(text):
-		expr := strings.TrimSpace(arithmetic.FindString(text))
-		return conversetest.Text("Let me calculate that.").WithToolUse(id, "calculator", map[string]string{"expression": expr})
+	// A user message with text as well as results answers tool uses that
+	// were interrupted; the text is what to answer then.
+	if text == "" && hasToolResults(last) {
+		return conversetest.Text(report(req))
 	}
-	return conversetest.Text(fmt.Sprintf("You said: %q. I have seen %d messages in this conversation. (This is the offline model; with AWS credentials the local run talks to Bedrock.)", clip(text, 200), len(req.Messages)))
+	if name, input, ok := parseCommand(text); ok {
+		return command(req, tools, name, input)
+	}
+	offered := func(name string) bool { return slices.Contains(tools, name) }
+	switch {
+	case offered("remember") && rememberRe.MatchString(text):
+		m := rememberRe.FindStringSubmatch(text)
+		return conversetest.Text("I'll remember that.").WithToolUse(newID(), "remember", map[string]string{"key": key(m[1]), "value": strings.TrimSpace(m[2])})
+	case offered("recall") && recallRe.MatchString(text):
+		m := recallRe.FindStringSubmatch(text)
+		return conversetest.Text("Let me check my memory.").WithToolUse(newID(), "recall", map[string]string{"key": key(m[1])})
+	case offered("current_time") && timeRe.MatchString(text):
+		return conversetest.ToolUse(newID(), "current_time", map[string]string{})
+	case offered("calculator"):
+		if expr, ok := expression(text); ok {
+			return conversetest.Text("Let me calculate that.").WithToolUse(newID(), "calculator", map[string]string{"expression": expr})
+		}
+	}
+	return conversetest.Text(sentence(fmt.Sprintf("You said: %q", clip(text, 200))) +
+		" I have seen " + count(len(req.Messages), "message") + " in this conversation." +
+		" (This is the offline model; with AWS credentials the local run talks to Bedrock.)")
 }
+
+// newID returns a fresh tool use id. Ids must be unique within a request,
+// and a window that slides keeps the number of messages the same from turn
+// to turn, so they are random rather than counted.
+func newID() string { return "offline_" + rand.Text() }
 
 func key(s string) string { return strings.ReplaceAll(strings.ToLower(strings.TrimSpace(s)), " ", "_") }
 
+// clip cuts s to at most n bytes, at a character boundary, marking the cut.
 func clip(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
 	return s[:n] + "..."
 }
 
-func toolNames(req *conversetest.Request) map[string]bool {
-	names := map[string]bool{}
+// count returns n and the noun, in the plural unless n is 1: "1 message",
+// "2 messages".
+func count(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// sentence ends s with a period unless it ends with a sentence's punctuation
+// already, possibly inside quotes or brackets: `said "Hi."` stays as it is.
+func sentence(s string) string {
+	s = strings.TrimRight(s, " \t\n")
+	end := strings.TrimRight(s, `"')]”’»`)
+	if strings.HasSuffix(end, ".") || strings.HasSuffix(end, "!") || strings.HasSuffix(end, "?") || strings.HasSuffix(end, "…") {
+		return s
+	}
+	return s + "."
+}
+
+// transcriptLines counts the lines of the conversation in a summarizer's
+// transcript, after its heading when it has one.
+func transcriptLines(transcript string) int {
+	if _, conv, ok := strings.Cut(transcript, "Conversation to summarize:\n"); ok {
+		transcript = conv
+	}
+	n := 0
+	for line := range strings.Lines(transcript) {
+		if strings.TrimSpace(line) != "" {
+			n++
+		}
+	}
+	return n
+}
+
+// toolNames returns the names of the tools offered, in their order.
+func toolNames(req *conversetest.Request) []string {
+	var names []string
 	if req.ToolConfig != nil {
 		for _, t := range req.ToolConfig.Tools {
 			if t.ToolSpec != nil {
-				names[t.ToolSpec.Name] = true
+				names = append(names, t.ToolSpec.Name)
 			}
 		}
 	}
 	return names
 }
 
-func toolResults(m conversetest.Message) []string {
-	var out []string
+func hasToolResults(m conversetest.Message) bool {
 	for _, b := range m.Content {
-		if r := b.ToolResult; r != nil {
-			for _, c := range r.Content {
-				switch {
-				case c.Text != "":
-					out = append(out, c.Text)
-				case c.JSON != nil:
-					var calc struct {
-						Expression string   `json:"expression"`
-						Result     *float64 `json:"result"`
-					}
-					if json.Unmarshal(c.JSON, &calc) == nil && calc.Result != nil {
-						out = append(out, fmt.Sprintf("%s = %g", calc.Expression, *calc.Result))
-					} else {
-						out = append(out, string(c.JSON))
-					}
-				}
+		if b.ToolResult != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// report answers the results of the tools, one sentence each, such as
+// "The calculator tool returned: 25*48 = 1200."
+func report(req *conversetest.Request) string {
+	names := map[string]string{} // tool use id → tool name
+	if n := len(req.Messages); n >= 2 {
+		for _, b := range req.Messages[n-2].Content {
+			if u := b.ToolUse; u != nil {
+				names[u.ToolUseID] = u.Name
 			}
 		}
 	}
-	return out
+	var out []string
+	for _, b := range req.Messages[len(req.Messages)-1].Content {
+		r := b.ToolResult
+		if r == nil {
+			continue
+		}
+		who := "A tool"
+		if name, ok := names[r.ToolUseID]; ok {
+			who = "The " + name + " tool"
+		}
+		verb := "returned"
+		if r.Status == "error" {
+			verb = "reported an error"
+		}
+		out = append(out, sentence(fmt.Sprintf("%s %s: %s", who, verb, resultText(r))))
+	}
+	return strings.Join(out, " ")
+}
+
+// resultText renders a tool result's content; a calculator's result reads
+// "25*48 = 1200".
+func resultText(r *conversetest.ToolResultBlock) string {
+	var parts []string
+	for _, c := range r.Content {
+		switch {
+		case c.Text != "":
+			parts = append(parts, strings.TrimSpace(c.Text))
+		case c.JSON != nil:
+			var calc struct {
+				Expression string       `json:"expression"`
+				Result     *json.Number `json:"result"`
+			}
+			var compact bytes.Buffer
+			switch {
+			case json.Unmarshal(c.JSON, &calc) == nil && calc.Result != nil:
+				parts = append(parts, fmt.Sprintf("%s = %s", calc.Expression, *calc.Result))
+			case json.Compact(&compact, c.JSON) == nil:
+				parts = append(parts, compact.String())
+			default:
+				parts = append(parts, string(c.JSON))
+			}
+		case c.Image != nil:
+			parts = append(parts, "an image")
+		case c.Document != nil:
+			parts = append(parts, "a document")
+		}
+	}
+	if len(parts) == 0 {
+		return "nothing"
+	}
+	for i, p := range parts[:len(parts)-1] {
+		parts[i] = strings.TrimSuffix(p, ".") // the parts are joined by "; "
+	}
+	return strings.Join(parts, "; ")
 }
 
 // structured answers a request that forces a tool with an object built from
 // the tool's schema, so that structured output works offline too.
 func structured(req *conversetest.Request, name string) conversetest.Reply {
+	if schema, ok := inputSchema(req, name); ok {
+		return conversetest.ToolUse(newID(), name, Example(schema))
+	}
+	return conversetest.Text("I cannot find the tool I am asked to use.")
+}
+
+// inputSchema returns the input schema of the tool offered under name.
+func inputSchema(req *conversetest.Request, name string) (map[string]any, bool) {
+	if req.ToolConfig == nil {
+		return nil, false
+	}
 	for _, t := range req.ToolConfig.Tools {
 		if t.ToolSpec != nil && t.ToolSpec.Name == name {
 			var schema map[string]any
 			_ = json.Unmarshal(t.ToolSpec.InputSchema.JSON, &schema) // the stand-in checked it is an object
-			return conversetest.ToolUse(fmt.Sprintf("offline-%d", len(req.Messages)), name, Example(schema))
+			return schema, true
 		}
 	}
-	return conversetest.Text("I cannot find the tool I am asked to use.")
+	return nil, false
 }
 
 // Example returns a value that satisfies common JSON Schemas: the first enum
