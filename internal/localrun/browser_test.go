@@ -6,35 +6,67 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"html"
 	"image/png"
+	"io"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/lambda-agent/lambda-agent/internal/localrun"
 )
 
 // requireBrowser is the variable that turns a missing browser from a skip
 // into a failure; .ci/run sets it after installing Chromium.
 const requireBrowser = "LAMBDA_AGENT_BROWSER_TEST"
 
+// screenshotsDir is the variable that names a directory to keep the
+// browser tests' screenshots in; without it they go to a temporary one.
+const screenshotsDir = "LAMBDA_AGENT_SCREENSHOTS"
+
+// The window sizes of the wide and the narrow layout; the page switches at
+// 700 pixels.
+const (
+	wideWidth, wideHeight     = 1200, 800
+	narrowWidth, narrowHeight = 390, 844
+)
+
 // TestChatPageInABrowser drives the local run's chat page in headless
-// Chromium through chromedriver's WebDriver API: two messages, the first
-// answer streamed in pieces, a calculator call shown with its result, and
-// after a reload the same transcript. It saves a screenshot, to the file
-// LAMBDA_AGENT_SCREENSHOT names if set.
+// Chromium through chromedriver's WebDriver API: the first screen, messages
+// with the first answer streamed in pieces, a calculator call shown with
+// its result, the view following the end of the thread but not a reader who
+// scrolled up, a rejected message given back, and after a reload the same
+// transcript, in the wide layout and the narrow one. The browser's console
+// stays free of errors. It saves screenshots (see screenshotsDir).
 func TestChatPageInABrowser(t *testing.T) {
 	browser, driver := findBrowser(t)
 	// A window of two messages slides on the second turn, for the page to
-	// show.
-	url := start(t, map[string]string{"WINDOW_SIZE": "2"})
+	// show; a message over 4000 bytes is refused.
+	url := start(t, map[string]string{"WINDOW_SIZE": "2", "MAX_MESSAGE_BYTES": "4000"})
 	wd := newWebDriver(t, driver, browser)
 
 	wd.navigate(url + "/")
-	wd.waitFor("the page to load", `return document.querySelector("#input") !== null && document.querySelector("#sessions-note") !== null`)
+	wd.waitFor("the first screen", `return !document.querySelector("#welcome").hidden && !document.querySelector("#model").hidden`)
+	welcome := wd.eval(`return document.querySelector("#welcome").innerText`).(string)
+	for _, want := range []string{"local run", "Offline model", "canned replies"} {
+		if !strings.Contains(welcome, want) {
+			t.Errorf("the first screen does not say %q:\n%s", want, welcome)
+		}
+	}
+	if got := wd.eval(`return document.querySelectorAll("#welcome button.example").length`); got != 3.0 {
+		t.Errorf("the first screen offers %v example prompts, want 3", got)
+	}
+	if got := wd.eval(`return document.querySelector("#model").textContent`); got != "Offline model" {
+		t.Errorf("the model badge says %q", got)
+	}
+	wd.save("chatpage-welcome.png", wd.screenshot())
 
 	wd.send("Hello there")
 	wd.waitFor("the first answer", `return document.querySelectorAll("#messages .turn.assistant.done").length === 1`)
@@ -46,9 +78,17 @@ func TestChatPageInABrowser(t *testing.T) {
 	if !strings.Contains(first, "Hello there") {
 		t.Errorf("first answer %q", first)
 	}
+	if hidden := wd.eval(`return document.querySelector("#welcome").hidden`); hidden != true {
+		t.Error("the first screen stays after the first message")
+	}
+
+	// A long message, so that the thread is taller than the view.
+	long := strings.Repeat("This is a long message, for the thread to be taller than the window. ", 18)
+	wd.sendValue(long)
+	wd.waitFor("the answer to the long message", `return document.querySelectorAll("#messages .turn.assistant.done").length === 2`)
 
 	wd.send("What is 12*34?")
-	wd.waitFor("the calculator's answer", `return document.querySelectorAll("#messages .turn.assistant.done").length === 2`)
+	wd.waitFor("the calculator's answer", `return document.querySelectorAll("#messages .turn.assistant.done").length === 3`)
 	result := wd.eval(`const r = document.querySelector('#messages .tool[data-name="calculator"] .result'); return r ? r.textContent : ""`).(string)
 	if !strings.Contains(result, "408") {
 		t.Errorf("calculator result shown as %q, want 408", result)
@@ -61,19 +101,92 @@ func TestChatPageInABrowser(t *testing.T) {
 	if !strings.Contains(slid, "window slid") {
 		t.Errorf("the page does not say that the window slid: %q", slid)
 	}
-	shot := wd.screenshot()
+	// The turn's last line, which arrives with its end, is in view.
+	if v := wd.lastLine(); !v.Overflows || !v.InView || !strings.Contains(v.Text, "window slid") {
+		t.Errorf("after the calculator's turn, its last line is not in view: %+v", v)
+	}
+	wd.save("chatpage-wide.png", wd.screenshot())
 	sessionURL := wd.eval(`return location.href`).(string)
 	if !strings.Contains(sessionURL, "#s=") {
 		t.Fatalf("the page did not put the session in its URL: %s", sessionURL)
 	}
 
+	// A reader who scrolls up while an answer streams stays where they are,
+	// and gets a button back to the end.
+	// The reader scrolls up as soon as the message is sent, before the
+	// answer is done: the pieces that arrive after must not move the view.
+	wd.sendValue("Another long one. " + long)
+	var before struct {
+		Done   bool
+		Pieces int
+	}
+	wd.evalInto(&before, `
+		const m = document.querySelector("#messages");
+		const t = [...m.querySelectorAll(".turn.assistant")].pop();
+		m.scrollTop = 0;
+		return {Done: t.classList.contains("done"), Pieces: Number(t.dataset.pieces)}`)
+	if before.Done {
+		t.Fatal("the answer was done before the reader could scroll up")
+	}
+	wd.waitFor("the answer scrolled past", `return document.querySelectorAll("#messages .turn.assistant.done").length === 4`)
+	if top := wd.eval(`return document.querySelector("#messages").scrollTop`); top != 0.0 {
+		t.Errorf("the view moved to %v while the reader had scrolled up to 0", top)
+	}
+	if pieces := wd.eval(`return Number([...document.querySelectorAll("#messages .turn.assistant")].pop().dataset.pieces)`).(float64); int(pieces) < before.Pieces+2 {
+		t.Errorf("the answer streamed %v pieces in all, %d before the reader scrolled up: too few after to tell", pieces, before.Pieces)
+	}
+	if hidden := wd.eval(`return document.querySelector("#jump").hidden`); hidden != false {
+		t.Error("no button back to the end of the thread after it grew out of view")
+	}
+	wd.click("#jump")
+	if v := wd.lastLine(); !v.InView {
+		t.Errorf("the button back to the end does not show the last line: %+v", v)
+	}
+	if errs := wd.consoleErrors(); len(errs) > 0 {
+		t.Errorf("the browser's console has errors:\n%s", strings.Join(errs, "\n"))
+	}
+
+	// A message the API refuses (413) goes back to the input box.
+	tooLong := strings.Repeat("x", 5000)
+	wd.sendValue(tooLong)
+	wd.waitFor("the refusal", `return document.querySelectorAll("#messages .turn.assistant.failed").length === 1`)
+	refusal := wd.eval(`return document.querySelector("#messages .turn.assistant.failed").textContent`).(string)
+	if !strings.Contains(refusal, "message_too_large") {
+		t.Errorf("the refusal says %q", refusal)
+	}
+	if got := wd.eval(`return document.querySelector("#input").value`); got != tooLong {
+		t.Errorf("after the refusal the input box holds %d characters, want the %d of the message", len(fmt.Sprint(got)), len(tooLong))
+	}
+	if v := wd.lastLine(); !v.InView {
+		t.Errorf("the refusal's last line is not in view: %+v", v)
+	}
+	wd.save("chatpage-refused.png", wd.screenshot())
+	// The browser logs the refused request, which shows that the console
+	// is read; nothing else.
+	errs := wd.consoleErrors()
+	if len(errs) == 0 {
+		t.Error("the browser's console did not log the refused request: is it read?")
+	}
+	for _, e := range errs {
+		if !strings.Contains(e, "/chat/stream") || !strings.Contains(e, "413") {
+			t.Errorf("the browser's console has an error: %s", e)
+		}
+	}
+	wd.eval(`document.querySelector("#input").value = ""`)
+
 	wd.refresh()
-	wd.waitFor("the transcript after a reload", `return document.querySelectorAll("#messages .turn.user").length === 2 && document.querySelectorAll("#messages .turn.assistant").length === 2`)
+	wd.waitFor("the transcript after a reload", `return document.querySelectorAll("#messages .turn.user").length === 4 && document.querySelectorAll("#messages .turn.assistant").length === 4`)
 	after := wd.eval(`return [...document.querySelectorAll("#messages .turn")].map(t => t.textContent).join("\n")`).(string)
-	for _, want := range []string{"Hello there", "What is 12*34?", "calculator", "408"} {
+	for _, want := range []string{"Hello there", "What is 12*34?", "calculator", "408", "Another long one."} {
 		if !strings.Contains(after, want) {
 			t.Errorf("the reloaded transcript lacks %q:\n%s", want, after)
 		}
+	}
+	if strings.Contains(after, tooLong) {
+		t.Error("the refused message is in the stored transcript")
+	}
+	if v := wd.lastLine(); !v.InView {
+		t.Errorf("after the reload the end of the transcript is not in view: %+v", v)
 	}
 	wd.waitFor("the session in the list", `return [...document.querySelectorAll("#sessions .session")].some(b => b.textContent.includes("Hello there"))`)
 	banner := wd.eval(`const b = document.querySelector("#window-banner"); return b.hidden ? "" : b.textContent`).(string)
@@ -81,21 +194,202 @@ func TestChatPageInABrowser(t *testing.T) {
 		t.Errorf("after the reload the page does not say which messages the model sees: %q", banner)
 	}
 
-	img, err := png.Decode(bytes.NewReader(shot))
+	wd.resize(narrowWidth, narrowHeight)
+	wd.waitFor("the narrow layout", narrowLayout)
+	// The thread, narrower and so taller, keeps its end in view; the page
+	// scrolls when it sees the new size, a frame later.
+	wd.waitFor("the end of the transcript in view in the narrow layout", `return `+lastLineScript+`.InView`)
+	wd.noOverflow()
+	wd.save("chatpage-narrow.png", wd.screenshot())
+	if errs := wd.consoleErrors(); len(errs) > 0 {
+		t.Errorf("the browser's console has errors:\n%s", strings.Join(errs, "\n"))
+	}
+}
+
+// TestChatPageSessionsInABrowser drives the session list: more than a page
+// of sessions, sessions with one title told apart, a deletion after a
+// confirmation, and the list in the narrow layout, behind a button.
+func TestChatPageSessionsInABrowser(t *testing.T) {
+	browser, driver := findBrowser(t)
+	url := start(t, nil)
+	// Two sessions with one title, then more than a page of the list.
+	var twins []string
+	for i := range 52 {
+		title := fmt.Sprintf("Session number %d", i)
+		if i < 2 {
+			title = "Plan a trip"
+		}
+		id := chat(t, url, title)
+		if i < 2 {
+			twins = append(twins, id)
+		}
+	}
+	wd := newWebDriver(t, driver, browser)
+	wd.navigate(url + "/")
+	wd.waitFor("a page of the session list", `return document.querySelectorAll("#sessions .session").length === 50 && !document.querySelector("#more-sessions").hidden`)
+	wd.click("#more-sessions")
+	wd.waitFor("the rest of the list", `return document.querySelectorAll("#sessions .session").length === 52 && document.querySelector("#more-sessions").hidden`)
+
+	var lines []string
+	raw := wd.eval(`return [...document.querySelectorAll("#sessions .session")].filter(b => b.querySelector(".title").textContent === "Plan a trip").map(b => b.querySelector(".when").textContent)`)
+	for _, l := range raw.([]any) {
+		lines = append(lines, l.(string))
+	}
+	if len(lines) != 2 || lines[0] == lines[1] {
+		t.Errorf("sessions with one title are listed as %q, want two told apart", lines)
+	}
+	for i, id := range twins {
+		if !slices.ContainsFunc(lines, func(l string) bool { return strings.Contains(l, id[:8]) }) {
+			t.Errorf("no session in the list shows the start of twin %d's id, %s: %q", i, id, lines)
+		}
+	}
+
+	// Deleting asks first; Cancel keeps the session.
+	gone := twins[0]
+	item := fmt.Sprintf(`document.querySelector('#sessions .session[data-id="%s"]')`, gone)
+	wd.click(fmt.Sprintf(`#sessions .session[data-id="%s"] + .delete`, gone))
+	wd.waitFor("the question", `return document.querySelector("#sessions .confirm") !== null`)
+	if got := wd.eval(`return document.activeElement.textContent`); got != "Cancel" {
+		t.Errorf("the question focuses %q, want Cancel", got)
+	}
+	wd.save("chatpage-confirm.png", wd.screenshot())
+	wd.click("#sessions .confirm .quiet")
+	wd.waitFor("the session back after Cancel", `return `+item+` !== null && document.querySelector("#sessions .confirm") === null`)
+	if status := get(t, url+"/sessions/"+gone); status != http.StatusOK {
+		t.Fatalf("GET of a session whose deletion was cancelled: %d", status)
+	}
+	wd.click(fmt.Sprintf(`#sessions .session[data-id="%s"] + .delete`, gone))
+	wd.click("#sessions .confirm .danger")
+	wd.waitFor("the session gone from the list", `return `+item+` === null && document.querySelectorAll("#sessions .session").length === 51`)
+	if status := get(t, url+"/sessions/"+gone); status != http.StatusNotFound {
+		t.Errorf("GET of a deleted session: %d, want 404", status)
+	}
+
+	// In the narrow layout a button opens the list, and New chat is in it.
+	wd.navigate(url + "/#s=" + twins[1])
+	wd.waitFor("the session", `return document.querySelectorAll("#messages .turn.assistant.done").length === 1`)
+	wd.resize(narrowWidth, narrowHeight)
+	const listShown = `const r = document.querySelector("#sidebar").getBoundingClientRect(); return getComputedStyle(document.querySelector("#sidebar")).visibility === "visible" && r.left >= 0 && r.right > 0`
+	wd.waitFor("the narrow layout", narrowLayout)
+	if shown := wd.eval(listShown); shown != false {
+		t.Error("in the narrow layout the session list shows without being asked for")
+	}
+	wd.noOverflow()
+	wd.click("#open-sessions")
+	wd.waitFor("the session list", listShown)
+	if got := wd.eval(`return document.querySelector("#open-sessions").getAttribute("aria-expanded")`); got != "true" {
+		t.Errorf("the button that opened the list has aria-expanded=%v", got)
+	}
+	wd.save("chatpage-narrow-sessions.png", wd.screenshot())
+	wd.click("#new-chat")
+	wd.waitFor("a new chat, the list closed", `return !document.querySelector("#welcome").hidden && getComputedStyle(document.querySelector("#sidebar")).visibility === "hidden"`)
+	wd.noOverflow()
+	wd.save("chatpage-narrow-welcome.png", wd.screenshot())
+	wd.click("#welcome .example")
+	wd.waitFor("the example's answer", `return document.querySelectorAll("#messages .turn.assistant.done").length === 1`)
+	if got := wd.eval(`return document.querySelector("#messages .turn.assistant").textContent`).(string); !strings.Contains(got, "126") {
+		t.Errorf("the first example prompt's answer: %q, want the calculator's 126", got)
+	}
+	wd.click("#open-sessions")
+	wd.waitFor("the session list again", listShown)
+	wd.click(fmt.Sprintf(`#sessions .session[data-id="%s"]`, twins[1]))
+	wd.waitFor("the session opened from the narrow list", `return document.querySelectorAll("#messages .turn.assistant.done").length === 1 && getComputedStyle(document.querySelector("#sidebar")).visibility === "hidden"`)
+	if errs := wd.consoleErrors(); len(errs) > 0 {
+		t.Errorf("the browser's console has errors:\n%s", strings.Join(errs, "\n"))
+	}
+}
+
+// TestChatPageLearnsTheModel checks what the chat page reads besides the
+// API: which model answers, from the local run's own route, and its icon.
+func TestChatPageLearnsTheModel(t *testing.T) {
+	url := start(t, nil)
+	resp, err := http.Get(url + localrun.InfoPath)
 	if err != nil {
-		t.Fatalf("screenshot: %v", err)
-	}
-	if b := img.Bounds(); b.Dx() < 400 || b.Dy() < 300 {
-		t.Errorf("screenshot is %v", b)
-	}
-	path := os.Getenv("LAMBDA_AGENT_SCREENSHOT")
-	if path == "" {
-		path = filepath.Join(t.TempDir(), "chat-page.png")
-	}
-	if err := os.WriteFile(path, shot, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("screenshot: %s", path)
+	var got localrun.Info
+	err = json.NewDecoder(resp.Body).Decode(&got)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %d %v", localrun.InfoPath, resp.StatusCode, err)
+	}
+	want := localrun.Info{Model: "offline", ModelID: "offline", Where: "The local run was started with -offline"}
+	if got != want {
+		t.Errorf("GET %s = %+v, want %+v", localrun.InfoPath, got, want)
+	}
+
+	// The first screen's example prompts each make the offline model call a
+	// tool.
+	resp, err = http.Get(url + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	examples := regexp.MustCompile(`<button type="button" class="example">([^<]+)</button>`).FindAllStringSubmatch(string(page), -1)
+	if len(examples) != 3 {
+		t.Errorf("the page has %d example prompts, want 3", len(examples))
+	}
+	for _, m := range examples {
+		body, _ := json.Marshal(map[string]string{"message": html.UnescapeString(m[1])})
+		resp, err := http.Post(url+"/chat", "application/json", bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var answer struct {
+			Text    string `json:"text"`
+			Metrics struct {
+				ToolCalls int `json:"tool_calls"`
+			} `json:"metrics"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&answer)
+		resp.Body.Close()
+		if err != nil || answer.Metrics.ToolCalls != 1 {
+			t.Errorf("example %q: %d tool calls, %v; answer %q", m[1], answer.Metrics.ToolCalls, err, answer.Text)
+		}
+	}
+
+	resp, err = http.Get(url + "/static/favicon.svg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "image/svg+xml" {
+		t.Errorf("the icon: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+}
+
+// narrowLayout is true once the page has its narrow layout: the button to
+// the session list shows, and the list does not.
+const narrowLayout = `return getComputedStyle(document.querySelector("#open-sessions")).display !== "none" && getComputedStyle(document.querySelector("#sidebar")).visibility === "hidden"`
+
+// chat sends a message in a new session through the API, and returns the
+// session's id.
+func chat(t *testing.T, base, message string) string {
+	t.Helper()
+	body, _ := json.Marshal(map[string]string{"message": message})
+	resp, err := http.Post(base+"/chat", "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var answer struct {
+		SessionID string `json:"session_id"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&answer); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("POST /chat: %d %v", resp.StatusCode, err)
+	}
+	return answer.SessionID
+}
+
+func get(t *testing.T, url string) int {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
 }
 
 // findBrowser returns Chromium and chromedriver, or skips the test, loudly,
@@ -117,8 +411,9 @@ func findBrowser(t *testing.T) (browser, driver string) {
 
 // webDriver is a session of chromedriver's W3C WebDriver API.
 type webDriver struct {
-	t    *testing.T
-	base string // http://127.0.0.1:port/session/<id>
+	t     *testing.T
+	base  string // http://127.0.0.1:port/session/<id>
+	shots string // the temporary directory of the screenshots, once made
 }
 
 func newWebDriver(t *testing.T, driver, browser string) *webDriver {
@@ -152,13 +447,14 @@ func newWebDriver(t *testing.T, driver, browser string) *webDriver {
 	// The flags keep Chromium off the network this machine does not have.
 	args := []string{"--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
 		"--disable-background-networking", "--disable-component-update", "--disable-sync",
-		"--no-first-run", "--disable-quic", "--window-size=1200,800", "--user-data-dir=" + t.TempDir()}
+		"--no-first-run", "--disable-quic", fmt.Sprintf("--window-size=%d,%d", wideWidth, wideHeight), "--user-data-dir=" + t.TempDir()}
 	var session struct {
 		SessionID string `json:"sessionId"`
 	}
 	wd.call(http.MethodPost, "/session", map[string]any{"capabilities": map[string]any{"alwaysMatch": map[string]any{
 		"browserName":        "chrome",
 		"goog:chromeOptions": map[string]any{"binary": browser, "args": args},
+		"goog:loggingPrefs":  map[string]string{"browser": "ALL"}, // for consoleErrors
 	}}}, &session)
 	if session.SessionID == "" {
 		t.Fatalf("no WebDriver session:\n%s", logs.String())
@@ -209,10 +505,21 @@ func (wd *webDriver) navigate(url string) {
 
 func (wd *webDriver) refresh() { wd.call(http.MethodPost, "/refresh", map[string]any{}, nil) }
 
-func (wd *webDriver) eval(script string) any {
+// eval runs script as a function's body, with args as its arguments, and
+// returns what it returns.
+func (wd *webDriver) eval(script string, args ...any) any {
+	wd.t.Helper()
 	var v any
-	wd.call(http.MethodPost, "/execute/sync", map[string]any{"script": script, "args": []any{}}, &v)
+	wd.evalInto(&v, script, args...)
 	return v
+}
+
+func (wd *webDriver) evalInto(out any, script string, args ...any) {
+	wd.t.Helper()
+	if args == nil {
+		args = []any{}
+	}
+	wd.call(http.MethodPost, "/execute/sync", map[string]any{"script": script, "args": args}, out)
 }
 
 // waitFor polls script until it returns true, for up to 15 seconds.
@@ -232,23 +539,129 @@ func (wd *webDriver) waitFor(what, script string) {
 // send types text into the composer and submits it, as a user would.
 func (wd *webDriver) send(text string) {
 	wd.t.Helper()
-	var input, button map[string]string
-	wd.call(http.MethodPost, "/element", map[string]string{"using": "css selector", "value": "#input"}, &input)
-	wd.call(http.MethodPost, "/element", map[string]string{"using": "css selector", "value": "#send"}, &button)
-	wd.call(http.MethodPost, "/element/"+elementID(input)+"/value", map[string]string{"text": text}, nil)
-	wd.call(http.MethodPost, "/element/"+elementID(button)+"/click", map[string]any{}, nil)
+	wd.call(http.MethodPost, "/element/"+wd.find("#input")+"/value", map[string]string{"text": text}, nil)
+	wd.click("#send")
 }
 
-func elementID(ref map[string]string) string {
+// sendValue puts text in the composer at once, as a paste would, and
+// submits it: typing a long text key by key takes a while.
+func (wd *webDriver) sendValue(text string) {
+	wd.t.Helper()
+	wd.eval(`document.querySelector("#input").value = arguments[0]`, text)
+	wd.click("#send")
+}
+
+// find returns the id of the element that selector finds.
+func (wd *webDriver) find(selector string) string {
+	wd.t.Helper()
+	var ref map[string]string
+	wd.call(http.MethodPost, "/element", map[string]string{"using": "css selector", "value": selector}, &ref)
 	return ref["element-6066-11e4-a52e-4f735466cecf"] // the W3C element key
 }
 
+// click clicks the element that selector finds, as a user would: WebDriver
+// refuses an element that is hidden or covered.
+func (wd *webDriver) click(selector string) {
+	wd.t.Helper()
+	wd.call(http.MethodPost, "/element/"+wd.find(selector)+"/click", map[string]any{}, nil)
+}
+
+// resize sets the size of the browser's window.
+func (wd *webDriver) resize(width, height int) {
+	wd.t.Helper()
+	wd.call(http.MethodPost, "/window/rect", map[string]int{"width": width, "height": height}, nil)
+}
+
+// lastLine is where the last line of the thread's last turn is.
+type lastLine struct {
+	Text      string
+	InView    bool // inside the thread's visible part
+	Overflows bool // the thread is taller than its view
+}
+
+func (wd *webDriver) lastLine() lastLine {
+	wd.t.Helper()
+	var v lastLine
+	wd.evalInto(&v, `return `+lastLineScript)
+	return v
+}
+
+// lastLineScript is a JavaScript expression for a lastLine.
+const lastLineScript = `(() => {
+	const m = document.querySelector("#messages");
+	const line = m.lastElementChild.lastElementChild;
+	const r = line.getBoundingClientRect(), view = m.getBoundingClientRect();
+	return {Text: line.textContent, InView: r.top >= view.top && r.bottom <= view.bottom + 1, Overflows: m.scrollHeight > m.clientHeight + 100};
+})()`
+
+// noOverflow checks that the page does not scroll sideways, and that no
+// element inside it is cut on the right.
+func (wd *webDriver) noOverflow() {
+	wd.t.Helper()
+	cut := wd.eval(`
+		const w = document.documentElement.clientWidth;
+		if (document.documentElement.scrollWidth > w) return "the page is " + document.documentElement.scrollWidth + " pixels wide in a " + w + " pixel window";
+		for (const e of document.querySelectorAll("main *")) {
+			const r = e.getBoundingClientRect();
+			if (r.width && r.right > w + 1) return e.outerHTML.slice(0, 120) + " ends at " + r.right + " in a " + w + " pixel window";
+		}
+		return ""`)
+	if cut != "" {
+		wd.t.Errorf("overflow: %v", cut)
+	}
+}
+
+// consoleErrors returns the errors the browser's console logged since the
+// last call.
+func (wd *webDriver) consoleErrors() []string {
+	wd.t.Helper()
+	var entries []struct {
+		Level   string `json:"level"`
+		Message string `json:"message"`
+	}
+	wd.call(http.MethodPost, "/se/log", map[string]string{"type": "browser"}, &entries)
+	var errs []string
+	for _, e := range entries {
+		if e.Level == "SEVERE" {
+			errs = append(errs, e.Message)
+		}
+	}
+	return errs
+}
+
+// save writes a screenshot to the directory screenshotsDir names, or to a
+// temporary one.
+func (wd *webDriver) save(name string, shot []byte) {
+	wd.t.Helper()
+	dir := os.Getenv(screenshotsDir)
+	if dir == "" {
+		if wd.shots == "" {
+			wd.shots = wd.t.TempDir()
+		}
+		dir = wd.shots
+	}
+	path := filepath.Join(dir, name)
+	if err := os.WriteFile(path, shot, 0o644); err != nil {
+		wd.t.Fatal(err)
+	}
+	wd.t.Logf("screenshot: %s", path)
+}
+
+// screenshot returns a PNG of the window.
 func (wd *webDriver) screenshot() []byte {
+	wd.t.Helper()
 	var b64 string
 	wd.call(http.MethodGet, "/screenshot", nil, &b64)
 	b, err := base64.StdEncoding.DecodeString(b64)
 	if err != nil {
 		wd.t.Fatal(err)
+	}
+	img, err := png.Decode(bytes.NewReader(b))
+	if err != nil {
+		wd.t.Fatalf("screenshot: %v", err)
+	}
+	if r := img.Bounds(); r.Dx() < 300 || r.Dy() < 300 {
+		wd.t.Errorf("screenshot is %v", r)
 	}
 	return b
 }

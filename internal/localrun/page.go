@@ -2,6 +2,7 @@ package localrun
 
 import (
 	"embed"
+	"encoding/json"
 	"io/fs"
 	"net/http"
 )
@@ -25,4 +26,28 @@ func Page() http.Handler {
 		}
 		static.ServeHTTP(w, r)
 	})
+}
+
+// InfoPath is where the local run serves its Info. It is the local run's
+// own route, not the API's: a deployment has no such route.
+const InfoPath = "/local/info"
+
+// Info is what the chat page learns about the local run, so that its first
+// screen can say which model answers.
+type Info struct {
+	// Model is "offline" for the offline model, "bedrock" otherwise.
+	Model string `json:"model"`
+	// ModelID is the MODEL_ID turns use.
+	ModelID string `json:"model_id"`
+	// Where says where the model runs, such as "Amazon Bedrock in
+	// us-east-1", or for the offline model why it answers.
+	Where string `json:"where"`
+}
+
+// ServeHTTP answers with the Info as JSON.
+func (i Info) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
+	body, _ := json.Marshal(i) // strings only
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	_, _ = w.Write(body)
 }

@@ -103,6 +103,7 @@ func Run(ctx context.Context, opts Options) error {
 	modelDefault := DefaultModelID
 	var bedrock *bedrockruntime.Client
 	var modelWhere string
+	info := Info{Model: "bedrock"} // what the chat page shows
 	switch {
 	case !opts.Offline && getenv("AWS_ENDPOINT_URL_BEDROCK_RUNTIME") != "":
 		bedrock = bedrockruntime.NewFromConfig(awsCfg, func(o *bedrockruntime.Options) {
@@ -111,17 +112,21 @@ func Run(ctx context.Context, opts Options) error {
 			}
 		})
 		modelWhere = "Bedrock at " + getenv("AWS_ENDPOINT_URL_BEDROCK_RUNTIME")
+		info.Where = modelWhere
 	case !opts.Offline && hasCredentials(ctx, awsCfg):
 		bedrock = bedrockruntime.NewFromConfig(awsCfg)
-		modelWhere = "Amazon Bedrock in " + awsCfg.Region + " (AWS credentials found)"
+		info.Where = "Amazon Bedrock in " + awsCfg.Region
+		modelWhere = info.Where + " (AWS credentials found)"
 	default:
 		srv := offline.NewServer()
 		defer srv.Close()
 		bedrock = srv.Client()
 		modelDefault = offlineModelID
 		modelWhere = "the OFFLINE model: no AWS credentials found, so canned replies (echo, calculator, memory, time, structured output)"
+		info = Info{Model: "offline", Where: "No AWS credentials were found"}
 		if opts.Offline {
 			modelWhere = "the OFFLINE model (asked for), with canned replies"
+			info.Where = "The local run was started with -offline"
 		}
 	}
 
@@ -158,7 +163,8 @@ func Run(ctx context.Context, opts Options) error {
   auth:     bearer JWTs are decoded but not verified, as with sam local; no token means owner "anonymous"
 `, url, modelWhere, cfg.ModelID, ddbWhere, cfg.TableName)
 
-	srv := &http.Server{Handler: localOnly(Routes(a.Handler)), ReadHeaderTimeout: 10 * time.Second}
+	info.ModelID = cfg.ModelID
+	srv := &http.Server{Handler: localOnly(Routes(a.Handler, info)), ReadHeaderTimeout: 10 * time.Second}
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
 	if opts.Ready != nil {
@@ -179,13 +185,15 @@ func Run(ctx context.Context, opts Options) error {
 
 // Routes serves the functions' routes with h, as the HTTP API and the
 // stream function's URL would: the chat function's, the structured
-// function's, the stream at POST /chat/stream, and the chat page at /. Each
-// request gets the deadline its function's invocation would have, and the
-// identity its bearer token claims (see Authorize).
-func Routes(h http.Handler) http.Handler {
+// function's, the stream at POST /chat/stream, and the chat page at /, with
+// what it learns about the local run at GET /local/info. Each request gets
+// the deadline its function's invocation would have, and the identity its
+// bearer token claims (see Authorize).
+func Routes(h http.Handler, info Info) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /{$}", Page())
 	mux.Handle("GET /static/", Page())
+	mux.Handle("GET "+InfoPath, info)
 	mux.Handle(httpapi.RouteChatStream, withDeadline(StreamTimeout, Authorize(h)))
 	mux.Handle("/", withDeadline(APITimeout, Authorize(h)))
 	return mux

@@ -1,16 +1,21 @@
 // The lambda-agent chat page. It uses the local run's API as any client
 // would: POST /chat/stream for turns (Server-Sent Events), GET /sessions and
-// GET /sessions/{id} for the list and the transcripts. Everything the model
-// or a user wrote is rendered as text, never as HTML.
+// GET /sessions/{id} for the list and the transcripts, DELETE /sessions/{id}.
+// GET /local/info, the local run's own route, says which model answers.
+// Everything the model or a user wrote is rendered as text, never as HTML.
 "use strict";
 
 const $ = (id) => document.getElementById(id);
-const state = { sessionId: "", busy: false, removed: 0, summarized: false };
+// pinned: the view showed the end of the thread when last scrolled.
+const state = { sessionId: "", busy: false, removed: 0, summarized: false, pinned: true };
+// The session list: the ids shown, and the cursor of the next page.
+const list = { loaded: false, ids: new Set(), cursor: "" };
+const PAGE = 50;
 
 // api calls the JSON API and throws the API's error message on failure.
 async function api(path, options) {
   const resp = await fetch(path, options);
-  const body = resp.status === 204 ? null : await resp.json();
+  const body = resp.status === 204 ? null : await resp.json().catch(() => null);
   if (!resp.ok) {
     const e = (body && body.error) || {};
     throw new Error(`${resp.status} ${e.code || ""}: ${e.message || resp.statusText}`);
@@ -25,30 +30,196 @@ function el(tag, className, text) {
   return node;
 }
 
+function button(className, text, onClick) {
+  const b = el("button", className, text);
+  b.type = "button";
+  b.addEventListener("click", onClick);
+  return b;
+}
+
 function setStatus(text) { $("status").textContent = text || ""; }
+
+function setBusy(busy) {
+  state.busy = busy;
+  for (const b of document.querySelectorAll("#send, #new-chat, .example")) b.disabled = busy;
+}
+
+// ---- scrolling -----------------------------------------------------------
+// The view follows the end of the thread while it is there; a reader who
+// scrolled up stays where they are, and gets a button back to the end.
+
+function atEnd() {
+  const m = $("messages");
+  return m.scrollHeight - m.scrollTop - m.clientHeight < 32;
+}
+
+function toEnd() {
+  const m = $("messages");
+  m.scrollTop = m.scrollHeight;
+  state.pinned = true;
+  $("jump").hidden = true;
+}
+
+// follow makes a change to the thread, keeping the end in view if it was.
+function follow(change) {
+  const pinned = atEnd();
+  change();
+  if (pinned) toEnd();
+  else $("jump").hidden = false;
+}
+
+// ---- the model -----------------------------------------------------------
+
+async function loadInfo() {
+  const note = $("model-note"), badge = $("model");
+  try {
+    const info = await api("/local/info");
+    const offline = info.model === "offline";
+    badge.textContent = offline ? "Offline model" : "Bedrock";
+    badge.title = offline ? info.where : `${info.where}, ${info.model_id}`;
+    badge.classList.add(info.model);
+    badge.hidden = false;
+    note.className = `callout ${info.model}`;
+    note.replaceChildren(el("strong", "", offline ? "Offline model. " : "Amazon Bedrock. "), offline
+      ? `${info.where}, so a stand-in model answers with canned replies: it echoes you, calls the calculator for arithmetic, remembers what you tell it, and tells the time. With AWS credentials, the local run talks to Bedrock instead.`
+      : `Messages go to ${info.where}, model ${info.model_id}, with your AWS credentials.`);
+  } catch (err) {
+    note.textContent = `Could not tell which model answers: ${err.message}`;
+  }
+}
 
 // ---- sessions ------------------------------------------------------------
 
+// when says when a session started, briefly: "Today 14:05", "3 Mar 09:12".
+function when(iso) {
+  const d = new Date(iso), now = new Date();
+  const time = d.toLocaleTimeString([], { hour: "numeric", minute: "2-digit" });
+  if (d.toDateString() === now.toDateString()) return `Today ${time}`;
+  const day = { day: "numeric", month: "short" };
+  if (d.getFullYear() !== now.getFullYear()) day.year = "numeric";
+  return `${d.toLocaleDateString([], day)} ${time}`;
+}
+
+// shortId is enough of an id to tell sessions with one title apart.
+function shortId(id) { return id.length > 10 ? id.slice(0, 8) : id; }
+
+function trashIcon() {
+  const ns = "http://www.w3.org/2000/svg";
+  const svg = document.createElementNS(ns, "svg");
+  svg.setAttribute("viewBox", "0 0 16 16");
+  svg.setAttribute("aria-hidden", "true");
+  const path = document.createElementNS(ns, "path");
+  path.setAttribute("d", "M3 4.5h10M6.5 4.5V3h3v1.5M4.5 4.5l.6 8.5h5.8l.6-8.5M7 7v4M9 7v4");
+  svg.append(path);
+  return svg;
+}
+
+function sessionItem(s) {
+  const title = s.title || s.session_id;
+  const li = el("li", "session-item");
+  const open = button("session", undefined, () => {
+    closeSessions();
+    openSession(s.session_id);
+  });
+  open.dataset.id = s.session_id;
+  open.title = `${title}\n${s.session_id} · ${new Date(s.created_at).toLocaleString()}`;
+  open.append(el("span", "title", title), el("span", "when", `${when(s.created_at)} · ${shortId(s.session_id)}`));
+  if (s.session_id === state.sessionId) open.classList.add("current");
+  const del = button("delete", undefined, () => confirmDelete(li, s.session_id, title));
+  del.title = "Delete this session";
+  del.setAttribute("aria-label", `Delete the session “${title}” (${shortId(s.session_id)})`);
+  del.append(trashIcon());
+  li.append(open, del);
+  return li;
+}
+
+function showSessions(sessions, where) {
+  const ul = $("sessions");
+  const items = [];
+  for (const s of sessions) {
+    if (list.ids.has(s.session_id)) continue;
+    list.ids.add(s.session_id);
+    items.push(sessionItem(s));
+  }
+  if (where === "top") ul.prepend(...items);
+  else ul.append(...items);
+  $("sessions-note").textContent = list.ids.size ? "" : "No sessions yet.";
+}
+
+function setCursor(cursor) {
+  list.cursor = cursor || "";
+  $("more-sessions").hidden = !list.cursor;
+}
+
+// loadSessions reads the first page of the list, or, once it has, adds the
+// sessions that started since: the list is newest first, so the pages
+// already read stay as they are.
 async function loadSessions() {
   try {
-    const body = await api("/sessions?limit=50");
-    const list = $("sessions");
-    list.replaceChildren();
-    for (const s of body.sessions) {
-      const item = el("li");
-      const button = el("button", "session", s.title || s.session_id);
-      button.type = "button";
-      button.dataset.id = s.session_id;
-      button.title = `${s.session_id} · ${new Date(s.created_at).toLocaleString()}`;
-      if (s.session_id === state.sessionId) button.classList.add("current");
-      button.addEventListener("click", () => openSession(s.session_id));
-      item.append(button);
-      list.append(item);
-    }
-    $("sessions-note").textContent = body.sessions.length ? "" : "No sessions yet.";
+    const body = await api(`/sessions?limit=${PAGE}`);
+    showSessions(body.sessions, "top");
+    if (!list.loaded) setCursor(body.next_cursor);
+    list.loaded = true;
   } catch (err) {
     $("sessions-note").textContent = `Could not list sessions: ${err.message}`;
   }
+}
+
+async function moreSessions() {
+  const more = $("more-sessions");
+  more.disabled = true;
+  try {
+    const body = await api(`/sessions?limit=${PAGE}&cursor=${encodeURIComponent(list.cursor)}`);
+    showSessions(body.sessions, "end");
+    setCursor(body.next_cursor);
+  } catch (err) {
+    $("sessions-note").textContent = `Could not list more sessions: ${err.message}`;
+  } finally {
+    more.disabled = false;
+  }
+}
+
+// confirmDelete asks in the list item itself, which then deletes or goes
+// back to what it was.
+function confirmDelete(li, id, title) {
+  const before = [...li.childNodes];
+  const restore = (focus) => {
+    li.classList.remove("confirming");
+    li.replaceChildren(...before);
+    if (focus) li.querySelector(".delete").focus();
+  };
+  const cancel = button("quiet", "Cancel", () => restore(true));
+  const yes = button("danger", "Delete", async () => {
+    yes.disabled = cancel.disabled = true;
+    try {
+      await api(`/sessions/${encodeURIComponent(id)}`, { method: "DELETE" });
+    } catch (err) {
+      restore(true);
+      $("sessions-note").textContent = `Could not delete the session: ${err.message}`;
+      return;
+    }
+    const next = li.nextElementSibling || li.previousElementSibling;
+    li.remove();
+    list.ids.delete(id);
+    $("sessions-note").textContent = list.ids.size ? "" : "No sessions yet.";
+    if (state.sessionId === id) newChat();
+    (next ? next.querySelector(".session") : $("new-chat")).focus();
+  });
+  const question = el("div", "confirm");
+  question.setAttribute("role", "group");
+  question.setAttribute("aria-label", "Confirm the deletion");
+  const what = el("span", "question", "Delete ");
+  what.append(el("q", "", title), "?");
+  question.append(what, yes, cancel);
+  question.addEventListener("keydown", (e) => {
+    if (e.key === "Escape") {
+      e.stopPropagation();
+      restore(true);
+    }
+  });
+  li.classList.add("confirming");
+  li.replaceChildren(question);
+  cancel.focus();
 }
 
 function showSession(id, title) {
@@ -59,21 +230,37 @@ function showSession(id, title) {
   else history.replaceState(null, "", location.pathname);
   for (const b of document.querySelectorAll("#sessions .session")) {
     b.classList.toggle("current", b.dataset.id === id);
+    if (b.dataset.id === id) b.setAttribute("aria-current", "true");
+    else b.removeAttribute("aria-current");
   }
 }
 
+// showWelcome shows the first screen in place of an empty thread.
+function showWelcome() {
+  const empty = !state.sessionId && !$("messages").children.length;
+  $("welcome").hidden = !empty;
+  $("messages").hidden = empty;
+  if (empty) $("jump").hidden = true;
+}
+
 function newChat() {
+  if (state.busy) return;
   showSession("", "");
   state.removed = 0;
   state.summarized = false;
   $("messages").replaceChildren();
   showWindow({ removed: 0, summarized: false }, null);
+  showWelcome();
+  closeSessions();
   $("input").focus();
 }
 
 // openSession loads a whole transcript, page by page.
 async function openSession(id) {
-  if (state.busy) return;
+  if (state.busy) {
+    setStatus("Wait for the answer to finish before opening another session.");
+    return;
+  }
   setStatus("Loading…");
   try {
     let cursor = "", first = null;
@@ -90,10 +277,12 @@ async function openSession(id) {
     state.removed = first.window.removed;
     state.summarized = first.window.summarized;
     showWindow(first.window, first.summary);
+    showWelcome();
+    toEnd();
     setStatus("");
   } catch (err) {
-    setStatus(`Could not open ${id}: ${err.message}`);
     newChat();
+    setStatus(`Could not open ${id}: ${err.message}`);
   }
 }
 
@@ -116,13 +305,34 @@ function showWindow(window, summary) {
   }
 }
 
+// ---- the narrow layout's session list ------------------------------------
+
+function sessionsOpen() { return document.body.classList.contains("sessions-open"); }
+
+function openSessions() {
+  document.body.classList.add("sessions-open");
+  $("open-sessions").setAttribute("aria-expanded", "true");
+  document.querySelector("main").inert = true;
+  const current = document.querySelector("#sessions .session.current");
+  if (current) current.scrollIntoView({ block: "nearest" });
+  $("new-chat").focus();
+}
+
+function closeSessions() {
+  if (!sessionsOpen()) return;
+  const inside = $("sidebar").contains(document.activeElement);
+  document.body.classList.remove("sessions-open");
+  $("open-sessions").setAttribute("aria-expanded", "false");
+  document.querySelector("main").inert = false;
+  if (inside) $("open-sessions").focus();
+}
+
 // ---- rendering -----------------------------------------------------------
 
 function addUser(text) {
   const li = el("li", "turn user");
   li.append(el("div", "text", text));
   $("messages").append(li);
-  li.scrollIntoView({ block: "end" });
   return li;
 }
 
@@ -143,7 +353,6 @@ class Turn {
     }
     this.segment.textContent += delta;
     if (streamed) this.li.dataset.pieces = String(Number(this.li.dataset.pieces) + 1);
-    this.li.scrollIntoView({ block: "end" });
   }
   toolUse(id, name, input) {
     this.segment = null; // text after the call is a new segment
@@ -192,8 +401,24 @@ class Turn {
     state.summarized = w.summarized;
   }
   fail(error) {
-    this.li.classList.add("failed");
+    this.li.classList.add("done", "failed");
     this.li.append(el("div", "meta error", `${error.code}: ${error.message}`));
+  }
+  // giveBack returns a failed turn's message to the input box, or, when
+  // something new is being typed there, offers to.
+  giveBack(text) {
+    const input = $("input");
+    if (!input.value.trim()) {
+      input.value = text;
+      this.li.append(el("div", "meta", "Your message is back in the input box, to edit or send again."));
+      return;
+    }
+    const restore = button("quiet restore", "Put my message back in the input box", () => {
+      input.value = text;
+      input.focus();
+      restore.remove();
+    });
+    this.li.append(restore);
   }
 }
 
@@ -222,7 +447,7 @@ function renderTranscript(messages) {
     }
     if (!turn) turn = new Turn();
     for (const b of m.content) {
-      if (b.text) turn.text(b.text);
+      if (b.text) turn.text(b.text, false);
       if (b.toolUse) {
         turn.toolUse(b.toolUse.toolUseId, b.toolUse.name, b.toolUse.input);
         calls.set(b.toolUse.toolUseId, turn);
@@ -258,11 +483,17 @@ async function* readEvents(resp) {
 }
 
 async function send(text) {
-  state.busy = true;
-  $("send").disabled = true;
-  addUser(text);
+  setBusy(true);
+  const asked = addUser(text);
   const turn = new Turn();
+  showWelcome();
+  toEnd(); // the user just spoke: show it, whatever they were reading
   setStatus("Thinking…");
+  let failed = false;
+  const fail = (error) => {
+    failed = true;
+    follow(() => turn.fail(error));
+  };
   try {
     const body = { message: text };
     if (state.sessionId) body.session_id = state.sessionId;
@@ -273,7 +504,8 @@ async function send(text) {
     });
     if (!resp.ok) {
       const e = await resp.json().catch(() => ({}));
-      turn.fail((e && e.error) || { code: String(resp.status), message: resp.statusText });
+      asked.classList.add("rejected");
+      fail((e && e.error) || { code: String(resp.status), message: resp.statusText });
       return;
     }
     let finished = false;
@@ -281,24 +513,29 @@ async function send(text) {
       finished = finished || ev.name === "done" || ev.name === "error";
       switch (ev.name) {
         case "start":
-          if (!state.sessionId) showSession(ev.data.session_id, text);
+          if (!state.sessionId) {
+            // The list may not have it yet: it is read from an index that
+            // DynamoDB updates shortly after a commit.
+            showSessions([{ session_id: ev.data.session_id, title: text, created_at: new Date().toISOString() }], "top");
+            showSession(ev.data.session_id, text);
+          }
           break;
-        case "text": turn.text(ev.data.delta); break;
-        case "tool_use": turn.toolUse(ev.data.id, ev.data.name, ev.data.input); break;
-        case "tool_result": turn.toolResult(ev.data.id, ev.data.status, ev.data.preview); break;
-        case "done": turn.done(ev.data); break;
-        case "error": turn.fail(ev.data.error); break;
+        case "text": follow(() => turn.text(ev.data.delta)); break;
+        case "tool_use": follow(() => turn.toolUse(ev.data.id, ev.data.name, ev.data.input)); break;
+        case "tool_result": follow(() => turn.toolResult(ev.data.id, ev.data.status, ev.data.preview)); break;
+        case "done": follow(() => turn.done(ev.data)); break;
+        case "error": fail(ev.data.error); break;
       }
     }
     if (!finished) {
-      turn.fail({ code: "disconnected", message: "The stream ended before the turn did. Reload the session to see whether it was saved." });
+      fail({ code: "disconnected", message: "The stream ended before the turn did. Reload the session to see whether it was saved." });
     }
     loadSessions();
   } catch (err) {
-    turn.fail({ code: "network", message: err.message });
+    fail({ code: "network", message: err.message });
   } finally {
-    state.busy = false;
-    $("send").disabled = false;
+    if (failed) follow(() => turn.giveBack(text));
+    setBusy(false);
     setStatus("");
     $("input").focus();
   }
@@ -314,13 +551,38 @@ $("composer").addEventListener("submit", (e) => {
   send(text);
 });
 $("input").addEventListener("keydown", (e) => {
-  if (e.key === "Enter" && !e.shiftKey) {
+  if (e.key === "Enter" && !e.shiftKey && !e.isComposing) {
     e.preventDefault();
     $("composer").requestSubmit();
   }
 });
+for (const example of document.querySelectorAll(".example")) {
+  example.addEventListener("click", () => { if (!state.busy) send(example.textContent); });
+}
 $("new-chat").addEventListener("click", newChat);
+$("more-sessions").addEventListener("click", moreSessions);
+$("open-sessions").addEventListener("click", openSessions);
+$("close-sessions").addEventListener("click", closeSessions);
+$("backdrop").addEventListener("click", closeSessions);
+document.addEventListener("keydown", (e) => { if (e.key === "Escape") closeSessions(); });
+// A window made wide shows the list beside the thread: nothing to close.
+matchMedia("(max-width: 700px)").addEventListener("change", (e) => { if (!e.matches) closeSessions(); });
+$("messages").addEventListener("scroll", () => {
+  state.pinned = atEnd();
+  if (state.pinned) $("jump").hidden = true;
+});
+// A thread made narrower grows taller: the end stays in view if it was.
+new ResizeObserver(() => { if (state.pinned) toEnd(); }).observe($("messages"));
+window.addEventListener("hashchange", () => {
+  const id = new URLSearchParams(location.hash.slice(1)).get("s");
+  if (id && id !== state.sessionId) openSession(id);
+});
+$("jump").addEventListener("click", () => {
+  toEnd();
+  $("input").focus();
+});
 
 const fromHash = new URLSearchParams(location.hash.slice(1)).get("s");
+loadInfo();
 loadSessions();
 if (fromHash) openSession(fromHash); else newChat();
