@@ -30,12 +30,10 @@ var binaries = map[string]string{"ChatFunction": "chat", "StructuredFunction": "
 // DynamoDB Local. Every step must succeed. internal/deploytest holds the
 // sequence to the template and samconfig.toml.
 func TestSamLocalInvokeAsWritten(t *testing.T) {
-	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
+	section, err := testkit.READMESection("## `sam local invoke`")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, section, _ := strings.Cut(string(readme), "\n## `sam local invoke`\n")
-	section, _, _ = strings.Cut(section, "\n## ")
 	steps := invocation.FindAllStringSubmatch(section, -1)
 	if len(steps) < len(binaries) {
 		t.Fatalf("the README's sam local section invokes %d times", len(steps))

@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/google/go-cmp/cmp"
 	"github.com/lambda-agent/lambda-agent/internal/ddbhistory"
+	"github.com/lambda-agent/lambda-agent/internal/testkit"
 )
 
 // readmeCommands returns the shell commands of the first sh block in the
@@ -19,15 +20,10 @@ import (
 // comment.
 func readmeCommands(t *testing.T, heading string) []string {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	section, err := testkit.READMESection(heading)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, section, ok := strings.Cut(string(raw), "\n"+heading+"\n")
-	if !ok {
-		t.Fatalf("the README has no section %q", heading)
-	}
-	section, _, _ = strings.Cut(section, "\n## ")
 	var cmds []string
 	for _, block := range strings.Split(section, "```sh\n")[1:] {
 		block, _, _ = strings.Cut(block, "```")
