@@ -53,6 +53,11 @@ type Config struct {
 	MaxStateBytes int
 	// Hooks are called at points of every turn.
 	Hooks Hooks
+	// InterruptTTL is how long a paused turn's interrupts wait for a
+	// person; past it they count as denied. 0 means DefaultInterruptTTL.
+	InterruptTTL time.Duration
+	// Now is the clock that interrupts expire by; nil means time.Now.
+	Now func() time.Time
 }
 
 // Defaults for Config.
@@ -87,7 +92,7 @@ func New(cfg Config) (*Agent, error) {
 		return nil, errors.New("agent: Model is required")
 	}
 	if cfg.MaxCycles < 0 || cfg.ToolConcurrency < 0 || cfg.ToolTimeout < 0 || cfg.Reserve < 0 ||
-		cfg.ContextWindowTokens < 0 || cfg.MaxReductions < 0 || cfg.MaxStateBytes < 0 {
+		cfg.ContextWindowTokens < 0 || cfg.MaxReductions < 0 || cfg.MaxStateBytes < 0 || cfg.InterruptTTL < 0 {
 		return nil, errors.New("agent: negative limit in Config")
 	}
 	if cfg.ReduceAt < 0 || cfg.ReduceAt > 1 {
@@ -100,6 +105,10 @@ func New(cfg Config) (*Agent, error) {
 	cfg.ReduceAt = cmp.Or(cfg.ReduceAt, DefaultReduceAt)
 	cfg.MaxReductions = cmp.Or(cfg.MaxReductions, DefaultMaxReductions)
 	cfg.MaxStateBytes = cmp.Or(cfg.MaxStateBytes, DefaultMaxStateBytes)
+	cfg.InterruptTTL = cmp.Or(cfg.InterruptTTL, DefaultInterruptTTL)
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
 	if cfg.Manager == nil {
 		cfg.Manager = SlidingWindow{}
 	}
@@ -136,6 +145,8 @@ type Result struct {
 	Window WindowState
 	// State is the agent state after the turn.
 	State map[string]json.RawMessage
+	// Pending, with StopInterrupt, is what the turn waits for: see Answer.
+	Pending *Pending
 }
 
 // Metrics describe the work of a turn.
@@ -172,9 +183,11 @@ func redactedInput(m Message) Message {
 const maxCyclesText = "I stopped here because this turn reached its limit of %d model calls. Ask me to continue if you want me to go on."
 
 // Run runs one turn: input goes to the model, and tools run until the model
-// stops, the cycle cap is reached, or an error ends the turn. conv is not
-// changed; the Result says what to persist. On error nothing of the turn is
-// meant to be persisted.
+// stops, the cycle cap is reached, a tool use waits for a person
+// (StopInterrupt), or an error ends the turn. conv is not changed; the
+// Result says what to persist. On error nothing of the turn is meant to be
+// persisted. Interrupts pending in conv are denied: the input comes instead
+// of a response to them.
 //
 // Errors are ErrInvalidInput, ErrContextOverflow, ErrDeadline, a *ModelError,
 // or the context's error when ctx was cancelled; once the turn has begun they
@@ -195,10 +208,17 @@ func (a *Agent) run(ctx context.Context, conv *Conversation, input []ContentBloc
 	}
 	t := a.newTurn(conv)
 	t.emit = emit
+	t.add(ctx, t.userMessage(input))
+	t.conv.Pending = nil
+	return t.loop(ctx)
+}
+
+// loop calls the model and runs tools until the turn ends. The window ends
+// with the user's message.
+func (t *turn) loop(ctx context.Context) (*Result, error) {
+	a := t.a
 	work, cancel := a.workContext(ctx)
 	defer cancel()
-
-	t.add(ctx, t.userMessage(input))
 	for cycle := 1; ; cycle++ {
 		t.metrics.Cycles = cycle
 		resp, err := t.converse(work, ModelRequest{System: a.cfg.System, Tools: a.specs})
@@ -214,9 +234,12 @@ func (a *Agent) run(ctx context.Context, conv *Conversation, input []ContentBloc
 		for _, u := range uses {
 			t.send(Event{ToolUse: u})
 		}
-		results := t.runTools(work, uses)
+		results, interrupts := t.runTools(work, uses, false)
 		if work.Err() != nil {
 			return nil, t.fail(ctx, work, work.Err())
+		}
+		if len(interrupts) > 0 {
+			return t.pause(results, interrupts, resp.Message.Text()), nil
 		}
 		t.add(ctx, Message{Role: RoleUser, Content: results})
 		if cycle >= a.cfg.MaxCycles {
@@ -225,6 +248,23 @@ func (a *Agent) run(ctx context.Context, conv *Conversation, input []ContentBloc
 			return t.finish(StopMaxCycles, text), nil
 		}
 	}
+}
+
+// pause ends a turn whose last answer has uses that wait for a person: the
+// results of the others are kept for Answer.
+func (t *turn) pause(results []ContentBlock, interrupts []Interrupt, text string) *Result {
+	p := &Pending{Interrupts: interrupts}
+	for _, b := range results {
+		if b.ToolResult != nil {
+			p.Results = append(p.Results, b.ToolResult)
+		}
+	}
+	for i := range p.Interrupts {
+		t.send(Event{Interrupt: &p.Interrupts[i]})
+	}
+	res := t.finish(StopInterrupt, text)
+	res.Pending = p
+	return res
 }
 
 // workContext returns the context for the turn's work: ctx, ending Reserve
@@ -271,14 +311,20 @@ func (t *turn) add(ctx context.Context, m Message) {
 }
 
 // userMessage wraps the input in a user message. When the stored history ends
-// with tool uses that were never answered, because the process died between
-// a tool use and its result, the message answers them first, so the
-// persisted history becomes valid again.
+// with tool uses that were never answered, the message answers them first,
+// so the persisted history becomes valid again: a use the turn paused for
+// gets its kept result, or a denial; any other, because the process died
+// between a tool use and its result, an error result.
 func (t *turn) userMessage(input []ContentBlock) Message {
 	m := Message{Role: RoleUser}
 	if n := len(t.conv.Messages); n > 0 && t.conv.Messages[n-1].Role == RoleAssistant {
+		now := t.a.cfg.Now()
 		for _, u := range t.conv.Messages[n-1].ToolUses() {
-			m.Content = append(m.Content, ContentBlock{ToolResult: TextResult(u.ToolUseID, ToolError, interruptedText)})
+			r := pendingResult(t.conv.Pending, u.ToolUseID, now)
+			if r == nil {
+				r = TextResult(u.ToolUseID, ToolError, interruptedText)
+			}
+			m.Content = append(m.Content, ContentBlock{ToolResult: r})
 		}
 	}
 	m.Content = append(m.Content, input...)

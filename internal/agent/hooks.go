@@ -58,14 +58,21 @@ type AfterModelCallEvent struct {
 	Duration time.Duration
 }
 
-// BeforeToolCallEvent precedes each tool run. A callback may replace Tool, or
+// BeforeToolCallEvent precedes each tool run. A callback may replace Tool;
 // set Cancel to a reason, which the model receives as an error result instead
-// of the run.
+// of the run; or set Interrupt, which pauses the turn until a person approves
+// or denies the use (see Answer). Cancel wins over Interrupt.
 type BeforeToolCallEvent struct {
 	Use *ToolUseBlock
 	// Tool is nil when the model named a tool the agent does not have.
 	Tool   Tool
 	Cancel string
+	// Interrupt, when set, holds the use back for a person's approval. It
+	// is ignored when Approved.
+	Interrupt *InterruptRequest
+	// Approved is true when a person approved the use after an interrupt:
+	// the turn is resuming, and the tool runs unless a callback cancels it.
+	Approved bool
 }
 
 // AfterToolCallEvent follows each tool run. A callback may replace Result,

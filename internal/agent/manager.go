@@ -19,6 +19,9 @@ type Conversation struct {
 	Window WindowState
 	// State is the agent state.
 	State map[string]json.RawMessage
+	// Pending is what the last turn waits for, when it paused for a
+	// person.
+	Pending *Pending
 }
 
 // WindowState is what a conversation manager persists between turns. The

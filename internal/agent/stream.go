@@ -69,6 +69,9 @@ type Event struct {
 	ToolUse *ToolUseBlock
 	// ToolResult is a tool call's result, emitted when the tool finished.
 	ToolResult *ToolResultBlock
+	// Interrupt is a tool use that waits for a person, emitted when the
+	// turn pauses.
+	Interrupt *Interrupt
 }
 
 // Stream runs a turn as Run does and calls emit with what happens as it
@@ -82,14 +85,20 @@ func (a *Agent) Stream(ctx context.Context, conv *Conversation, input []ContentB
 		return nil, errors.New("agent: Stream needs an emit function")
 	}
 	before(ctx, a.cfg.Hooks.BeforeInvocation, &BeforeInvocationEvent{Conversation: conv, Input: input})
+	res, err := a.run(ctx, conv, input, serialized(emit))
+	after(ctx, a.cfg.Hooks.AfterInvocation, &AfterInvocationEvent{Result: res, Err: err})
+	return res, err
+}
+
+// serialized returns emit behind a lock: tools run concurrently, and emit
+// is never called concurrently.
+func serialized(emit func(Event)) func(Event) {
 	var mu sync.Mutex
-	res, err := a.run(ctx, conv, input, func(e Event) {
+	return func(e Event) {
 		mu.Lock()
 		defer mu.Unlock()
 		emit(e)
-	})
-	after(ctx, a.cfg.Hooks.AfterInvocation, &AfterInvocationEvent{Result: res, Err: err})
-	return res, err
+	}
 }
 
 // streamInterrupted reports a failure of a call whose answer had begun to stream.

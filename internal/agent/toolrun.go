@@ -2,7 +2,9 @@ package agent
 
 import (
 	"bytes"
+	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -15,30 +17,46 @@ import (
 // runTools runs the tool uses of one answer concurrently, at most
 // ToolConcurrency at a time, and returns their results in the order of the
 // uses. It never fails: every failure becomes an error result for the model.
-func (t *turn) runTools(ctx context.Context, uses []*ToolUseBlock) []ContentBlock {
+// A use that waits for a person does not run: it comes back as an
+// interrupt, and its slot in the results stays empty. approved says that a
+// person approved the uses, which then run.
+func (t *turn) runTools(ctx context.Context, uses []*ToolUseBlock, approved bool) ([]ContentBlock, []Interrupt) {
 	results := make([]ContentBlock, len(uses))
+	held := make([]*Interrupt, len(uses))
 	var g errgroup.Group
 	g.SetLimit(t.a.cfg.ToolConcurrency)
 	for i, u := range uses {
 		g.Go(func() error {
-			results[i] = ContentBlock{ToolResult: t.runTool(ctx, u)}
-			t.send(Event{ToolResult: results[i].ToolResult})
+			results[i].ToolResult, held[i] = t.runTool(ctx, u, approved)
+			if results[i].ToolResult != nil {
+				t.send(Event{ToolResult: results[i].ToolResult})
+			}
 			return nil
 		})
 	}
 	_ = g.Wait() // the goroutines return no errors
-	t.metrics.ToolCalls += len(uses)
-	return results
+	var interrupts []Interrupt
+	for _, in := range held {
+		if in != nil {
+			interrupts = append(interrupts, *in)
+		}
+	}
+	t.metrics.ToolCalls += len(uses) - len(interrupts)
+	return results, interrupts
 }
 
-func (t *turn) runTool(ctx context.Context, u *ToolUseBlock) *ToolResultBlock {
+// runTool runs one use, or returns the interrupt that holds it back.
+func (t *turn) runTool(ctx context.Context, u *ToolUseBlock, approved bool) (*ToolResultBlock, *Interrupt) {
 	hooks := &t.a.cfg.Hooks
 	start := time.Now()
-	ev := &BeforeToolCallEvent{Use: u}
+	ev := &BeforeToolCallEvent{Use: u, Approved: approved}
 	if r, ok := t.a.tools[u.Name]; ok {
 		ev.Tool = r.tool
 	}
 	before(ctx, hooks.BeforeToolCall, ev)
+	if in := t.interruptFor(u, ev); in != nil {
+		return nil, in
+	}
 
 	var result *ToolResultBlock
 	switch {
@@ -53,9 +71,44 @@ func (t *turn) runTool(ctx context.Context, u *ToolUseBlock) *ToolResultBlock {
 	aev := &AfterToolCallEvent{Use: u, Result: result, Duration: time.Since(start)}
 	after(ctx, hooks.AfterToolCall, aev)
 	if aev.Result == nil || aev.Result.ToolUseID != u.ToolUseID {
-		return result // a hook may replace the result, not detach it from its use
+		return result, nil // a hook may replace the result, not detach it from its use
 	}
-	return aev.Result
+	return aev.Result, nil
+}
+
+// interruptFor returns the interrupt that holds u back after the
+// BeforeToolCall hooks ran, or nil when it runs: a hook's, or the tool's
+// own when it waits for a person. Nothing holds back an approved use, a
+// cancelled one, or one whose input the tool would refuse anyway.
+func (t *turn) interruptFor(u *ToolUseBlock, ev *BeforeToolCallEvent) *Interrupt {
+	if ev.Approved || ev.Cancel != "" {
+		return nil
+	}
+	var in Interrupt
+	if r := ev.Interrupt; r != nil {
+		in = Interrupt{Kind: KindApproval, Name: cmp.Or(r.Name, "approval"), Reason: r.Reason, Payload: r.Payload}
+	} else if ir, ok := ev.Tool.(interrupter); ok {
+		if schema, err := t.a.schemaFor(ir); err != nil || schema.validate(inputOf(u)) != nil {
+			return nil
+		}
+		in = ir.interrupt(u)
+	} else {
+		return nil
+	}
+	in.ID, in.Tool, in.Input = u.ToolUseID, u.Name, inputOf(u)
+	if len(in.Payload) > 0 && !json.Valid(in.Payload) {
+		in.Payload = nil
+	}
+	in.ExpiresAt = t.a.cfg.Now().Add(t.a.cfg.InterruptTTL).UTC().Truncate(time.Second)
+	return &in
+}
+
+// inputOf returns u's input, with {} for none.
+func inputOf(u *ToolUseBlock) json.RawMessage {
+	if len(u.Input) == 0 {
+		return json.RawMessage("{}")
+	}
+	return u.Input
 }
 
 func (a *Agent) toolNames() string {
@@ -80,10 +133,7 @@ func (t *turn) invoke(ctx context.Context, tool Tool, u *ToolUseBlock) *ToolResu
 	if err != nil {
 		return TextResult(u.ToolUseID, ToolError, "The tool cannot be used: "+err.Error())
 	}
-	input := u.Input
-	if len(input) == 0 {
-		input = []byte("{}")
-	}
+	input := inputOf(u)
 	if problems := schema.validate(input); problems != nil {
 		return TextResult(u.ToolUseID, ToolError, "The input does not match the tool's schema:\n- "+strings.Join(problems, "\n- "))
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
@@ -129,6 +130,11 @@ func NewAgent(cfg *Config, client bedrock.ConverseAPI, opts Options) (*agent.Age
 	if err != nil {
 		return nil, err
 	}
+	for i, t := range builtins {
+		if slices.Contains(cfg.ApprovalTools, t.Spec().Name) {
+			builtins[i] = agent.RequireApproval(t)
+		}
+	}
 	return agent.New(agent.Config{
 		Model:               model,
 		System:              cfg.SystemPrompt,
@@ -137,6 +143,7 @@ func NewAgent(cfg *Config, client bedrock.ConverseAPI, opts Options) (*agent.Age
 		MaxCycles:           cfg.MaxCycles,
 		ContextWindowTokens: cfg.ContextWindowTokens,
 		Retry:               opts.Retry,
+		InterruptTTL:        cfg.InterruptTTL,
 		Hooks: agent.Hooks{
 			AfterToolCall: []func(context.Context, *agent.AfterToolCallEvent){
 				logToolErrors(cmp.Or(opts.Logger, slog.Default())),

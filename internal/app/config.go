@@ -3,8 +3,10 @@ package app
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/lambda-agent/lambda-agent/internal/agent"
 	"github.com/lambda-agent/lambda-agent/internal/httpapi"
@@ -30,9 +32,16 @@ type Config struct {
 	SummarizerModelID   string  // SUMMARIZER_MODEL_ID; empty means MODEL_ID
 	ContextWindowTokens int     // CONTEXT_WINDOW_TOKENS; 0 turns proactive reduction off
 	MaxCycles           int     // MAX_CYCLES, default 20
-	// Tools is TOOLS, a comma-separated list of built-ins; unset means all
-	// of them, and "none" none.
-	Tools            []string
+	// Tools is TOOLS, a comma-separated list of built-ins; unset means
+	// tools.Names, and "none" none.
+	Tools []string
+	// ApprovalTools is APPROVAL_TOOLS, a comma-separated list of enabled
+	// tools whose every use waits for a person's approval.
+	ApprovalTools []string
+	// InterruptTTL is INTERRUPT_TTL, a duration such as 30m or 24h, default
+	// 24h: how long interrupts wait for a response before they count as
+	// denied.
+	InterruptTTL     time.Duration
 	SessionTTLDays   int    // SESSION_TTL_DAYS, default 30; 0 keeps sessions forever
 	MaxMessageBytes  int    // MAX_MESSAGE_BYTES, default 262144, at most MaxMessageBytes
 	GuardrailID      string // GUARDRAIL_ID
@@ -76,6 +85,8 @@ func ConfigFromEnv(getenv func(string) string) (*Config, error) {
 		c.SummaryRatio = *r
 	}
 	c.Tools = p.tools("TOOLS")
+	c.ApprovalTools = p.approvalTools("APPROVAL_TOOLS", c.Tools)
+	c.InterruptTTL = p.duration("INTERRUPT_TTL", agent.DefaultInterruptTTL, time.Second, 365*24*time.Hour)
 	if (c.GuardrailID == "") != (c.GuardrailVersion == "") {
 		p.fail("GUARDRAIL_ID and GUARDRAIL_VERSION must be set together")
 	}
@@ -155,6 +166,42 @@ func (p *parser) boolean(name string) bool {
 	return b
 }
 
+func (p *parser) duration(name string, def, lo, hi time.Duration) time.Duration {
+	v := p.getenv(name)
+	if v == "" {
+		return def
+	}
+	d, err := time.ParseDuration(strings.TrimSpace(v))
+	if err != nil || d < lo || d > hi {
+		p.fail("%s=%q: want a duration from %s to %s, such as 30m or 24h", name, v, lo, hi)
+		return def
+	}
+	return d
+}
+
+// list reads a comma-separated list.
+func list(v string) []string {
+	var names []string
+	for _, n := range strings.Split(v, ",") {
+		if n = strings.TrimSpace(n); n != "" {
+			names = append(names, n)
+		}
+	}
+	return names
+}
+
+// approvalTools reads a list of tools that need approval, which must be
+// among the enabled ones: a name that is not would guard nothing.
+func (p *parser) approvalTools(name string, enabled []string) []string {
+	names := list(p.getenv(name))
+	for _, n := range names {
+		if !slices.Contains(enabled, n) {
+			p.fail("%s: %q is not an enabled tool; the enabled tools are %s", name, n, strings.Join(enabled, ", "))
+		}
+	}
+	return names
+}
+
 func (p *parser) tools(name string) []string {
 	v := p.getenv(name)
 	if v == "" {
@@ -163,12 +210,7 @@ func (p *parser) tools(name string) []string {
 	if v == "none" {
 		return nil
 	}
-	var names []string
-	for _, n := range strings.Split(v, ",") {
-		if n = strings.TrimSpace(n); n != "" {
-			names = append(names, n)
-		}
-	}
+	names := list(v)
 	if _, err := tools.ByName(names); err != nil {
 		p.fail("%s=%q: %v", name, v, err)
 	}

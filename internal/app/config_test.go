@@ -3,6 +3,7 @@ package app
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/lambda-agent/lambda-agent/internal/tools"
@@ -20,6 +21,7 @@ func TestConfigFromEnvDefaults(t *testing.T) {
 	want := &Config{
 		TableName: "t", ModelID: "m", Manager: "sliding", WindowSize: 40, SummaryRatio: 0.3,
 		PreserveRecent: 10, MaxCycles: 20, Tools: tools.Names, SessionTTLDays: 30, MaxMessageBytes: 262144,
+		InterruptTTL: 24 * time.Hour,
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("defaults (-want +got):\n%s", diff)
@@ -31,7 +33,8 @@ func TestConfigFromEnvReadsEverything(t *testing.T) {
 		"TABLE_NAME": "t", "MODEL_ID": "m", "SYSTEM_PROMPT": "be brief", "MAX_TOKENS": "1024",
 		"TEMPERATURE": "0.2", "CONVERSATION_MANAGER": "summarizing", "WINDOW_SIZE": "60",
 		"SUMMARY_RATIO": "0.5", "PRESERVE_RECENT_MESSAGES": "6", "SUMMARIZER_MODEL_ID": "small",
-		"CONTEXT_WINDOW_TOKENS": "200000", "MAX_CYCLES": "8", "TOOLS": "calculator, recall",
+		"CONTEXT_WINDOW_TOKENS": "200000", "MAX_CYCLES": "8", "TOOLS": "calculator, recall, ask_user",
+		"APPROVAL_TOOLS": "calculator", "INTERRUPT_TTL": "30m",
 		"SESSION_TTL_DAYS": "0", "MAX_MESSAGE_BYTES": "65536", "GUARDRAIL_ID": "g1",
 		"GUARDRAIL_VERSION": "3", "REQUIRE_AUTH": "true",
 	}))
@@ -42,7 +45,8 @@ func TestConfigFromEnvReadsEverything(t *testing.T) {
 	want := &Config{
 		TableName: "t", ModelID: "m", SystemPrompt: "be brief", MaxTokens: 1024, Temperature: &temp,
 		Manager: "summarizing", WindowSize: 60, SummaryRatio: 0.5, PreserveRecent: 6, SummarizerModelID: "small",
-		ContextWindowTokens: 200000, MaxCycles: 8, Tools: []string{"calculator", "recall"}, SessionTTLDays: 0,
+		ContextWindowTokens: 200000, MaxCycles: 8, Tools: []string{"calculator", "recall", "ask_user"}, SessionTTLDays: 0,
+		ApprovalTools: []string{"calculator"}, InterruptTTL: 30 * time.Minute,
 		MaxMessageBytes: 65536, GuardrailID: "g1", GuardrailVersion: "3", RequireAuth: true,
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
@@ -59,7 +63,7 @@ func TestConfigFromEnvReportsEveryProblem(t *testing.T) {
 		"MAX_TOKENS": "-1", "TEMPERATURE": "1.5", "CONVERSATION_MANAGER": "fancy", "WINDOW_SIZE": "1",
 		"SUMMARY_RATIO": "0.9", "MAX_CYCLES": "0", "TOOLS": "calculator,shell", "SESSION_TTL_DAYS": "1.5",
 		"MAX_MESSAGE_BYTES": "lots", "GUARDRAIL_ID": "g", "REQUIRE_AUTH": "yes please",
-		"CONTEXT_WINDOW_TOKENS": "12",
+		"CONTEXT_WINDOW_TOKENS": "12", "APPROVAL_TOOLS": "recall", "INTERRUPT_TTL": "forever",
 	}))
 	if err == nil {
 		t.Fatal("ConfigFromEnv accepted a broken environment")
@@ -68,6 +72,7 @@ func TestConfigFromEnvReportsEveryProblem(t *testing.T) {
 		"TABLE_NAME is required", "MODEL_ID is required", "MAX_TOKENS", "TEMPERATURE", "CONVERSATION_MANAGER",
 		"WINDOW_SIZE", "SUMMARY_RATIO", "MAX_CYCLES", `"shell"`, "SESSION_TTL_DAYS", "MAX_MESSAGE_BYTES",
 		"GUARDRAIL_ID and GUARDRAIL_VERSION", "REQUIRE_AUTH", "CONTEXT_WINDOW_TOKENS",
+		`APPROVAL_TOOLS: "recall" is not an enabled tool`, "INTERRUPT_TTL",
 	} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("the error does not mention %s:\n%v", want, err)

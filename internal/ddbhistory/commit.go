@@ -27,6 +27,13 @@ type Turn struct {
 	Hold *Hold
 	// Response is what the turn answered; it is stored only with a Hold.
 	Response json.RawMessage
+	// Earlier counts the session's last messages that the turn committed
+	// before, as a checkpoint: a replay of the turn returns them with
+	// Messages.
+	Earlier int
+	// Pending is what the turn waits for when it paused for a person; nil
+	// for a turn that ended. It replaces what the session had pending.
+	Pending *agent.Pending
 }
 
 // ErrOutcomeUnknown is a write whose context ended after it was sent: a
@@ -67,6 +74,9 @@ func (s *Store) Commit(ctx context.Context, sess *Session, turn Turn) error {
 	count := sess.Count + len(turn.Messages)
 	if w := turn.Window; w.Removed < 0 || w.Removed > count {
 		return invalidArgument("window starts at message %d of %d", w.Removed, count)
+	}
+	if turn.Earlier < 0 || turn.Earlier > sess.Count {
+		return invalidArgument("%d earlier messages of %d", turn.Earlier, sess.Count)
 	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("ddbhistory: commit %s: %w", sess.ID, err)
@@ -220,6 +230,13 @@ func (c *commit) sessionItem(turn Turn, now time.Time) (item, error) {
 	if c.title != "" {
 		meta[attrTitle] = str(c.title)
 	}
+	if turn.Pending != nil {
+		pending, err := json.Marshal(turn.Pending)
+		if err != nil {
+			return nil, fmt.Errorf("encode pending interrupts: %w", err)
+		}
+		meta[attrPending] = bin(compress(pending))
+	}
 	return meta, nil
 }
 
@@ -243,7 +260,8 @@ func (c *commit) committed(turn Turn, now time.Time) {
 	sess.Version++
 	sess.claimedUntil = c.claimedUntil
 	sess.Count += len(turn.Messages)
-	sess.Conversation = agent.Conversation{Window: turn.Window, State: turn.State}
+	sess.Conversation = agent.Conversation{Window: turn.Window, State: turn.State, Pending: turn.Pending}
+	sess.Resuming = false
 	sess.CreatedAt, sess.UpdatedAt = time.UnixMilli(c.created.UnixMilli()), time.UnixMilli(now.UnixMilli())
 	sess.ExpiresAt = time.Time{}
 	if c.expires > 0 {

@@ -75,11 +75,12 @@ func (s *Store) tombstone(ctx context.Context, pk string) (old, tombstone item, 
 			Key:       item{PartitionKey: str(pk), SortKey: str(skMeta)},
 			// Removing owner and created_at takes the session out of the
 			// owner index; the rest is the caller's data.
-			UpdateExpression:    aws.String("SET #deleted = :now, #version = if_not_exists(#version, :zero) + :one REMOVE #owner, #created, #title, #window, #state, #writer"),
+			UpdateExpression:    aws.String("SET #deleted = :now, #version = if_not_exists(#version, :zero) + :one REMOVE #owner, #created, #title, #window, #state, #writer, #pending, #resuming"),
 			ConditionExpression: aws.String("attribute_exists(#pk) AND attribute_not_exists(#deleted)"),
 			ExpressionAttributeNames: map[string]string{
 				"#pk": PartitionKey, "#deleted": attrDeleted, "#version": attrVersion, "#owner": attrOwner,
 				"#created": attrCreated, "#title": attrTitle, "#window": attrWindow, "#state": attrState, "#writer": attrWriter,
+				"#pending": attrPending, "#resuming": attrResuming,
 			},
 			ExpressionAttributeValues:           item{":now": num(now.UnixMilli()), ":zero": num(0), ":one": num(1)},
 			ReturnValues:                        types.ReturnValueAllOld,

@@ -101,8 +101,8 @@ func (s *Store) recordWrites(sess *Session, turn Turn, incarnation string, now t
 		PartitionKey: str(partitionKey(sess.Key)),
 		SortKey:      str(skResponse + turn.Hold.Key),
 		attrResponse: bin(compress(turn.Response)),
-		attrFirst:    num(sess.Count),
-		attrCount:    num(len(turn.Messages)),
+		attrFirst:    num(sess.Count - turn.Earlier),
+		attrCount:    num(turn.Earlier + len(turn.Messages)),
 		TTLAttribute: expires,
 	}
 	return []write{{s.put(record, c), itemSize(record)}, {s.put(resp, nil), itemSize(resp)}}

@@ -50,6 +50,8 @@ const (
 	attrTitle       = "title"
 	attrDeleted     = "deleted_at"
 	attrWriter      = "writer"
+	attrPending     = "pending"
+	attrResuming    = "resuming_until"
 )
 
 type item = map[string]types.AttributeValue

@@ -130,6 +130,9 @@ type Session struct {
 	// Replay is what the idempotency key given to Load recorded, when a
 	// turn with that key was committed.
 	Replay *Replay
+	// Resuming is true while a request that claimed the session's pending
+	// interrupts (ClaimPending) may still be running their tools.
+	Resuming bool
 
 	incarnation  string // tells this session from an earlier one with its key
 	claimedUntil int64  // when the claim on the session id expires; 0 never
@@ -251,6 +254,7 @@ func (s *Store) loadWindow(ctx context.Context, key Key, skipUnseen bool) (*Sess
 	if err != nil {
 		return nil, err
 	}
+	sess.Resuming = getN(meta, attrResuming) > now.Unix()
 	from := sess.Conversation.Window.Removed
 	msgs := newMessageSet()
 	msgs.add(out.Items[1:], now)
@@ -340,6 +344,15 @@ func decodeMeta(key Key, it item) (*Session, error) {
 	if st := getS(it, attrState); st != "" {
 		if err := json.Unmarshal([]byte(st), &sess.Conversation.State); err != nil {
 			return nil, fmt.Errorf("decode agent state: %w", err)
+		}
+	}
+	if p := getB(it, attrPending); p != nil {
+		raw, err := decompress(p)
+		if err == nil {
+			err = json.Unmarshal(raw, &sess.Conversation.Pending)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("decode pending interrupts: %w", err)
 		}
 	}
 	w := &sess.Conversation.Window

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -303,6 +304,15 @@ func TestConfigReadsTemplate(t *testing.T) {
 			check: func(t *testing.T, c *app.Config) {
 				if !c.RequireAuth {
 					t.Error("RequireAuth = false with the JWT authorizer on")
+				}
+			},
+		},
+		{
+			name:      "approvals",
+			overrides: map[string]string{"Tools": "calculator,ask_user", "ApprovalTools": "calculator", "InterruptTtl": "30m"},
+			check: func(t *testing.T, c *app.Config) {
+				if !slices.Equal(c.ApprovalTools, []string{"calculator"}) || c.InterruptTTL != 30*time.Minute || !slices.Contains(c.Tools, "ask_user") {
+					t.Errorf("config = %+v", c)
 				}
 			},
 		},

@@ -40,6 +40,8 @@ var envVars = []string{
 	"CONTEXT_WINDOW_TOKENS",
 	"MAX_CYCLES",
 	"TOOLS",
+	"APPROVAL_TOOLS",
+	"INTERRUPT_TTL",
 	"SESSION_TTL_DAYS",
 	"MAX_MESSAGE_BYTES",
 	"GUARDRAIL_ID",
@@ -698,7 +700,7 @@ func TestParameters(t *testing.T) {
 	if got, want := *toolsParam.Default, strings.Join(tools.Names, ","); got != want {
 		t.Errorf("Tools default = %q, want %q (tools.Names)", got, want)
 	}
-	for _, name := range tools.Names {
+	for _, name := range append(slices.Clone(tools.Names), tools.Optional...) {
 		if !toolsParam.allowed(t, name) {
 			t.Errorf("Tools does not accept the built-in tool %q", name)
 		}
@@ -706,6 +708,18 @@ func TestParameters(t *testing.T) {
 	for _, bad := range []string{"calculator, recall", "calculator,", "bogus"} {
 		if toolsParam.allowed(t, bad) {
 			t.Errorf("Tools accepts %q", bad)
+		}
+	}
+	// ApprovalTools offers the tools that run code; ask_user always waits.
+	approvals := tp.Parameters["ApprovalTools"]
+	for _, name := range append([]string{"", strings.Join(tools.Names, ",")}, tools.Names...) {
+		if !approvals.allowed(t, name) {
+			t.Errorf("ApprovalTools does not accept %q", name)
+		}
+	}
+	for _, bad := range []string{"ask_user", "calculator, recall", "bogus"} {
+		if approvals.allowed(t, bad) {
+			t.Errorf("ApprovalTools accepts %q", bad)
 		}
 	}
 }

@@ -55,10 +55,16 @@ func errorFor(err error) *Error {
 		return &Error{Status: http.StatusUnprocessableEntity, Code: "idempotency_key_reused", Message: "this Idempotency-Key was used for a different request; use a new key for a new request", err: err}
 	case errors.Is(err, turn.ErrInProgress):
 		return &Error{Status: http.StatusConflict, Code: "in_progress", Message: "a request with this Idempotency-Key is still running; retry shortly to get its response", RetryAfter: 2, err: err}
+	case errors.Is(err, turn.ErrResuming):
+		return &Error{Status: http.StatusConflict, Code: "conflict", Message: "another request is resuming this session's interrupted turn; nothing was done, so retry shortly to see its outcome", RetryAfter: 2, err: err}
+	case errors.Is(err, turn.ErrNothingPending):
+		return &Error{Status: http.StatusConflict, Code: "no_interrupt_pending", Message: "the session has no pending interrupts to respond to: the turn was resumed already, or never paused; GET the session to see where it stands", err: err}
 	case errors.Is(err, turn.ErrReplayGone):
 		return &Error{Status: http.StatusNotFound, Code: "not_found", Message: "the request with this Idempotency-Key was answered, but the session it went to has been deleted since", err: err}
 	}
 	var (
+		pe *turn.PendingError
+		re *agent.ResponsesError
 		ie *agent.InputError
 		me *agent.ModelError
 		se *agent.StructuredError
@@ -67,6 +73,22 @@ func errorFor(err error) *Error {
 		te *ddbhistory.TableError
 	)
 	switch {
+	case errors.As(err, &pe):
+		return &Error{
+			Status:  http.StatusConflict,
+			Code:    "interrupt_pending",
+			Message: fmt.Sprintf("the session's last turn waits for responses to %s; send responses to resume it, or set deny_pending to deny them and send the message", plural(len(pe.Interrupts), "interrupt")),
+			Details: map[string]any{"interrupts": pe.Interrupts},
+			err:     err,
+		}
+	case errors.As(err, &re):
+		return &Error{
+			Status:  http.StatusBadRequest,
+			Code:    "invalid_responses",
+			Message: re.Error(),
+			Details: map[string][]string{"missing": nonNil(re.Missing), "unknown": nonNil(re.Unknown), "problems": nonNil(re.Problems)},
+			err:     err,
+		}
 	case errors.As(err, &ie) && ie.Kind == agent.ErrInvalidSchema:
 		return &Error{Status: http.StatusBadRequest, Code: "invalid_schema", Message: ie.Error(), err: err}
 	case errors.As(err, &ie):
@@ -132,4 +154,20 @@ func errorFor(err error) *Error {
 // names what is missing and the setting that fixes it.
 func misconfigured(err error, format string, args ...any) *Error {
 	return &Error{Status: http.StatusInternalServerError, Code: "misconfigured", Message: fmt.Sprintf(format, args...), err: err}
+}
+
+// plural counts n of noun, in English.
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// nonNil returns s, or an empty list for nil, so that JSON shows [].
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
 }

@@ -14,11 +14,18 @@ import (
 )
 
 // ChatRequest is the body of POST /chat: a message, or content blocks in
-// Bedrock's shape.
+// Bedrock's shape; or, for a session whose turn waits for a person, the
+// responses to its interrupts.
 type ChatRequest struct {
 	SessionID *string           `json:"session_id,omitempty"`
 	Message   *string           `json:"message,omitempty"`
 	Content   []json.RawMessage `json:"content,omitempty"`
+	// Responses answer the session's pending interrupts and resume its
+	// turn; they come without a message.
+	Responses []agent.Response `json:"responses,omitempty"`
+	// DenyPending denies the session's pending interrupts, so that the
+	// message can be sent.
+	DenyPending bool `json:"deny_pending,omitempty"`
 }
 
 // ChatResponse is the answer to POST /chat.
@@ -65,11 +72,36 @@ func (h *Handler) chatRequest(r *http.Request, rec *record) (turn.Chat, *Error) 
 	if req.SessionID, e = namedSession(in.SessionID, rec); e != nil {
 		return turn.Chat{}, e
 	}
+	if in.Responses != nil {
+		return turn.Chat{Request: req, Responses: in.Responses}, resumeRequest(&in)
+	}
 	input, e := content("message", in.Message, in.Content, h.cfg.MaxMessageBytes)
 	if e != nil {
 		return turn.Chat{}, e
 	}
-	return turn.Chat{Request: req, Content: input}, nil
+	return turn.Chat{Request: req, Content: input, DenyPending: in.DenyPending}, nil
+}
+
+// maxResponses bounds the responses of one request: the interrupts of one
+// answer, which are its tool uses.
+const maxResponses = 100
+
+// resumeRequest checks a request that responds to interrupts, before the
+// session is read: what a response must hold whatever it answers.
+func resumeRequest(in *ChatRequest) *Error {
+	switch {
+	case in.Message != nil || in.Content != nil:
+		return badRequest("invalid_request", "responses resume the paused turn, and come without a message or content; send the message in a later request, or deny_pending with it")
+	case in.DenyPending:
+		return badRequest("invalid_request", "send either responses or deny_pending, not both")
+	case in.SessionID == nil:
+		return badRequest("invalid_request", "responses need the session_id of the session whose interrupts they answer")
+	case len(in.Responses) == 0:
+		return badRequest("invalid_request", "responses is empty: answer each pending interrupt, as listed by GET /sessions/{id}")
+	case len(in.Responses) > maxResponses:
+		return badRequest("invalid_request", "%d responses; at most %d", len(in.Responses), maxResponses)
+	}
+	return nil
 }
 
 func (h *Handler) chat(r *http.Request, rec *record) (int, []byte, error) {
@@ -110,6 +142,7 @@ func namedSession(id *string, rec *record) (string, *Error) {
 // StructuredRequest is the body of POST /structured.
 type StructuredRequest struct {
 	SessionID   *string         `json:"session_id,omitempty"`
+	DenyPending bool            `json:"deny_pending,omitempty"`
 	Prompt      *string         `json:"prompt"`
 	Schema      json.RawMessage `json:"schema"`
 	Name        string          `json:"name,omitempty"`
@@ -144,6 +177,7 @@ func (h *Handler) structured(r *http.Request, rec *record) (int, []byte, error) 
 	}
 	out, err := h.cfg.Turns.Structured(r.Context(), turn.Structured{
 		Request:     req,
+		DenyPending: in.DenyPending,
 		Prompt:      prompt,
 		Schema:      schema,
 		Name:        in.Name,
@@ -226,8 +260,11 @@ type SessionResponse struct {
 	CreatedAt time.Time                  `json:"created_at"`
 	UpdatedAt time.Time                  `json:"updated_at"`
 	// ExpiresAt is null for a session that never expires.
-	ExpiresAt  *time.Time `json:"expires_at"`
-	NextCursor string     `json:"next_cursor,omitempty"`
+	ExpiresAt *time.Time `json:"expires_at"`
+	// Interrupts are what the session's last turn waits for: its live
+	// interrupts, which POST /chat answers with responses.
+	Interrupts []agent.Interrupt `json:"interrupts"`
+	NextCursor string            `json:"next_cursor,omitempty"`
 }
 
 // Page sizes of GET /sessions/{sessionId}.
@@ -267,6 +304,9 @@ func (h *Handler) getSession(r *http.Request, rec *record) (int, []byte, error) 
 	}
 	if out.State == nil {
 		out.State = map[string]json.RawMessage{}
+	}
+	if out.Interrupts = s.Conversation.Pending.Live(time.Now()); out.Interrupts == nil {
+		out.Interrupts = []agent.Interrupt{}
 	}
 	if sum := s.Conversation.Window.Summary; sum != "" {
 		out.Summary = &sum

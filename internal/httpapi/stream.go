@@ -16,12 +16,14 @@ import (
 
 // The events of a streamed chat turn, in Server-Sent Events' "event" field.
 // A stream is start, then text, tool_use and tool_result in the order they
-// happen, then done or error. Each event's data is one JSON object.
+// happen, an interrupt for each tool use the turn pauses for, then done or
+// error. Each event's data is one JSON object.
 const (
 	EventStart      = "start"       // {"session_id"}
 	EventText       = "text"        // {"delta"}: a piece of the model's text
 	EventToolUse    = "tool_use"    // {"id","name","input"}
 	EventToolResult = "tool_result" // {"id","status","preview"}
+	EventInterrupt  = "interrupt"   // an interrupt: a tool use that waits for a person
 	EventDone       = "done"        // a ChatResponse: the turn is committed
 	EventError      = "error"       // {"error":{"code","message"}}: nothing was committed
 )
@@ -109,6 +111,8 @@ func (s *sse) Event(e agent.Event) {
 		s.event(EventToolUse, map[string]any{"id": e.ToolUse.ToolUseID, "name": e.ToolUse.Name, "input": e.ToolUse.Input})
 	case e.ToolResult != nil:
 		s.event(EventToolResult, ToolResultPreview{ID: e.ToolResult.ToolUseID, Status: e.ToolResult.Status, Preview: preview(e.ToolResult)})
+	case e.Interrupt != nil:
+		s.event(EventInterrupt, e.Interrupt)
 	}
 }
 

@@ -12,8 +12,14 @@ import (
 	"github.com/lambda-agent/lambda-agent/internal/agent"
 )
 
-// Names are the built-in tools, in the order the deployment lists them.
+// Names are the built-in tools a deployment enables by default, in the
+// order it lists them.
 var Names = []string{"calculator", "current_time", "remember", "recall"}
+
+// Optional are the built-in tools enabled only by name. ask_user pauses
+// turns for a person, which a client must then answer (see
+// agent.AskUser), so no deployment gets it without asking.
+var Optional = []string{agent.AskUserName}
 
 // extra holds tools that only test builds include (see slow.go).
 var extra = map[string]func() agent.Tool{}
@@ -32,10 +38,12 @@ func ByName(names []string) ([]agent.Tool, error) {
 			t = Remember()
 		case "recall":
 			t = Recall()
+		case agent.AskUserName:
+			t = agent.AskUser()
 		default:
 			build, ok := extra[name]
 			if !ok {
-				return nil, fmt.Errorf("tools: unknown tool %q; the built-ins are %s", name, strings.Join(Names, ", "))
+				return nil, fmt.Errorf("tools: unknown tool %q; the built-ins are %s", name, strings.Join(append(slices.Clone(Names), Optional...), ", "))
 			}
 			t = build()
 		}

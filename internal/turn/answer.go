@@ -19,6 +19,9 @@ type ChatAnswer struct {
 	Metrics    Metrics          `json:"metrics"`
 	// Window says which stored messages the model sees from now on.
 	Window Window `json:"window"`
+	// Interrupts, with stop reason "interrupt", are the tool uses that
+	// wait for a person's response.
+	Interrupts []agent.Interrupt `json:"interrupts,omitempty"`
 }
 
 // StructuredAnswer is the answer to a structured turn, as POST /structured
@@ -62,7 +65,15 @@ func chatAnswer(sessionID string, res *agent.Result) ChatAnswer {
 		Usage:      res.Usage,
 		Metrics:    metricsOf(res),
 		Window:     WindowOf(res.Window),
+		Interrupts: interruptsOf(res.Pending),
 	}
+}
+
+func interruptsOf(p *agent.Pending) []agent.Interrupt {
+	if p == nil {
+		return nil
+	}
+	return p.Interrupts
 }
 
 func metricsOf(r *agent.Result) Metrics {

@@ -202,3 +202,25 @@ func (a *fakeAgent) calls() int {
 	defer a.mu.Unlock()
 	return a.runs
 }
+
+// ClaimPending bumps the session's version, as the store's claim does; the
+// fake keeps no pending interrupts, so the tests here never resume.
+func (f *fakeStore) ClaimPending(_ context.Context, sess *ddbhistory.Session) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	st := f.sessions[sess.Key]
+	if st == nil || st.version != sess.Version {
+		return ddbhistory.ErrConflict
+	}
+	st.version++
+	sess.Version++
+	return nil
+}
+
+func (a *fakeAgent) Answer(context.Context, *agent.Conversation, []agent.Response, func(agent.Event)) (*agent.Result, error) {
+	return nil, agent.ErrNothingPending
+}
+
+func (a *fakeAgent) Continue(ctx context.Context, conv *agent.Conversation, _ func(agent.Event)) (*agent.Result, error) {
+	return a.result(ctx, conv, []agent.ContentBlock{agent.Text("continue")})
+}

@@ -29,6 +29,9 @@ type Store interface {
 	Commit(ctx context.Context, sess *ddbhistory.Session, turn ddbhistory.Turn) error
 	// Release frees the hold of a turn that did not commit.
 	Release(ctx context.Context, hold *ddbhistory.Hold) error
+	// ClaimPending claims a session's pending interrupts for the request
+	// that resumes them.
+	ClaimPending(ctx context.Context, sess *ddbhistory.Session) error
 	// Transcript reads stored messages, which a replayed chat answer
 	// carries.
 	Transcript(ctx context.Context, key ddbhistory.Key, cursor string, limit int) (*ddbhistory.Page, error)
@@ -41,6 +44,8 @@ type Agent interface {
 	Run(ctx context.Context, conv *agent.Conversation, input []agent.ContentBlock) (*agent.Result, error)
 	Stream(ctx context.Context, conv *agent.Conversation, input []agent.ContentBlock, emit func(agent.Event)) (*agent.Result, error)
 	Structured(ctx context.Context, conv *agent.Conversation, req agent.StructuredRequest) (*agent.StructuredResult, error)
+	Answer(ctx context.Context, conv *agent.Conversation, responses []agent.Response, emit func(agent.Event)) (*agent.Result, error)
+	Continue(ctx context.Context, conv *agent.Conversation, emit func(agent.Event)) (*agent.Result, error)
 }
 
 var (
@@ -60,7 +65,28 @@ var (
 	// ErrReplayGone is a retry of a committed request whose session has
 	// been deleted since, and its answer with it.
 	ErrReplayGone = errors.New("the request with the idempotency key was answered, but its session has been deleted since")
+	// ErrInterruptPending is a message or a structured prompt for a session
+	// whose last turn waits for a person; the error is a *PendingError.
+	ErrInterruptPending = errors.New("the session's last turn waits for responses to its interrupts")
+	// ErrResuming is a turn on a session whose interrupts another request
+	// is answering (see ddbhistory.Store.ClaimPending).
+	ErrResuming = errors.New("another request is resuming the session's interrupted turn")
+	// ErrNothingPending is a response to interrupts for a session that has
+	// none pending.
+	ErrNothingPending = errors.New("the session has no pending interrupts")
 )
+
+// PendingError lists the interrupts a session waits for.
+type PendingError struct {
+	Interrupts []agent.Interrupt
+}
+
+func (e *PendingError) Error() string {
+	return fmt.Sprintf("%s (%d pending)", ErrInterruptPending, len(e.Interrupts))
+}
+
+// Is makes errors.Is(err, ErrInterruptPending) true.
+func (e *PendingError) Is(target error) bool { return target == ErrInterruptPending }
 
 // StoreMargin is how long before the context's deadline the store calls of
 // a turn give up, so that there is always time to answer.
@@ -109,10 +135,19 @@ func Fingerprint(kind string, body []byte) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// Chat is a chat turn: a user message, answered by the agent's loop.
+// Chat is a chat turn: a user message, answered by the agent's loop; or
+// the responses to the interrupts a session's last turn paused for, which
+// continue that turn.
 type Chat struct {
 	Request
 	Content []agent.ContentBlock
+	// Responses answer the session's pending interrupts, and resume the
+	// turn. Content must then be empty.
+	Responses []agent.Response
+	// DenyPending denies the session's pending interrupts, if any, so that
+	// Content can be sent; without it, a session with live interrupts
+	// refuses a message with a *PendingError.
+	DenyPending bool
 	// Sink, when set, streams the turn as it happens.
 	Sink Sink
 }
@@ -129,6 +164,8 @@ type Sink interface {
 // against a schema.
 type Structured struct {
 	Request
+	// DenyPending is Chat's.
+	DenyPending bool
 	Prompt      []agent.ContentBlock
 	Schema      agent.Schema
 	Name        string
@@ -148,8 +185,14 @@ type Outcome[A any] struct {
 
 // Chat runs a chat turn.
 func (s *Service) Chat(ctx context.Context, c Chat) (*Outcome[ChatAnswer], error) {
+	if len(c.Responses) > 0 {
+		return s.resume(ctx, c)
+	}
 	return run(ctx, s, c.Request, job[ChatAnswer]{
-		run: func(ctx context.Context, sess *ddbhistory.Session) (*agent.Result, ChatAnswer, error) {
+		run: func(ctx, _ context.Context, sess *ddbhistory.Session) (*done[ChatAnswer], error) {
+			if err := checkPending(sess, c.DenyPending); err != nil {
+				return nil, err
+			}
 			var res *agent.Result
 			var err error
 			if c.Sink != nil {
@@ -159,14 +202,11 @@ func (s *Service) Chat(ctx context.Context, c Chat) (*Outcome[ChatAnswer], error
 				res, err = s.agent.Run(ctx, &sess.Conversation, c.Content)
 			}
 			if err != nil {
-				return nil, ChatAnswer{}, err
+				return nil, err
 			}
-			return res, chatAnswer(sess.ID, res), nil
+			return &done[ChatAnswer]{res, chatAnswer(sess.ID, res), 0}, nil
 		},
-		stored: func(a ChatAnswer) any {
-			a.Messages = nil // the transcript holds them; replays read them back
-			return a
-		},
+		stored: storedChat,
 		replay: s.replayChat,
 	})
 }
@@ -174,7 +214,10 @@ func (s *Service) Chat(ctx context.Context, c Chat) (*Outcome[ChatAnswer], error
 // Structured runs a structured turn.
 func (s *Service) Structured(ctx context.Context, st Structured) (*Outcome[StructuredAnswer], error) {
 	return run(ctx, s, st.Request, job[StructuredAnswer]{
-		run: func(ctx context.Context, sess *ddbhistory.Session) (*agent.Result, StructuredAnswer, error) {
+		run: func(ctx, _ context.Context, sess *ddbhistory.Session) (*done[StructuredAnswer], error) {
+			if err := checkPending(sess, st.DenyPending); err != nil {
+				return nil, err
+			}
 			res, err := s.agent.Structured(ctx, &sess.Conversation, agent.StructuredRequest{
 				Prompt:      st.Prompt,
 				Schema:      st.Schema,
@@ -182,15 +225,15 @@ func (s *Service) Structured(ctx context.Context, st Structured) (*Outcome[Struc
 				Description: st.Description,
 			})
 			if err != nil {
-				return nil, StructuredAnswer{}, err
+				return nil, err
 			}
-			return &res.Result, StructuredAnswer{
+			return &done[StructuredAnswer]{Result: &res.Result, Answer: StructuredAnswer{
 				SessionID: sess.ID,
 				Data:      res.Data,
 				Attempts:  res.Attempts,
 				Usage:     res.Usage,
 				Metrics:   metricsOf(&res.Result),
-			}, nil
+			}}, nil
 		},
 		stored: func(a StructuredAnswer) any { return a },
 		replay: func(_ context.Context, _ ddbhistory.Key, r *ddbhistory.Replay) (StructuredAnswer, error) {
@@ -204,11 +247,20 @@ func (s *Service) Structured(ctx context.Context, st Structured) (*Outcome[Struc
 }
 
 // job is one kind of turn: how to run it, what of its answer to store for
-// replays, and how to answer a replay.
+// replays, and how to answer a replay. run gets the turn's context and the
+// one for its store calls.
 type job[A any] struct {
-	run    func(ctx context.Context, sess *ddbhistory.Session) (*agent.Result, A, error)
+	run    func(ctx, storeCtx context.Context, sess *ddbhistory.Session) (*done[A], error)
 	stored func(A) any
 	replay func(ctx context.Context, key ddbhistory.Key, r *ddbhistory.Replay) (A, error)
+}
+
+// done is a turn that ran: what to commit, and the answer. Earlier counts
+// the messages of the turn that a checkpoint committed already.
+type done[A any] struct {
+	Result  *agent.Result
+	Answer  A
+	Earlier int
 }
 
 // run runs one turn on a session and commits it: load (or start) the
@@ -251,27 +303,29 @@ func run[A any](ctx context.Context, s *Service, req Request, j job[A]) (*Outcom
 
 // commitRun runs the turn on sess and commits it with hold.
 func commitRun[A any](ctx, storeCtx context.Context, s *Service, sess *ddbhistory.Session, hold *ddbhistory.Hold, j job[A]) (*Outcome[A], error) {
-	res, answer, err := j.run(ctx, sess)
+	d, err := j.run(ctx, storeCtx, sess)
 	if err != nil {
 		return nil, err
 	}
 	var stored []byte
 	if hold != nil {
-		if stored, err = json.Marshal(j.stored(answer)); err != nil {
+		if stored, err = json.Marshal(j.stored(d.Answer)); err != nil {
 			return nil, fmt.Errorf("turn: encode the answer: %w", err)
 		}
 	}
 	err = s.store.Commit(storeCtx, sess, ddbhistory.Turn{
-		Messages: res.Messages,
-		Window:   res.Window,
-		State:    res.State,
+		Messages: d.Result.Messages,
+		Window:   d.Result.Window,
+		State:    d.Result.State,
+		Pending:  d.Result.Pending,
 		Hold:     hold,
 		Response: stored,
+		Earlier:  d.Earlier,
 	})
 	if err != nil {
-		return nil, &CommitError{Result: res, Err: err}
+		return nil, &CommitError{Result: d.Result, Err: err}
 	}
-	return &Outcome[A]{Answer: answer, Result: res}, nil
+	return &Outcome[A]{Answer: d.Answer, Result: d.Result}, nil
 }
 
 // sessionID returns the session a turn goes to: the one named, or a new id.
@@ -335,6 +389,13 @@ func replay[A any](ctx context.Context, key ddbhistory.Key, req Request, r *ddbh
 		return nil, err
 	}
 	return &Outcome[A]{Answer: answer, Replayed: true}, nil
+}
+
+// storedChat is what the store keeps of a chat answer for replays: all but
+// its messages, which the transcript holds and replays read back.
+func storedChat(a ChatAnswer) any {
+	a.Messages = nil
+	return a
 }
 
 // replayChat reads a replayed chat answer: the stored answer, and the

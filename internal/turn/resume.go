@@ -1,0 +1,109 @@
+package turn
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/lambda-agent/lambda-agent/internal/agent"
+	"github.com/lambda-agent/lambda-agent/internal/ddbhistory"
+)
+
+// checkPending refuses a new message or prompt for sess while its last
+// turn waits for a person, unless deny says to deny what waits, and while
+// another request resumes that turn.
+func checkPending(sess *ddbhistory.Session, deny bool) error {
+	if sess.Resuming {
+		return ErrResuming
+	}
+	if live := sess.Conversation.Pending.Live(time.Now()); len(live) > 0 && !deny {
+		return &PendingError{Interrupts: live}
+	}
+	return nil
+}
+
+// resume continues the turn that sess's pending interrupts paused, with
+// the person's responses. It runs in two commits, so that a tool a person
+// approved runs at most once: the first, a checkpoint, stores the results
+// that answer the paused tool uses, once the tools ran; the second the rest
+// of the turn. Before any tool runs, the interrupts are claimed, so that of
+// two resumes that race only one runs them. When the rest of the turn
+// fails, the session keeps the results, and a retry of the request, which
+// finds them, continues from there without running a tool again.
+func (s *Service) resume(ctx context.Context, c Chat) (*Outcome[ChatAnswer], error) {
+	if len(c.Content) > 0 || c.DenyPending {
+		return nil, errors.New("turn: responses come without content and without DenyPending")
+	}
+	return run(ctx, s, c.Request, job[ChatAnswer]{
+		run: func(ctx, storeCtx context.Context, sess *ddbhistory.Session) (*done[ChatAnswer], error) {
+			var emit func(agent.Event)
+			if c.Sink != nil {
+				c.Sink.Start(sess.ID)
+				emit = c.Sink.Event
+			}
+			conv := &sess.Conversation
+			var first *agent.Result
+			switch {
+			case sess.Version == 0:
+				return nil, ErrNothingPending
+			case sess.Resuming:
+				return nil, ErrResuming
+			case conv.Pending != nil:
+				if err := conv.Pending.Check(c.Responses, time.Now()); err != nil {
+					return nil, err
+				}
+				if err := s.store.ClaimPending(storeCtx, sess); err != nil {
+					return nil, err
+				}
+				var err error
+				if first, err = s.agent.Answer(ctx, conv, c.Responses, emit); err != nil {
+					return nil, err
+				}
+				window := append(conv.Messages, first.Messages...)
+				if err := s.store.Commit(storeCtx, sess, ddbhistory.Turn{Messages: first.Messages, Window: first.Window, State: first.State}); err != nil {
+					return nil, &CommitError{Result: first, Err: err}
+				}
+				conv.Messages = window
+			case !answered(conv.Messages, c.Responses):
+				return nil, ErrNothingPending
+			}
+			res, err := s.agent.Continue(ctx, conv, emit)
+			if err != nil {
+				return nil, err
+			}
+			answer := chatAnswer(sess.ID, res)
+			if first == nil {
+				return &done[ChatAnswer]{Result: res, Answer: answer}, nil
+			}
+			res.Metrics.ToolCalls += first.Metrics.ToolCalls
+			res.Metrics.Duration += first.Metrics.Duration
+			answer = chatAnswer(sess.ID, res)
+			answer.Messages = append(first.Messages, res.Messages...)
+			return &done[ChatAnswer]{Result: res, Answer: answer, Earlier: len(first.Messages)}, nil
+		},
+		stored: storedChat,
+		replay: s.replayChat,
+	})
+}
+
+// answered reports whether msgs end with the user message that answered
+// the tool uses responses name: a resume whose results were committed, and
+// whose turn did not finish.
+func answered(msgs []agent.Message, responses []agent.Response) bool {
+	n := len(msgs)
+	if n == 0 || msgs[n-1].Role != agent.RoleUser {
+		return false
+	}
+	ids := make(map[string]bool)
+	for _, b := range msgs[n-1].Content {
+		if b.ToolResult != nil {
+			ids[b.ToolResult.ToolUseID] = true
+		}
+	}
+	for _, r := range responses {
+		if !ids[r.InterruptID] {
+			return false
+		}
+	}
+	return true
+}
