@@ -3,6 +3,7 @@ package agent_test
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -91,6 +92,46 @@ func ExampleHooks() {
 	// Output:
 	// error: The tool call was cancelled: card numbers are not stored
 	// success: Remembered colour.
+}
+
+func ExampleInterruptRequest() {
+	// Refunds over 100 wait for a person's approval.
+	hooks := agent.Hooks{
+		BeforeToolCall: []func(context.Context, *agent.BeforeToolCallEvent){
+			func(ctx context.Context, e *agent.BeforeToolCallEvent) {
+				var in struct{ Amount float64 }
+				if e.Use.Name == "refund" && json.Unmarshal(e.Use.Input, &in) == nil && in.Amount > 100 {
+					e.Interrupt = &agent.InterruptRequest{
+						Name:    "large_refund",
+						Reason:  fmt.Sprintf("A refund of $%.2f needs a manager's approval.", in.Amount),
+						Payload: e.Use.Input,
+					}
+				}
+			},
+		},
+	}
+
+	refund, _ := agent.NewFuncTool("refund", "Refund an order.",
+		func(ctx context.Context, call *agent.ToolCall, in struct {
+			Amount float64 `json:"amount"`
+		}) (string, error) {
+			return fmt.Sprintf("Refunded $%.2f.", in.Amount), nil
+		})
+	model := exampleModel(conversetest.ToolUse("t1", "refund", map[string]any{"amount": 120}))
+	a, err := agent.New(agent.Config{Model: model, Tools: []agent.Tool{refund}, Hooks: hooks})
+	if err != nil {
+		panic(err)
+	}
+	res, err := a.Run(context.Background(), &agent.Conversation{}, []agent.ContentBlock{agent.Text("refund my $120 order")})
+	if err != nil {
+		panic(err)
+	}
+	in := res.Pending.Interrupts[0]
+	fmt.Println(res.StopReason, in.Name, in.Tool, string(in.Payload))
+	fmt.Println(in.Reason)
+	// Output:
+	// interrupt large_refund refund {"amount":120}
+	// A refund of $120.00 needs a manager's approval.
 }
 
 // exampleModel is the Bedrock model on a Converse stand-in that answers

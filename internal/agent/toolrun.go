@@ -99,7 +99,8 @@ func (t *turn) interruptFor(u *ToolUseBlock, ev *BeforeToolCallEvent) *Interrupt
 	if len(in.Payload) > 0 && !json.Valid(in.Payload) {
 		in.Payload = nil
 	}
-	in.ExpiresAt = t.a.cfg.Now().Add(t.a.cfg.InterruptTTL).UTC().Truncate(time.Second)
+	// Whole seconds, rounded up: an interrupt never expires early.
+	in.ExpiresAt = t.a.cfg.Now().Add(t.a.cfg.InterruptTTL + time.Second - 1).UTC().Truncate(time.Second)
 	return &in
 }
 

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/lambda-agent/lambda-agent/internal/conversetest"
@@ -290,4 +291,30 @@ func named(evs []sseEvent, name string) map[string]any {
 		}
 	}
 	return nil
+}
+
+func TestExpiredInterruptsCountAsDenied(t *testing.T) {
+	env := map[string]string{"APPROVAL_TOOLS": "calculator", "INTERRUPT_TTL": "1s"}
+	a := newAPI(t, env)
+	paused := a.pause(t, "", "expiring", "8*8")
+	at, err := time.Parse(time.RFC3339, interruptsOf(t, paused.body["interrupts"])[0]["expires_at"].(string))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Until(at); d > 2*time.Second {
+		t.Fatalf("expires in %s; INTERRUPT_TTL is 1s", d)
+	}
+	time.Sleep(time.Until(at) + 10*time.Millisecond)
+	if got := interruptsOf(t, a.transcript(t, "", "expiring").body["interrupts"]); len(got) != 0 {
+		t.Errorf("GET lists expired interrupts: %v", got)
+	}
+	a.model.Enqueue(conversetest.Text("Moving on."))
+	r := a.chat(t, "", "expiring", "something else")
+	if r.status != 200 {
+		t.Fatalf("a message after expiry: %d %s", r.status, r.raw)
+	}
+	result := messagesOf(r)[0].(map[string]any)["content"].([]any)[0].(map[string]any)["toolResult"].(map[string]any)
+	if text := result["content"].([]any)[0].(map[string]any)["text"].(string); result["status"] != "error" || !strings.Contains(text, "expired") {
+		t.Errorf("expired use answered %v", result)
+	}
 }

@@ -1,7 +1,6 @@
 package localrun_test
 
 import (
-	"bufio"
 	"context"
 	"encoding/base64"
 	"io"
@@ -60,17 +59,21 @@ type curl struct {
 // run.
 func readmeCurls(t *testing.T) []curl {
 	t.Helper()
-	f, err := os.Open(filepath.Join("..", "..", "README.md"))
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	return curlsIn(t, string(readme), "http://127.0.0.1:3000")
+}
+
+// curlsIn returns the curl commands of text that call base.
+func curlsIn(t *testing.T, text, base string) []curl {
+	t.Helper()
 	var out []curl
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		if !strings.HasPrefix(line, "curl ") || !strings.Contains(line, "http://127.0.0.1:3000") {
-			continue // examples against a deployment are not run
+	for line := range strings.Lines(text) {
+		line = strings.TrimSpace(line)
+		if !strings.HasPrefix(line, "curl ") || !strings.Contains(line, base) {
+			continue // examples against a deployment, or another run, are not run
 		}
 		c := curl{line: line, method: "GET", headers: map[string]string{}}
 		args := shellWords(t, line)

@@ -51,7 +51,7 @@ func command(req *conversetest.Request, tools []string, name, input string) conv
 	if _, ok := v.(map[string]any); !ok {
 		return conversetest.Text(fmt.Sprintf("The input for %s must be a JSON object, such as: %s", name, exampleCommand(req, name)))
 	}
-	return conversetest.Text("Calling the "+name+" tool.").WithToolUse(newID(), name, json.RawMessage(input))
+	return conversetest.Text("Calling the "+name+" tool.").WithToolUse(newID(req), name, json.RawMessage(input))
 }
 
 // toolList says which tools are offered: "I have 2 tools: calculator, weather."

@@ -2,7 +2,8 @@ package offline
 
 import (
 	"bytes"
-	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"regexp"
@@ -62,15 +63,15 @@ func Respond(req *conversetest.Request) conversetest.Reply {
 	switch {
 	case offered("remember") && rememberRe.MatchString(text):
 		m := rememberRe.FindStringSubmatch(text)
-		return conversetest.Text("I'll remember that.").WithToolUse(newID(), "remember", map[string]string{"key": key(m[1]), "value": strings.TrimSpace(m[2])})
+		return conversetest.Text("I'll remember that.").WithToolUse(newID(req), "remember", map[string]string{"key": key(m[1]), "value": strings.TrimSpace(m[2])})
 	case offered("recall") && recallRe.MatchString(text):
 		m := recallRe.FindStringSubmatch(text)
-		return conversetest.Text("Let me check my memory.").WithToolUse(newID(), "recall", map[string]string{"key": key(m[1])})
+		return conversetest.Text("Let me check my memory.").WithToolUse(newID(req), "recall", map[string]string{"key": key(m[1])})
 	case offered("current_time") && timeRe.MatchString(text):
-		return conversetest.ToolUse(newID(), "current_time", map[string]string{})
+		return conversetest.ToolUse(newID(req), "current_time", map[string]string{})
 	case offered("calculator"):
 		if expr, ok := expression(text); ok {
-			return conversetest.Text("Let me calculate that.").WithToolUse(newID(), "calculator", map[string]string{"expression": expr})
+			return conversetest.Text("Let me calculate that.").WithToolUse(newID(req), "calculator", map[string]string{"expression": expr})
 		}
 	}
 	return conversetest.Text(sentence(fmt.Sprintf("You said: %q", clip(text, 200))) +
@@ -78,10 +79,16 @@ func Respond(req *conversetest.Request) conversetest.Reply {
 		" (This is the offline model; with AWS credentials the local run talks to Bedrock.)")
 }
 
-// newID returns a fresh tool use id. Ids must be unique within a request,
-// and a window that slides keeps the number of messages the same from turn
-// to turn, so they are random rather than counted.
-func newID() string { return "offline_" + rand.Text() }
+// newID returns the id of the tool use that answers req. Ids must be unique
+// within a session: a hash of the messages is, since a session's history
+// only grows, while a count would repeat once the window slides. And the
+// same conversation gets the same ids, so that the README's examples can
+// name them.
+func newID(req *conversetest.Request) string {
+	raw, _ := json.Marshal(req.Messages) // decoded from JSON, so it encodes
+	sum := sha256.Sum256(raw)
+	return "tooluse_" + hex.EncodeToString(sum[:8])
+}
 
 func key(s string) string { return strings.ReplaceAll(strings.ToLower(strings.TrimSpace(s)), " ", "_") }
 
@@ -224,7 +231,7 @@ func resultText(r *conversetest.ToolResultBlock) string {
 // the tool's schema, so that structured output works offline too.
 func structured(req *conversetest.Request, name string) conversetest.Reply {
 	if schema, ok := inputSchema(req, name); ok {
-		return conversetest.ToolUse(newID(), name, Example(schema))
+		return conversetest.ToolUse(newID(req), name, Example(schema))
 	}
 	return conversetest.Text("I cannot find the tool I am asked to use.")
 }
