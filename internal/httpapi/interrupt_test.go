@@ -270,6 +270,11 @@ func TestStreamPausesAndResumes(t *testing.T) {
 	if done := named(evs, "done"); done["stop_reason"] != "interrupt" || len(interruptsOf(t, done["interrupts"])) != 1 {
 		t.Errorf("done %v", done)
 	}
+	// A refused resume keeps its status: the stream starts only once the
+	// request resumes the turn.
+	if resp := stream(t, srv, map[string]any{"session_id": "streamed", "responses": []any{approved("calc-x", true)}}, nil); resp.StatusCode != 400 || resp.Header.Get("Content-Type") != "application/json" {
+		t.Errorf("a bad resume on the stream: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
 	a.model.Enqueue(conversetest.Text("81."))
 	evs = streamAll(t, srv, map[string]any{"session_id": "streamed", "responses": []any{approved("calc-s", true)}}, nil)
 	if got := names(evs); got != "start tool_result text done" {

@@ -36,16 +36,20 @@ func (s *Service) resume(ctx context.Context, c Chat) (*Outcome[ChatAnswer], err
 	}
 	return run(ctx, s, c.Request, job[ChatAnswer]{
 		run: func(ctx, storeCtx context.Context, sess *ddbhistory.Session) (*done[ChatAnswer], error) {
+			// The stream starts once the request is known to resume the
+			// turn, so that a refusal keeps its status.
 			var emit func(agent.Event)
-			if c.Sink != nil {
-				c.Sink.Start(sess.ID)
-				emit = c.Sink.Event
+			start := func() {
+				if c.Sink != nil {
+					c.Sink.Start(sess.ID)
+					emit = c.Sink.Event
+				}
 			}
 			conv := &sess.Conversation
 			var first *agent.Result
 			switch {
 			case sess.Version == 0:
-				return nil, ErrNothingPending
+				return nil, ddbhistory.ErrNotFound
 			case sess.Resuming:
 				return nil, ErrResuming
 			case conv.Pending != nil:
@@ -55,6 +59,7 @@ func (s *Service) resume(ctx context.Context, c Chat) (*Outcome[ChatAnswer], err
 				if err := s.store.ClaimPending(storeCtx, sess); err != nil {
 					return nil, err
 				}
+				start()
 				var err error
 				if first, err = s.agent.Answer(ctx, conv, c.Responses, emit); err != nil {
 					return nil, err
@@ -66,6 +71,8 @@ func (s *Service) resume(ctx context.Context, c Chat) (*Outcome[ChatAnswer], err
 				conv.Messages = window
 			case !answered(conv.Messages, c.Responses):
 				return nil, ErrNothingPending
+			default:
+				start()
 			}
 			res, err := s.agent.Continue(ctx, conv, emit)
 			if err != nil {
