@@ -31,6 +31,12 @@
 //
 // Code that embeds the agent watches and steers a turn through Hooks: before
 // and after the invocation, each model call and each tool call, and when a
-// message is added. A tool hook can cancel a call or replace its result.
-// The application registers one, which logs failed tool runs.
+// message is added. A tool hook can cancel a call, replace its result, or
+// interrupt it. The application registers one, which logs failed tool runs.
+//
+// A turn can pause for a person: a tool use of a tool that requires
+// approval (RequireApproval), one a hook interrupts, or a question of the
+// AskUser tool ends the turn with StopInterrupt and Result.Pending. Answer
+// and Continue resume it in a later invocation, from the stored
+// conversation alone.
 package agent
