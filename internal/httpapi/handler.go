@@ -267,6 +267,9 @@ func (h *Handler) log(r *http.Request, status int, rec *record, d time.Duration)
 		if res.StopReason != "" {
 			attrs = append(attrs, slog.String("stop_reason", string(res.StopReason)))
 		}
+		if res.Pending != nil {
+			attrs = append(attrs, slog.Int("interrupts", len(res.Pending.Interrupts)))
+		}
 		attrs = append(attrs,
 			slog.Int("input_tokens", res.Usage.InputTokens),
 			slog.Int("output_tokens", res.Usage.OutputTokens),

@@ -58,6 +58,9 @@ func TestApprovalPausesTheTurnUntilAResponse(t *testing.T) {
 		ins[0]["reason"] == "" || ins[0]["expires_at"] == nil || ins[0]["input"].(map[string]any)["expression"] != "6*7" {
 		t.Fatalf("interrupts %v", ins)
 	}
+	if !strings.Contains(a.logs.String(), `"stop_reason":"interrupt","interrupts":2`) {
+		t.Errorf("the request's line does not count the interrupts:\n%s", a.logs.String())
+	}
 	before := a.transcript(t, "", "approve-me")
 	if got := interruptsOf(t, before.body["interrupts"]); len(got) != 2 || got[1]["id"] != "calc-b" {
 		t.Errorf("GET shows interrupts %v", got)
