@@ -11,15 +11,20 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+	"github.com/lambda-agent/lambda-agent/internal/agent"
+	"github.com/lambda-agent/lambda-agent/internal/httpapi"
 	"github.com/lambda-agent/lambda-agent/internal/localrun"
 )
 
@@ -299,6 +304,398 @@ func TestChatPageSessionsInABrowser(t *testing.T) {
 	}
 }
 
+// TestChatPageApprovalsInABrowser drives the cards of a turn that waits for
+// a person, with the calculator behind an approval and ask_user on: a sum
+// approved with one click and its result shown; a message typed while the
+// next sum waits, which asks first and is cancelled; that sum denied with a
+// reason, in the narrow layout; a question whose card comes back after a
+// reload, answered through its text box; and a sum asked where the page did
+// not see it, whose card the refused message brings, denied by that message
+// after the confirmation. The stored session matches what the page showed.
+// It saves screenshots (see screenshotsDir).
+func TestChatPageApprovalsInABrowser(t *testing.T) {
+	browser, driver := findBrowser(t)
+	url := start(t, map[string]string{"APPROVAL_TOOLS": "calculator", "TOOLS": "calculator,current_time,remember,recall,ask_user"})
+	wd := newWebDriver(t, driver, browser)
+	wd.navigate(url + "/")
+	wd.waitFor("the first screen", `return !document.querySelector("#welcome").hidden`)
+
+	// The first sum waits for an approval, with a card that says what for.
+	wd.send("What is 12*34?")
+	wd.waitFor("the approval card", `return document.querySelectorAll("#messages .interrupt.approval").length === 1 && !document.querySelector("#send").disabled`)
+	card := wd.eval(`return document.querySelector("#messages .interrupt").innerText`).(string)
+	for _, want := range []string{"Approval needed: calculator", "calculator needs your approval to run.", `"expression": "12*34"`, "Expires", "Approve", "Deny"} {
+		if !strings.Contains(card, want) {
+			t.Errorf("the approval card does not say %q:\n%s", want, card)
+		}
+	}
+	if got := wd.eval(`return document.querySelector('#messages .tool[data-name="calculator"] .result').textContent`); got != "waiting for your approval" {
+		t.Errorf("the calculator's box says %q while it waits", got)
+	}
+	if got := wd.eval(`return document.querySelectorAll("#messages .turn.assistant .text").length`); got != 1.0 {
+		t.Errorf("the paused turn shows %v texts, want 1: its text before the call, once", got)
+	}
+	bar := wd.eval(`const b = document.querySelector("#pending-bar"); return b.hidden ? "" : b.innerText`).(string)
+	if !strings.Contains(bar, "waits for your approval") {
+		t.Errorf("the bar above the message box says %q", bar)
+	}
+	if v := wd.lastLine(); !v.InView {
+		t.Errorf("the end of the paused turn is not in view: %+v", v)
+	}
+	wd.save("chatpage-approval.png", wd.screenshot())
+	sessionID := strings.TrimPrefix(wd.eval(`return location.hash`).(string), "#s=")
+
+	wd.click("#messages .interrupt .approve")
+	wd.waitFor("the approved sum's answer", `return document.querySelectorAll("#messages .interrupt").length === 0 && !document.querySelector("#send").disabled && document.querySelector("#messages .turn.assistant").textContent.includes("12*34 = 408")`)
+	approved := wd.eval(`return document.querySelector('#messages .tool[data-name="calculator"]').innerText`).(string)
+	if !strings.Contains(approved, "408") || !strings.Contains(approved, "You approved this.") {
+		t.Errorf("after the approval the calculator's box says:\n%s", approved)
+	}
+	if got := wd.eval(`return document.querySelectorAll("#messages .turn.assistant").length`); got != 1.0 {
+		t.Errorf("the resumed turn is drawn in %v bubbles, want the one that paused", got)
+	}
+	if hidden := wd.eval(`return document.querySelector("#pending-bar").hidden`); hidden != true {
+		t.Error("the bar about a waiting request stays after the approval")
+	}
+
+	// While the second sum waits, a message asks before it denies; Cancel
+	// keeps both the message and the card.
+	wd.send("And 99/3?")
+	wd.waitFor("the second approval card", `return document.querySelectorAll("#messages .interrupt.approval").length === 1 && !document.querySelector("#send").disabled`)
+	wd.send("Hello?")
+	wd.waitFor("the question before a denial", `return document.querySelector("#pending-bar").classList.contains("confirming")`)
+	question := wd.eval(`return document.querySelector("#pending-bar").innerText`).(string)
+	if !strings.Contains(question, "This will deny the pending request (calculator)") || !strings.Contains(question, "Deny and send") {
+		t.Errorf("before a message denies, the page asks:\n%s", question)
+	}
+	if got := wd.eval(`return document.activeElement.id`); got != "pending-cancel" {
+		t.Errorf("the question focuses %q, want Cancel", got)
+	}
+	wd.save("chatpage-deny-confirm.png", wd.screenshot())
+	wd.click("#pending-cancel")
+	if got := wd.eval(`return document.querySelector("#input").value`); got != "Hello?" {
+		t.Errorf("after Cancel the input box holds %q", got)
+	}
+	if got := wd.eval(`return document.querySelectorAll("#messages .turn.user").length`); got != 2.0 {
+		t.Errorf("after Cancel the thread has %v messages of the user, want 2", got)
+	}
+	wd.eval(`document.querySelector("#input").value = ""`)
+
+	// The denial, with a reason, in the narrow layout.
+	wd.resize(narrowWidth, narrowHeight)
+	wd.waitFor("the narrow layout", narrowLayout)
+	wd.waitFor("the card in view in the narrow layout", `return `+lastLineScript+`.InView`)
+	wd.noOverflow()
+	wd.fitsIn("#messages .interrupt")
+	wd.save("chatpage-approval-narrow.png", wd.screenshot())
+	wd.typeInto("#messages .interrupt .deny-reason", "No more sums today.")
+	wd.click("#messages .interrupt .deny")
+	const denial = "A person denied this tool call. Their message: No more sums today."
+	wd.waitFor("the denied sum's answer", `return document.querySelectorAll("#messages .interrupt").length === 0 && !document.querySelector("#send").disabled && [...document.querySelectorAll("#messages .turn.assistant")].pop().textContent.includes("You denied")`)
+	denied := wd.eval(`return [...document.querySelectorAll('#messages .tool[data-name="calculator"]')].pop().innerText`).(string)
+	for _, want := range []string{denial, "You denied this: No more sums today."} {
+		if !strings.Contains(denied, want) {
+			t.Errorf("after the denial the calculator's box does not say %q:\n%s", want, denied)
+		}
+	}
+	answer := wd.eval(`return [...document.querySelectorAll("#messages .turn.assistant")].pop().innerText`).(string)
+	if !strings.Contains(answer, "You denied the calculation of 99/3, so I did not calculate it. Your message: No more sums today.") {
+		t.Errorf("the answer after the denial:\n%s", answer)
+	}
+	wd.save("chatpage-denied-narrow.png", wd.screenshot())
+	wd.resize(wideWidth, wideHeight)
+
+	// The stored session: the approved sum's result, and the denial.
+	s := getSession(t, url, sessionID)
+	if len(s.Interrupts) != 0 {
+		t.Errorf("the session still waits for %+v", s.Interrupts)
+	}
+	results := toolResults(s.Messages)
+	if r := results[`{"expression":"12*34"}`]; r == nil || r.Status != agent.ToolSuccess || len(r.Content) != 1 || !strings.Contains(string(r.Content[0].JSON), `"result":408`) {
+		t.Errorf("the stored result of the approved sum is %+v", r)
+	}
+	if r := results[`{"expression":"99/3"}`]; r == nil || r.Status != agent.ToolError || len(r.Content) != 1 || r.Content[0].Text != denial {
+		t.Errorf("the stored result of the denied sum is %+v", r)
+	}
+
+	// A question: options, and a text box. Its card comes back after a
+	// reload, from the stored session.
+	wd.sendValue(`/tool ask_user {"question":"Which account?","options":["checking","savings"]}`)
+	wd.waitFor("the question card", `return document.querySelectorAll("#messages .interrupt.question").length === 1 && !document.querySelector("#send").disabled`)
+	wd.save("chatpage-question.png", wd.screenshot())
+	wd.refresh()
+	wd.waitFor("the question card after a reload", `return document.querySelectorAll("#messages .interrupt.question").length === 1 && document.querySelectorAll("#messages .turn.user").length === 3`)
+	card = wd.eval(`return document.querySelector("#messages .interrupt").innerText`).(string)
+	for _, want := range []string{"The agent asks you", "Which account?", "Send answer", "Decline to answer", "Expires"} {
+		if !strings.Contains(card, want) {
+			t.Errorf("the question card does not say %q:\n%s", want, card)
+		}
+	}
+	options := wd.eval(`return [...document.querySelectorAll("#messages .interrupt .option")].map(b => b.textContent).join(",")`)
+	if options != "checking,savings" {
+		t.Errorf("the question card offers %v", options)
+	}
+	if got := wd.eval(`return document.activeElement.classList.contains("answer")`); got != true {
+		t.Error("the question card's text box does not have the focus")
+	}
+	reloaded := wd.eval(`return document.querySelector("#messages").innerText`).(string)
+	for _, want := range []string{"408", denial} {
+		if !strings.Contains(reloaded, want) {
+			t.Errorf("the reloaded transcript lacks %q:\n%s", want, reloaded)
+		}
+	}
+	wd.resize(narrowWidth, narrowHeight)
+	wd.waitFor("the narrow layout", narrowLayout)
+	wd.waitFor("the question card in view in the narrow layout", `return `+lastLineScript+`.InView`)
+	wd.noOverflow()
+	wd.fitsIn("#messages .interrupt")
+	wd.save("chatpage-question-narrow.png", wd.screenshot())
+	wd.typeInto("#messages .interrupt input.answer", "Savings, the joint one")
+	wd.click("#messages .interrupt .send-answer")
+	wd.waitFor("the answered question's result", `return document.querySelectorAll("#messages .interrupt").length === 0 && !document.querySelector("#send").disabled && [...document.querySelectorAll("#messages .turn.assistant")].pop().textContent.includes("returned: Savings")`)
+	asked := wd.eval(`return document.querySelector('#messages .tool[data-name="ask_user"]').innerText`).(string)
+	if !strings.Contains(asked, "You answered: Savings, the joint one") {
+		t.Errorf("after the answer the question's box says:\n%s", asked)
+	}
+	s = getSession(t, url, sessionID)
+	var got *agent.ToolResultBlock
+	for in, r := range toolResults(s.Messages) {
+		if strings.Contains(in, "Which account?") {
+			got = r
+		}
+	}
+	if got == nil || got.Status != agent.ToolSuccess || len(got.Content) != 1 || got.Content[0].Text != "Savings, the joint one" {
+		t.Errorf("the stored answer to the question is %+v", got)
+	}
+	if errs := wd.consoleErrors(); len(errs) > 0 {
+		t.Errorf("the browser's console has errors:\n%s", strings.Join(errs, "\n"))
+	}
+
+	// The session pauses where the page does not see it, as in another
+	// tab: the message the page sends is refused, comes back to the input
+	// box, and the card shows. Sent again, after the confirmation, it
+	// denies the sum.
+	wd.resize(wideWidth, wideHeight)
+	body, _ := json.Marshal(map[string]string{"session_id": sessionID, "message": "What is 1+1?"})
+	resp, err := http.Post(url+"/chat", "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	wd.send("Hello again")
+	wd.waitFor("the card of the sum asked elsewhere", `return document.querySelectorAll("#messages .interrupt.approval").length === 1 && !document.querySelector("#send").disabled`)
+	if got := wd.eval(`return document.querySelector("#input").value`); got != "Hello again" {
+		t.Errorf("after the refusal the input box holds %q", got)
+	}
+	if status := wd.eval(`return document.querySelector("#status").textContent`).(string); !strings.Contains(status, "waits for your response") {
+		t.Errorf("after the refusal the status says %q", status)
+	}
+	wd.click("#send")
+	wd.waitFor("the question before a denial", `return document.querySelector("#pending-bar").classList.contains("confirming")`)
+	wd.click("#pending-deny")
+	wd.waitFor("the answer to the message", `return document.querySelectorAll("#messages .interrupt").length === 0 && !document.querySelector("#send").disabled && [...document.querySelectorAll("#messages .turn.assistant")].pop().textContent.includes("You said: \"Hello again\"")`)
+	movedOn := wd.eval(`return [...document.querySelectorAll('#messages .tool[data-name="calculator"]')].pop().innerText`).(string)
+	for _, want := range []string{"Denied: you sent a message instead.", "A person sent a new message instead of responding to this tool call"} {
+		if !strings.Contains(movedOn, want) {
+			t.Errorf("the denied sum's box does not say %q:\n%s", want, movedOn)
+		}
+	}
+	if hidden := wd.eval(`return document.querySelector("#pending-bar").hidden`); hidden != true {
+		t.Error("the bar about a waiting request stays after the message denied it")
+	}
+	if s := getSession(t, url, sessionID); len(s.Interrupts) != 0 {
+		t.Errorf("after the message the session still waits for %+v", s.Interrupts)
+	}
+	// The browser logs the refused request; nothing else.
+	for _, e := range wd.consoleErrors() {
+		if !strings.Contains(e, "/chat/stream") || !strings.Contains(e, "409") {
+			t.Errorf("the browser's console has an error: %s", e)
+		}
+	}
+}
+
+// TestChatPageAnswersInterruptsTogether drives a turn that waits for two
+// responses at once, an approval and a question, which the offline model
+// never asks for: the page talks to a stand-in of the API (twoWaiting). A
+// first decision sends nothing and can be changed; the last one sends both
+// responses in one request. That one fails, and the cards are back for a
+// retry; the retry's answer shows both results.
+func TestChatPageAnswersInterruptsTogether(t *testing.T) {
+	browser, driver := findBrowser(t)
+	api := &twoWaiting{}
+	srv := httptest.NewServer(localrun.Routes(api, localrun.Info{Model: "offline", ModelID: "offline", Where: "A stand-in of the API answers"}))
+	t.Cleanup(srv.Close)
+	wd := newWebDriver(t, driver, browser)
+	wd.navigate(srv.URL + "/#s=two")
+	wd.waitFor("the two cards", `return document.querySelectorAll("#messages .interrupt").length === 2`)
+
+	wd.click("#messages .interrupt.approval .approve")
+	wd.waitFor("the first decision", `return document.querySelector("#messages .interrupt.approval").classList.contains("decided")`)
+	if n := len(api.requests()); n != 0 {
+		t.Fatalf("the page sent %d requests after the first of two decisions", n)
+	}
+	decided := wd.eval(`return document.querySelector("#messages .interrupt.approval").innerText`).(string)
+	if !strings.Contains(decided, "You approved this.") || !strings.Contains(decided, "Change") {
+		t.Errorf("the decided card says:\n%s", decided)
+	}
+	if bar := wd.eval(`return document.querySelector("#pending-text").textContent`).(string); !strings.Contains(bar, "1 decided, 1 to go") {
+		t.Errorf("the bar says %q", bar)
+	}
+	if got := wd.eval(`return document.activeElement.classList.contains("answer")`); got != true {
+		t.Error("after the first decision the focus is not in the question's text box")
+	}
+	wd.save("chatpage-two-requests.png", wd.screenshot())
+
+	// Change, then deny with a reason, and answer the question.
+	wd.click("#messages .interrupt.approval .change")
+	wd.typeInto("#messages .interrupt.approval .deny-reason", "Not this one")
+	wd.click("#messages .interrupt.approval .deny")
+	if n := len(api.requests()); n != 0 {
+		t.Fatalf("the page sent %d requests before the question was answered", n)
+	}
+	wd.click("#messages .interrupt.question .option:nth-child(2)")
+	wd.waitFor("the cards back after a failure", `return document.querySelectorAll("#messages .interrupt:not(.decided)").length === 2 && !document.querySelector("#send").disabled`)
+	if status := wd.eval(`return document.querySelector("#status").textContent`).(string); !strings.Contains(status, "did not go through") {
+		t.Errorf("after the failure the status says %q", status)
+	}
+	if failure := wd.eval(`return document.querySelector("#messages .turn.assistant .meta.error").textContent`).(string); !strings.Contains(failure, "throttled") {
+		t.Errorf("the turn says %q about the failure", failure)
+	}
+	wd.typeInto("#messages .interrupt.approval .deny-reason", "Not this one")
+	wd.click("#messages .interrupt.approval .deny")
+	wd.typeInto("#messages .interrupt.question input.answer", "savings")
+	wd.click("#messages .interrupt.question .send-answer")
+	wd.waitFor("the resumed turn", `return document.querySelectorAll("#messages .interrupt").length === 0 && !document.querySelector("#send").disabled && document.querySelector("#messages .turn.assistant").textContent.includes("Understood.")`)
+	resumeBody := `{"session_id":"two","responses":[{"interrupt_id":"u1","approve":false,"message":"Not this one"},{"interrupt_id":"u2","answer":"savings"}]}`
+	want := []string{resumeBody, resumeBody}
+	if diff := cmp.Diff(want, api.requests()); diff != "" {
+		t.Errorf("the requests of the resume (-want +got):\n%s", diff)
+	}
+	boxes := wd.eval(`return [...document.querySelectorAll("#messages .tool")].map(b => b.innerText).join("\n")`).(string)
+	for _, want := range []string{"You denied this: Not this one", "A person denied this tool call. Their message: Not this one", "You answered: savings"} {
+		if !strings.Contains(boxes, want) {
+			t.Errorf("the tool boxes do not say %q:\n%s", want, boxes)
+		}
+	}
+	// The browser logs the refused request; nothing else.
+	for _, e := range wd.consoleErrors() {
+		if !strings.Contains(e, "/chat/stream") || !strings.Contains(e, "429") {
+			t.Errorf("the browser's console has an error: %s", e)
+		}
+	}
+}
+
+// twoWaiting is a stand-in of the API with one session, "two", whose turn
+// waits for an approval of the calculator (u1) and an answer to ask_user
+// (u2). It records the bodies of the requests to POST /chat/stream; it
+// refuses the first, as when Bedrock throttles, and answers the next
+// with the turn resumed. Its answers are the API's types.
+type twoWaiting struct {
+	mu     sync.Mutex
+	bodies []string
+}
+
+func (a *twoWaiting) requests() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return slices.Clone(a.bodies)
+}
+
+func (a *twoWaiting) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	asked := json.RawMessage(`{"question":"Which account?","options":["checking","savings"]}`)
+	writeJSON := func(v any) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(v)
+	}
+	switch {
+	case r.Method == http.MethodGet && r.URL.Path == "/sessions":
+		writeJSON(httpapi.SessionsResponse{Sessions: []httpapi.SessionSummary{{SessionID: "two", Title: "Two at once", CreatedAt: time.Now()}}})
+	case r.Method == http.MethodGet && r.URL.Path == "/sessions/two":
+		writeJSON(httpapi.SessionResponse{
+			SessionID: "two",
+			Title:     "Two at once",
+			Messages: []agent.Message{
+				{Role: agent.RoleUser, Content: []agent.ContentBlock{agent.Text("What is 2+3, and which account?")}},
+				{Role: agent.RoleAssistant, Content: []agent.ContentBlock{
+					agent.Text("Let me check."),
+					{ToolUse: &agent.ToolUseBlock{ToolUseID: "u1", Name: "calculator", Input: json.RawMessage(`{"expression":"2+3"}`)}},
+					{ToolUse: &agent.ToolUseBlock{ToolUseID: "u2", Name: "ask_user", Input: asked}},
+				}},
+			},
+			State: map[string]json.RawMessage{},
+			Interrupts: []agent.Interrupt{
+				{ID: "u1", Kind: agent.KindApproval, Name: "approval", Tool: "calculator", Input: json.RawMessage(`{"expression":"2+3"}`), Reason: "calculator needs your approval to run.", ExpiresAt: time.Now().Add(time.Hour)},
+				{ID: "u2", Kind: agent.KindQuestion, Name: "ask_user", Tool: "ask_user", Input: asked, Reason: "Which account?", Payload: asked, ExpiresAt: time.Now().Add(time.Hour)},
+			},
+		})
+	case r.Method == http.MethodPost && r.URL.Path == "/chat/stream":
+		body, _ := io.ReadAll(r.Body)
+		a.mu.Lock()
+		a.bodies = append(a.bodies, string(body))
+		first := len(a.bodies) == 1
+		a.mu.Unlock()
+		if first {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusTooManyRequests)
+			fmt.Fprint(w, `{"error":{"code":"throttled","message":"the model is throttling requests; retry later"}}`)
+			return
+		}
+		denied := agent.TextResult("u1", agent.ToolError, "A person denied this tool call. Their message: Not this one")
+		answered := agent.TextResult("u2", agent.ToolSuccess, "savings")
+		done, _ := json.Marshal(httpapi.ChatResponse{
+			SessionID: "two",
+			Text:      "Understood.",
+			Messages: []agent.Message{
+				{Role: agent.RoleUser, Content: []agent.ContentBlock{{ToolResult: denied}, {ToolResult: answered}}},
+				{Role: agent.RoleAssistant, Content: []agent.ContentBlock{agent.Text("Understood.")}},
+			},
+			StopReason: agent.StopEndTurn,
+		})
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprintf(w, "event: start\ndata: {\"session_id\":\"two\"}\n\n")
+		fmt.Fprintf(w, "event: tool_result\ndata: {\"id\":\"u2\",\"status\":\"success\",\"preview\":\"savings\"}\n\n")
+		fmt.Fprintf(w, "event: text\ndata: {\"delta\":\"Understood.\"}\n\n")
+		fmt.Fprintf(w, "event: done\ndata: %s\n\n", done)
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+// getSession reads a session through the API.
+func getSession(t *testing.T, base, id string) httpapi.SessionResponse {
+	t.Helper()
+	resp, err := http.Get(base + "/sessions/" + id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var s httpapi.SessionResponse
+	if err := json.NewDecoder(resp.Body).Decode(&s); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /sessions/%s: %d %v", id, resp.StatusCode, err)
+	}
+	return s
+}
+
+// toolResults returns the tool results of messages by the input of their
+// tool use, compacted.
+func toolResults(messages []agent.Message) map[string]*agent.ToolResultBlock {
+	inputs := map[string]string{}
+	out := map[string]*agent.ToolResultBlock{}
+	for _, m := range messages {
+		for _, b := range m.Content {
+			if u := b.ToolUse; u != nil {
+				var c bytes.Buffer
+				_ = json.Compact(&c, u.Input)
+				inputs[u.ToolUseID] = c.String()
+			}
+			if r := b.ToolResult; r != nil {
+				out[inputs[r.ToolUseID]] = r
+			}
+		}
+	}
+	return out
+}
+
 // TestChatPageLearnsTheModel checks what the chat page reads besides the
 // API: which model answers, from the local run's own route, and its icon.
 func TestChatPageLearnsTheModel(t *testing.T) {
@@ -543,6 +940,13 @@ func (wd *webDriver) send(text string) {
 	wd.click("#send")
 }
 
+// typeInto types text into the element that selector finds, as a user
+// would.
+func (wd *webDriver) typeInto(selector, text string) {
+	wd.t.Helper()
+	wd.call(http.MethodPost, "/element/"+wd.find(selector)+"/value", map[string]string{"text": text}, nil)
+}
+
 // sendValue puts text in the composer at once, as a paste would, and
 // submits it: typing a long text key by key takes a while.
 func (wd *webDriver) sendValue(text string) {
@@ -606,6 +1010,24 @@ func (wd *webDriver) noOverflow() {
 			if (r.width && r.right > w + 1) return e.outerHTML.slice(0, 120) + " ends at " + r.right + " in a " + w + " pixel window";
 		}
 		return ""`)
+	if cut != "" {
+		wd.t.Errorf("overflow: %v", cut)
+	}
+}
+
+// fitsIn checks that nothing inside the elements selector finds sticks out
+// of them on the right.
+func (wd *webDriver) fitsIn(selector string) {
+	wd.t.Helper()
+	cut := wd.eval(`
+		for (const box of document.querySelectorAll(arguments[0])) {
+			const right = box.getBoundingClientRect().right;
+			for (const e of box.querySelectorAll("*")) {
+				const r = e.getBoundingClientRect();
+				if (r.width && r.right > right + 1) return e.outerHTML.slice(0, 120) + " ends at " + r.right + ", its box at " + right;
+			}
+		}
+		return ""`, selector)
 	if cut != "" {
 		wd.t.Errorf("overflow: %v", cut)
 	}

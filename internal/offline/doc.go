@@ -7,7 +7,7 @@
 // my X", and current_time when asked the time. It calls any tool it is
 // offered when told to with "/tool NAME {JSON input}", so that a new tool can
 // be tried without Bedrock. After a tool call it reports what the tools
-// returned. It writes summaries that only count lines, and answers
-// structured requests with an object built from their schema, not one
-// extracted from the prompt.
+// returned, or says plainly that the person denied the call. It writes
+// summaries that only count lines, and answers structured requests with an
+// object built from their schema, not one extracted from the prompt.
 package offline

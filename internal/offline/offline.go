@@ -163,11 +163,11 @@ func hasToolResults(m conversetest.Message) bool {
 // report answers the results of the tools, one sentence each, such as
 // "The calculator tool returned: 25*48 = 1200."
 func report(req *conversetest.Request) string {
-	names := map[string]string{} // tool use id → tool name
+	uses := map[string]*conversetest.ToolUseBlock{} // by tool use id
 	if n := len(req.Messages); n >= 2 {
 		for _, b := range req.Messages[n-2].Content {
 			if u := b.ToolUse; u != nil {
-				names[u.ToolUseID] = u.Name
+				uses[u.ToolUseID] = u
 			}
 		}
 	}
@@ -177,9 +177,13 @@ func report(req *conversetest.Request) string {
 		if r == nil {
 			continue
 		}
+		if s, ok := denial(uses[r.ToolUseID], r); ok {
+			out = append(out, s)
+			continue
+		}
 		who := "A tool"
-		if name, ok := names[r.ToolUseID]; ok {
-			who = "The " + name + " tool"
+		if u, ok := uses[r.ToolUseID]; ok {
+			who = "The " + u.Name + " tool"
 		}
 		verb := "returned"
 		if r.Status == "error" {
@@ -188,6 +192,43 @@ func report(req *conversetest.Request) string {
 		out = append(out, sentence(fmt.Sprintf("%s %s: %s", who, verb, resultText(r))))
 	}
 	return strings.Join(out, " ")
+}
+
+// The start of the result the agent gives a tool use that a person denied,
+// and of the message they may have added to it. A model reads the result's
+// text, and so does this one.
+const (
+	deniedText       = "A person denied this tool call."
+	deniedMessageTag = "Their message:"
+)
+
+// denial says plainly that the person denied the use, such as "You denied
+// the calculation of 99/3, so I did not calculate it. Your message: Not
+// today." ok is false when r is not a denial.
+func denial(u *conversetest.ToolUseBlock, r *conversetest.ToolResultBlock) (string, bool) {
+	if r.Status != "error" || len(r.Content) == 0 {
+		return "", false
+	}
+	rest, ok := strings.CutPrefix(strings.TrimSpace(r.Content[0].Text), deniedText)
+	if !ok {
+		return "", false
+	}
+	var s string
+	var calc struct {
+		Expression string `json:"expression"`
+	}
+	switch {
+	case u == nil:
+		s = "You denied a tool call, so it did not run."
+	case u.Name == "calculator" && json.Unmarshal(u.Input, &calc) == nil && calc.Expression != "":
+		s = fmt.Sprintf("You denied the calculation of %s, so I did not calculate it.", calc.Expression)
+	default:
+		s = fmt.Sprintf("You denied the call to the %s tool, so it did not run.", u.Name)
+	}
+	if msg, ok := strings.CutPrefix(strings.TrimSpace(rest), deniedMessageTag); ok && strings.TrimSpace(msg) != "" {
+		s += " " + sentence("Your message: "+strings.TrimSpace(msg))
+	}
+	return s, true
 }
 
 // resultText renders a tool result's content; a calculator's result reads

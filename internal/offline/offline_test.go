@@ -208,6 +208,60 @@ func TestSeveralResults(t *testing.T) {
 	}
 }
 
+// TestDenial: after a person denies a tool use, the answer says so plainly,
+// with their message, rather than report the denial as the tool's error.
+func TestDenial(t *testing.T) {
+	s := offline.NewServer()
+	t.Cleanup(func() {
+		testkit.CheckModel(t, s)
+		s.Close()
+	})
+	builtins, err := tools.ByName([]string{"calculator", "remember"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := agent.New(agent.Config{
+		Model: testkit.BedrockModel(t, s, "offline"),
+		Tools: []agent.Tool{agent.RequireApproval(builtins[0]), agent.RequireApproval(builtins[1])},
+		Retry: testkit.FastRetry,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deny := false
+	for _, tt := range []struct {
+		name, text, message, want string
+	}{
+		{"calculator", "What is 99/3?", "No more sums today.", "You denied the calculation of 99/3, so I did not calculate it. Your message: No more sums today."},
+		{"without a message", "What is 99/3?", "", "You denied the calculation of 99/3, so I did not calculate it."},
+		{"another tool", "Remember that my favourite colour is teal.", "not now", "You denied the call to the remember tool, so it did not run. Your message: not now."},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			conv := &agent.Conversation{}
+			res := run(t, a, conv, tt.text)
+			if res.StopReason != agent.StopInterrupt || len(res.Pending.Interrupts) != 1 {
+				t.Fatalf("stop reason %s, pending %+v", res.StopReason, res.Pending)
+			}
+			conv.Pending = res.Pending
+			id := res.Pending.Interrupts[0].ID
+			ans, err := a.Answer(t.Context(), conv, []agent.Response{{InterruptID: id, Approve: &deny, Message: tt.message}}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			conv.Messages = append(conv.Messages, ans.Messages...)
+			conv.Pending = nil
+			res, err = a.Continue(t.Context(), conv, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Text != tt.want {
+				t.Errorf("answer\n%s\nwant\n%s", res.Text, tt.want)
+			}
+			checkPunctuation(t, res.Text)
+		})
+	}
+}
+
 // readmeStructured is the structured example of README.md.
 const readmeStructured = `{"session_id":"demo","prompt":"Ada Lovelace was born in London in 1815.","name":"person","schema":{"type":"object","properties":{"name":{"type":"string"},"born":{"type":"integer"}},"required":["name","born"]}}`
 

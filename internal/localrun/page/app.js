@@ -1,13 +1,20 @@
 // The lambda-agent chat page. It uses the local run's API as any client
-// would: POST /chat/stream for turns (Server-Sent Events), GET /sessions and
-// GET /sessions/{id} for the list and the transcripts, DELETE /sessions/{id}.
-// GET /local/info, the local run's own route, says which model answers.
-// Everything the model or a user wrote is rendered as text, never as HTML.
+// would: POST /chat/stream for turns (Server-Sent Events), and for the
+// responses to a paused turn's interrupts; GET /sessions and GET
+// /sessions/{id} for the list and the transcripts, with the interrupts that
+// wait; DELETE /sessions/{id}. GET /local/info, the local run's own route,
+// says which model answers. Everything the model or a user wrote is
+// rendered as text, never as HTML.
 "use strict";
 
 const $ = (id) => document.getElementById(id);
 // pinned: the view showed the end of the thread when last scrolled.
-const state = { sessionId: "", busy: false, removed: 0, summarized: false, pinned: true };
+// pending: the cards of the interrupts the session's last turn waits for,
+// each {interrupt, card, box, response}; paused: the Turn they are in.
+const state = { sessionId: "", busy: false, removed: 0, summarized: false, pinned: true, pending: [], paused: null };
+// owners: the Turn that shows each tool use, by the use's id, for results
+// that arrive in a later turn (a resume, or a message that denies).
+const owners = new Map();
 // The session list: the ids shown, and the cursor of the next page.
 const list = { loaded: false, ids: new Set(), cursor: "" };
 const PAGE = 50;
@@ -41,7 +48,7 @@ function setStatus(text) { $("status").textContent = text || ""; }
 
 function setBusy(busy) {
   state.busy = busy;
-  for (const b of document.querySelectorAll("#send, #new-chat, .example")) b.disabled = busy;
+  for (const b of document.querySelectorAll("#send, #new-chat, .example, #pending-deny, .interrupt button, .interrupt input")) b.disabled = busy;
 }
 
 // ---- scrolling -----------------------------------------------------------
@@ -249,6 +256,8 @@ function newChat() {
   state.removed = 0;
   state.summarized = false;
   $("messages").replaceChildren();
+  owners.clear();
+  showPending(null, []);
   showWindow({ removed: 0, summarized: false }, null);
   showWelcome();
   closeSessions();
@@ -274,11 +283,14 @@ async function openSession(id) {
     } while (cursor);
     showSession(id, first.title);
     renderTranscript(messages);
+    const paused = first.interrupts.length ? owners.get(first.interrupts[0].id) : null;
+    showPending(paused, first.interrupts);
     state.removed = first.window.removed;
     state.summarized = first.window.summarized;
     showWindow(first.window, first.summary);
     showWelcome();
     toEnd();
+    if (state.pending.length) focusCard(state.pending[0]);
     setStatus("");
   } catch (err) {
     newChat();
@@ -336,6 +348,24 @@ function addUser(text) {
   return li;
 }
 
+// resultPreview renders a stored tool result's content as text.
+function resultPreview(r) {
+  return (r.content || []).map((c) => c.text ?? (c.json ? JSON.stringify(c.json) : "[media]")).join(" ");
+}
+
+// showResults shows the tool results of messages in the boxes of their
+// calls, wherever those are in the thread.
+function showResults(messages) {
+  for (const m of messages || []) {
+    if (m.role !== "user") continue;
+    for (const b of m.content) {
+      const r = b.toolResult;
+      const owner = r && owners.get(r.toolUseId);
+      if (owner) owner.toolResult(r.toolUseId, r.status, resultPreview(r));
+    }
+  }
+}
+
 // Turn is an assistant turn: text segments, tool calls and their results,
 // and a line about the turn once it is done.
 class Turn {
@@ -363,21 +393,33 @@ class Turn {
     call.append(el("span", "name", name), el("code", "input", JSON.stringify(input)));
     box.append(call, el("div", "result", "running…"));
     this.tools.set(id, box);
+    owners.set(id, this);
     this.li.append(box);
+  }
+  // waiting marks a call that waits for a person.
+  waiting(id, kind) {
+    const box = this.tools.get(id);
+    if (!box || !box.classList.contains("pending")) return;
+    box.classList.add("waiting");
+    box.querySelector(".result").textContent = kind === "question" ? "waiting for your answer" : "waiting for your approval";
   }
   toolResult(id, status, preview) {
     const box = this.tools.get(id);
     if (!box) return;
-    box.classList.remove("pending");
+    box.classList.remove("pending", "waiting", "success", "error");
     box.classList.add(status === "error" ? "error" : "success");
     box.querySelector(".result").textContent = preview || "(no output)";
   }
   done(d) {
     this.li.classList.add("done");
+    this.li.classList.remove("failed");
     // The final text is done.text. It differs from what streamed when the
-    // agent closed the turn itself, such as at its cycle limit.
+    // agent closed the turn itself, such as at its cycle limit. A turn
+    // that paused ends with a tool call: its text is the one before it.
     const squash = (s) => s.replace(/\s+/g, "");
-    if (d.text && (!this.segment || squash(this.segment.textContent) !== squash(d.text))) {
+    const texts = this.li.querySelectorAll(":scope > .text");
+    const last = texts.length ? texts[texts.length - 1].textContent : "";
+    if (d.text && squash(last) !== squash(d.text)) {
       this.segment = null;
       this.text(d.text, false);
     }
@@ -402,6 +444,11 @@ class Turn {
   }
   fail(error) {
     this.li.classList.add("done", "failed");
+    this.problem(error);
+  }
+  // problem says what went wrong, without marking the turn failed: a resume
+  // that failed leaves its turn as it was.
+  problem(error) {
     this.li.append(el("div", "meta error", `${error.code}: ${error.message}`));
   }
   // giveBack returns a failed turn's message to the input box, or, when
@@ -426,17 +473,11 @@ class Turn {
 // the next user message, join their calls.
 function renderTranscript(messages) {
   $("messages").replaceChildren();
+  owners.clear();
   let turn = null;
-  const calls = new Map();
   for (const m of messages) {
     if (m.role === "user") {
-      for (const b of m.content) {
-        if (b.toolResult) {
-          const owner = calls.get(b.toolResult.toolUseId);
-          const preview = (b.toolResult.content || []).map((c) => c.text ?? (c.json ? JSON.stringify(c.json) : "[media]")).join(" ");
-          if (owner) owner.toolResult(b.toolResult.toolUseId, b.toolResult.status, preview);
-        }
-      }
+      showResults([m]);
       const text = m.content.filter((b) => b.text).map((b) => b.text).join("\n");
       const media = m.content.filter((b) => b.image || b.document).length;
       if (text || media) {
@@ -448,13 +489,276 @@ function renderTranscript(messages) {
     if (!turn) turn = new Turn();
     for (const b of m.content) {
       if (b.text) turn.text(b.text, false);
-      if (b.toolUse) {
-        turn.toolUse(b.toolUse.toolUseId, b.toolUse.name, b.toolUse.input);
-        calls.set(b.toolUse.toolUseId, turn);
-      }
+      if (b.toolUse) turn.toolUse(b.toolUse.toolUseId, b.toolUse.name, b.toolUse.input);
     }
     turn.li.classList.add("done");
   }
+}
+
+// ---- interrupts ----------------------------------------------------------
+// A turn that paused shows a card in the box of each tool use it waits for:
+// Approve or Deny for an approval, options and a text box for a question.
+// One request answers them all, sent once the last one is decided; until
+// then a decision can be changed. A message sent instead denies them, after
+// a confirmation.
+
+let cardCount = 0;
+
+// pretty renders JSON for a person: indented, as text.
+function pretty(v) {
+  try {
+    return JSON.stringify(v, null, 2);
+  } catch {
+    return String(v);
+  }
+}
+
+// expiresText says when an interrupt expires: "Expires today 14:05 (in 3 h)".
+function expiresText(iso) {
+  const ms = new Date(iso) - Date.now();
+  if (!(ms > 0)) return "Expired: a response counts as a denial.";
+  const min = Math.round(ms / 60000);
+  const left = min < 1 ? "under a minute" : min < 120 ? `${min} min` : `${Math.round(min / 60)} h`;
+  return `Expires ${when(iso).replace(/^Today/, "today")} (in ${left}). Unanswered, it counts as denied.`;
+}
+
+// field is a labelled block of JSON in a card.
+function field(label, value) {
+  const div = el("div", "field");
+  div.append(el("div", "label", label), el("pre", "json", pretty(value)));
+  return div;
+}
+
+// showPending shows the cards of interrupts in turn, the one that paused,
+// and replaces whatever cards were shown: none for an empty list.
+function showPending(turn, interrupts) {
+  for (const p of state.pending) p.card.remove();
+  state.pending = [];
+  state.paused = null;
+  if (interrupts.length) {
+    turn = turn || new Turn();
+    state.paused = turn;
+    for (const interrupt of interrupts) {
+      if (!turn.tools.has(interrupt.id)) turn.toolUse(interrupt.id, interrupt.tool, interrupt.input);
+      turn.waiting(interrupt.id, interrupt.kind);
+      const box = turn.tools.get(interrupt.id);
+      const p = { interrupt, box, response: null, card: null };
+      p.card = interruptCard(p);
+      box.append(p.card);
+      state.pending.push(p);
+    }
+  }
+  showPendingBar();
+}
+
+// interruptCard builds the card of one pending interrupt, undecided.
+function interruptCard(p) {
+  const i = p.interrupt, question = i.kind === "question";
+  const card = el("div", `interrupt ${question ? "question" : "approval"}`);
+  card.tabIndex = -1;
+  card.setAttribute("role", "group");
+  const title = el("h3", "", question ? "The agent asks you" : `Approval needed: ${i.tool}`);
+  title.id = `interrupt-${++cardCount}`;
+  card.setAttribute("aria-labelledby", title.id);
+  card.append(title);
+  const payload = i.payload || {};
+  if (question) {
+    card.append(el("p", "reason ask", payload.question || i.reason));
+  } else {
+    card.append(el("p", "reason", i.reason));
+    card.append(field(`Input to ${i.tool}`, i.input ?? {}));
+    if (i.payload !== undefined && i.payload !== null) card.append(field("Details", i.payload));
+  }
+  card.append(el("div", "expires", expiresText(i.expires_at)));
+  const actions = el("div", "actions");
+  card.append(actions);
+  undecided(p, card);
+  return card;
+}
+
+// undecided gives a card its controls.
+function undecided(p, card = p.card) {
+  p.response = null;
+  const actions = card.querySelector(".actions");
+  const i = p.interrupt, id = i.id;
+  const input = document.createElement("input");
+  input.type = "text";
+  if (i.kind === "question") {
+    const options = Array.isArray(i.payload && i.payload.options) ? i.payload.options : [];
+    const choices = el("div", "options");
+    for (const o of options) choices.append(button("quiet option", String(o), () => decide(p, { interrupt_id: id, answer: String(o) })));
+    input.placeholder = options.length ? "Or write your answer" : "Your answer";
+    input.setAttribute("aria-label", "Your answer");
+    input.className = "answer";
+    const sendAnswer = () => {
+      const answer = input.value.trim();
+      if (answer) decide(p, { interrupt_id: id, answer });
+      else input.focus();
+    };
+    input.addEventListener("keydown", (e) => {
+      if (e.key === "Enter" && !e.isComposing) {
+        e.preventDefault();
+        sendAnswer();
+      }
+    });
+    const answerRow = el("div", "answer-row");
+    answerRow.append(input, button("primary send-answer", "Send answer", sendAnswer));
+    actions.replaceChildren(...(options.length ? [choices] : []), answerRow,
+      button("quiet decline", "Decline to answer", () => decide(p, { interrupt_id: id, approve: false })));
+  } else {
+    input.placeholder = "Reason, if you deny (optional)";
+    input.setAttribute("aria-label", "Reason for denying (optional)");
+    input.className = "deny-reason";
+    const deny = () => {
+      const r = { interrupt_id: id, approve: false };
+      if (input.value.trim()) r.message = input.value.trim();
+      decide(p, r);
+    };
+    input.addEventListener("keydown", (e) => {
+      if (e.key === "Enter" && !e.isComposing) {
+        e.preventDefault();
+        deny();
+      }
+    });
+    actions.replaceChildren(
+      button("primary approve", "Approve", () => decide(p, { interrupt_id: id, approve: true })),
+      button("quiet deny", "Deny", deny),
+      input);
+  }
+  card.classList.remove("decided");
+  for (const c of actions.querySelectorAll("button, input")) c.disabled = state.busy;
+}
+
+// decisionText says what a response decided.
+function decisionText(r) {
+  if (r.answer !== undefined) return `You answered: ${r.answer}`;
+  if (r.approve) return "You approved this.";
+  return r.message ? `You denied this: ${r.message}` : "You denied this.";
+}
+
+// decide records a card's response, and sends them all once each card has
+// one.
+function decide(p, response) {
+  if (state.busy) return;
+  p.response = response;
+  const waiting = state.pending.filter((q) => !q.response);
+  if (!waiting.length) {
+    resume();
+    return;
+  }
+  const actions = p.card.querySelector(".actions");
+  p.card.classList.add("decided");
+  const change = button("quiet change", "Change", () => {
+    undecided(p);
+    showPendingBar();
+    focusCard(p);
+  });
+  change.setAttribute("aria-label", `Change your response to ${p.interrupt.tool}`);
+  actions.replaceChildren(el("span", "decision", `${decisionText(response)} It is sent once you respond to the other request${waiting.length === 1 ? "" : "s"}.`), change);
+  showPendingBar();
+  focusCard(waiting[0]);
+}
+
+// focusCard moves the focus to a card: to its answer box for a question.
+function focusCard(p) {
+  const target = p.card.querySelector("input.answer") || p.card;
+  target.focus({ preventScroll: true });
+  p.card.scrollIntoView({ block: "nearest" });
+}
+
+// live returns the cards whose interrupts have not expired: the ones a
+// message would deny.
+function live() { return state.pending.filter((p) => new Date(p.interrupt.expires_at) > Date.now()); }
+
+// showPendingBar says, above the composer, that the turn waits, and how
+// many responses are still to give.
+function showPendingBar() {
+  const bar = $("pending-bar"), n = state.pending.length;
+  const input = $("input");
+  bar.classList.remove("confirming");
+  if (!n) {
+    bar.hidden = true;
+    input.placeholder = input.dataset.placeholder;
+    return;
+  }
+  const left = state.pending.filter((p) => !p.response).length;
+  const what = n === 1 ? `The agent waits for your ${state.pending[0].interrupt.kind === "question" ? "answer" : "approval"}.`
+    : `The agent waits for your responses to ${n} requests${left < n ? `: ${n - left} decided, ${left} to go` : ""}.`;
+  $("pending-text").textContent = `${what} A message you send instead denies ${n === 1 ? "it" : "them"}.`;
+  $("pending-show").hidden = false;
+  $("pending-deny").hidden = $("pending-cancel").hidden = true;
+  bar.hidden = false;
+  input.placeholder = `Respond above, or write a message to deny ${n === 1 ? "it" : "them"} and move on`;
+}
+
+// confirmDeny asks before a message denies the pending interrupts, in the
+// bar above the composer; the message stays in the input box until then.
+function confirmDeny(text) {
+  const n = live().length;
+  const names = [...new Set(live().map((p) => p.interrupt.tool))].join(", ");
+  const bar = $("pending-bar");
+  bar.classList.add("confirming");
+  $("pending-text").textContent = `This will deny the pending request${n === 1 ? "" : "s"} (${names}) and send your message.`;
+  $("pending-show").hidden = true;
+  $("pending-deny").hidden = $("pending-cancel").hidden = false;
+  $("pending-deny").onclick = () => {
+    if (state.busy) return;
+    // What the input holds now, should it have changed since.
+    const now = $("input").value.trim() || text;
+    $("input").value = "";
+    showPendingBar();
+    send(now, true);
+  };
+  $("pending-cancel").focus();
+}
+
+// resume sends the responses to every card in one request, and draws the
+// rest of the turn into the one that paused.
+async function resume() {
+  const pending = state.pending;
+  const responses = pending.map((p) => p.response);
+  const turn = state.paused && state.paused.li === $("messages").lastElementChild ? state.paused : new Turn();
+  for (const p of pending) {
+    p.card.classList.add("decided");
+    p.card.querySelector(".actions").replaceChildren(el("span", "decision", "Sending…"));
+  }
+  setBusy(true);
+  showPendingBar(); // a question about a message is moot now
+  setStatus("Sending your response…");
+  toEnd();
+  const out = await stream({ session_id: state.sessionId, responses }, turn, null, true);
+  setBusy(false);
+  setStatus("");
+  const stale = ["no_interrupt_pending", "conflict", "invalid_responses"];
+  if (out.refused && stale.includes(out.refused.code)) {
+    // Answered elsewhere, being answered, or not what the session waits
+    // for: the stored session says where it stands.
+    await openSession(state.sessionId);
+    setStatus(`Your response was refused (${out.refused.code}), and the session was reloaded: ${out.refused.message}`);
+    return;
+  }
+  if (!out.done) {
+    for (const p of pending) undecided(p);
+    showPendingBar();
+    setStatus("Your response did not go through; respond again to retry.");
+    focusCard(pending[0]);
+    return;
+  }
+  for (const p of pending) {
+    p.box.insertBefore(el("div", "decision", decisionText(p.response)), p.box.querySelector(".result"));
+    p.card.remove();
+  }
+  state.pending = [];
+  state.paused = null;
+  after(turn, out.done);
+}
+
+// after shows what a turn that ended left waiting, if anything, and where
+// the focus goes next.
+function after(turn, done) {
+  follow(() => showPending(turn, done.stop_reason === "interrupt" ? done.interrupts || [] : []));
+  if (state.pending.length) focusCard(state.pending[0]);
+  else $("input").focus();
 }
 
 // ---- streaming -----------------------------------------------------------
@@ -482,21 +786,18 @@ async function* readEvents(resp) {
   }
 }
 
-async function send(text) {
-  setBusy(true);
-  const asked = addUser(text);
-  const turn = new Turn();
-  showWelcome();
-  toEnd(); // the user just spoke: show it, whatever they were reading
-  setStatus("Thinking…");
-  let failed = false;
+// stream sends a turn's request to POST /chat/stream and draws what
+// happens into turn. title names a new session in the list. A resuming
+// request's failure is noted in turn without failing it. It returns the
+// done event's ChatResponse, or what went wrong: refused, the error of a
+// request the API answered with an error status, or failed.
+async function stream(body, turn, title, resuming) {
+  const out = { done: null, refused: null, failed: null };
   const fail = (error) => {
-    failed = true;
-    follow(() => turn.fail(error));
+    out.failed = error;
+    follow(() => (resuming ? turn.problem(error) : turn.fail(error)));
   };
   try {
-    const body = { message: text };
-    if (state.sessionId) body.session_id = state.sessionId;
     const resp = await fetch("/chat/stream", {
       method: "POST",
       headers: { "Content-Type": "application/json", "Idempotency-Key": crypto.randomUUID() },
@@ -504,41 +805,90 @@ async function send(text) {
     });
     if (!resp.ok) {
       const e = await resp.json().catch(() => ({}));
-      asked.classList.add("rejected");
-      fail((e && e.error) || { code: String(resp.status), message: resp.statusText });
-      return;
+      out.refused = (e && e.error) || { code: String(resp.status), message: resp.statusText };
+      fail(out.refused);
+      return out;
     }
-    let finished = false;
     for await (const ev of readEvents(resp)) {
-      finished = finished || ev.name === "done" || ev.name === "error";
       switch (ev.name) {
         case "start":
           if (!state.sessionId) {
             // The list may not have it yet: it is read from an index that
             // DynamoDB updates shortly after a commit.
-            showSessions([{ session_id: ev.data.session_id, title: text, created_at: new Date().toISOString() }], "top");
-            showSession(ev.data.session_id, text);
+            showSessions([{ session_id: ev.data.session_id, title, created_at: new Date().toISOString() }], "top");
+            showSession(ev.data.session_id, title);
           }
           break;
         case "text": follow(() => turn.text(ev.data.delta)); break;
         case "tool_use": follow(() => turn.toolUse(ev.data.id, ev.data.name, ev.data.input)); break;
-        case "tool_result": follow(() => turn.toolResult(ev.data.id, ev.data.status, ev.data.preview)); break;
-        case "done": follow(() => turn.done(ev.data)); break;
+        case "tool_result": {
+          const owner = owners.get(ev.data.id);
+          if (owner) follow(() => owner.toolResult(ev.data.id, ev.data.status, ev.data.preview));
+          break;
+        }
+        case "interrupt": {
+          const owner = owners.get(ev.data.id);
+          if (owner) follow(() => owner.waiting(ev.data.id, ev.data.kind));
+          break;
+        }
+        case "done":
+          out.done = ev.data;
+          // Results that were not streamed, such as the denials a message
+          // gave the uses it moved on from.
+          follow(() => {
+            showResults(ev.data.messages);
+            turn.done(ev.data);
+          });
+          break;
         case "error": fail(ev.data.error); break;
       }
     }
-    if (!finished) {
+    if (!out.done && !out.failed) {
       fail({ code: "disconnected", message: "The stream ended before the turn did. Reload the session to see whether it was saved." });
     }
-    loadSessions();
   } catch (err) {
     fail({ code: "network", message: err.message });
-  } finally {
-    if (failed) follow(() => turn.giveBack(text));
-    setBusy(false);
-    setStatus("");
-    $("input").focus();
   }
+  return out;
+}
+
+// send sends a message; denyPending denies what the session waits for.
+async function send(text, denyPending = false) {
+  setBusy(true);
+  const asked = addUser(text);
+  const turn = new Turn();
+  showWelcome();
+  toEnd(); // the user just spoke: show it, whatever they were reading
+  setStatus("Thinking…");
+  const body = { message: text };
+  if (state.sessionId) body.session_id = state.sessionId;
+  if (denyPending) body.deny_pending = true;
+  const out = await stream(body, turn, text, false);
+  if (out.refused) asked.classList.add("rejected");
+  if (out.failed) follow(() => turn.giveBack(text));
+  setBusy(false);
+  setStatus("");
+  if (out.refused && out.refused.code === "interrupt_pending") {
+    // The session paused where this page did not see it, as in another
+    // tab: show what it waits for.
+    await openSession(state.sessionId);
+    setStatus("This session waits for your response to the request shown. Your message is in the input box.");
+    return;
+  }
+  if (out.done) {
+    // The session moved on: what it waited for was denied, or had expired.
+    for (const p of state.pending) {
+      const expired = new Date(p.interrupt.expires_at) <= Date.now();
+      const note = el("div", "decision", expired ? "It expired before you responded." : "Denied: you sent a message instead.");
+      p.box.insertBefore(note, p.box.querySelector(".result"));
+    }
+    showPending(null, []);
+    loadSessions();
+    after(turn, out.done);
+    return;
+  }
+  if (out.failed && !out.refused) loadSessions();
+  $("input").focus();
 }
 
 // ---- wiring --------------------------------------------------------------
@@ -547,8 +897,28 @@ $("composer").addEventListener("submit", (e) => {
   e.preventDefault();
   const text = $("input").value.trim();
   if (!text || state.busy) return;
+  if (live().length) {
+    confirmDeny(text);
+    return;
+  }
   $("input").value = "";
   send(text);
+});
+$("input").dataset.placeholder = $("input").placeholder;
+$("pending-show").addEventListener("click", () => {
+  const p = state.pending.find((q) => !q.response) || state.pending[0];
+  if (p) focusCard(p);
+});
+const cancelDeny = () => {
+  showPendingBar();
+  $("input").focus();
+};
+$("pending-cancel").addEventListener("click", cancelDeny);
+$("pending-bar").addEventListener("keydown", (e) => {
+  if (e.key === "Escape" && $("pending-bar").classList.contains("confirming")) {
+    e.stopPropagation();
+    cancelDeny();
+  }
 });
 $("input").addEventListener("keydown", (e) => {
   if (e.key === "Enter" && !e.shiftKey && !e.isComposing) {
