@@ -133,8 +133,11 @@ func New(cfg Config) (*Agent, error) {
 
 // Result is what a turn produced: what to persist and what to answer.
 type Result struct {
-	// Messages are the messages the turn added, in order. The first is the
-	// user's input; the last is always an assistant message.
+	// Messages are the messages the turn added, in order. Run's begin with
+	// the user's input, after a note of the assistant's when the history
+	// ended with a user message that was never answered; Continue's with
+	// the model's answer, and Answer's are its one user message. The last
+	// is an assistant message, but for Answer's.
 	Messages []Message
 	// Text is the final assistant text.
 	Text       string
@@ -208,8 +211,7 @@ func (a *Agent) run(ctx context.Context, conv *Conversation, input []ContentBloc
 	}
 	t := a.newTurn(conv)
 	t.emit = emit
-	t.add(ctx, t.userMessage(input))
-	t.conv.Pending = nil
+	t.begin(ctx, input)
 	return t.loop(ctx)
 }
 
@@ -289,6 +291,9 @@ type turn struct {
 	// the last model call emitted anything.
 	emit    func(Event)
 	emitted bool
+	// input is the index in added of the user's input; -1 for a turn
+	// without one.
+	input int
 }
 
 // send emits e when the turn streams.
@@ -301,7 +306,20 @@ func (t *turn) send(e Event) {
 func (a *Agent) newTurn(conv *Conversation) *turn {
 	state := NewState(conv.State)
 	state.limit = a.cfg.MaxStateBytes
-	return &turn{a: a, conv: conv.clone(), state: state, start: time.Now()}
+	return &turn{a: a, conv: conv.clone(), state: state, start: time.Now(), input: -1}
+}
+
+// begin adds the user's input, the turn's first message, and ends what the
+// session had pending. A history that ends with a user message, the
+// results of a resume whose answer never came, first gets a note from the
+// assistant, so that the roles alternate.
+func (t *turn) begin(ctx context.Context, input []ContentBlock) {
+	if n := len(t.conv.Messages); n > 0 && t.conv.Messages[n-1].Role == RoleUser {
+		t.add(ctx, AssistantText(unansweredText))
+	}
+	t.input = len(t.added)
+	t.add(ctx, t.userMessage(input))
+	t.conv.Pending = nil
 }
 
 func (t *turn) add(ctx context.Context, m Message) {
@@ -333,11 +351,11 @@ func (t *turn) userMessage(input []ContentBlock) Message {
 
 func (t *turn) finish(stop StopReason, text string) *Result {
 	t.metrics.Duration = time.Since(t.start)
-	if stop == StopGuardrailIntervened {
+	if stop == StopGuardrailIntervened && t.input >= 0 {
 		// The guardrail may have blocked the input. Kept, it would be sent
 		// and blocked again on every later turn, and the session would be
 		// stuck; it is stored as a note instead.
-		t.added[0] = redactedInput(t.added[0])
+		t.added[t.input] = redactedInput(t.added[t.input])
 	}
 	return &Result{
 		Messages:   t.added,
@@ -375,11 +393,11 @@ func (t *turn) fail(ctx, work context.Context, err error) error {
 // returned. A turn without media of its own was refused for media in the
 // stored history, which this request cannot change: a model failure.
 func (t *turn) refusedContent(err error) error {
-	if len(t.added) != 1 {
+	if t.input < 0 || len(t.added) != t.input+1 {
 		return err
 	}
 	var images, docs int
-	for _, b := range t.added[0].Content {
+	for _, b := range t.added[t.input].Content {
 		switch {
 		case b.Image != nil:
 			images++

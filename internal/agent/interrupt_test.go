@@ -354,3 +354,36 @@ func TestStreamEmitsInterrupts(t *testing.T) {
 		t.Errorf("events (-want +got):\n%s", diff)
 	}
 }
+
+// TestMessageAfterUnansweredResults: a message to a conversation whose
+// last message is a resume's results, never answered because the model
+// failed, follows a note from the assistant, so that the stored roles
+// alternate.
+func TestMessageAfterUnansweredResults(t *testing.T) {
+	s := newServer(t)
+	s.Enqueue(conversetest.ToolUse("u1", "refund", map[string]int{"n": 1}), conversetest.InternalError(), conversetest.Text("Hello."))
+	var refund counter
+	a := newAgent(t, s, agent.Config{Tools: []agent.Tool{agent.RequireApproval(refund.tool(t, "refund"))}, Retry: agent.RetryPolicy{MaxAttempts: 1}})
+	conv := &agent.Conversation{}
+	res, err := a.Run(t.Context(), conv, input("refund"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	conv = committed(t, conv, res)
+	ans, err := a.Answer(t.Context(), conv, []agent.Response{approve("u1", true, "")}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conv = committed(t, conv, ans)
+	if _, err := a.Continue(t.Context(), conv, nil); !agent.IsModelError(err, agent.KindUnavailable) {
+		t.Fatalf("Continue: %v, want the model's failure", err)
+	}
+	res, err = a.Run(t.Context(), conv, input("hello"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Messages) != 3 || res.Messages[0].Role != agent.RoleAssistant || res.Messages[1].Text() != "hello" {
+		t.Fatalf("messages %+v", res.Messages)
+	}
+	committed(t, conv, res)
+}

@@ -12,6 +12,7 @@ const (
 	interruptedText  = "The tool run was interrupted before it returned a result, so no result is available."
 	placeholderText  = "(empty)"
 	continuationText = "(The conversation continues from earlier messages that are no longer shown.)"
+	unansweredText   = "(No answer: the turn stopped here, after the tools ran.)"
 )
 
 // Repair returns a copy of msgs that Bedrock accepts, whatever msgs holds:

@@ -97,7 +97,7 @@ func (a *Agent) structured(ctx context.Context, conv *Conversation, req Structur
 	t := a.newTurn(conv)
 	work, cancel := a.workContext(ctx)
 	defer cancel()
-	t.add(ctx, t.userMessage(req.Prompt))
+	t.begin(ctx, req.Prompt)
 
 	// The attempts live only in the request: they are not the history's.
 	var attempts []Message

@@ -34,6 +34,9 @@ type Turn struct {
 	// Pending is what the turn waits for when it paused for a person; nil
 	// for a turn that ended. It replaces what the session had pending.
 	Pending *agent.Pending
+	// Resuming keeps the claim that ClaimPending took: the turn is the
+	// checkpoint of a resume, whose claim lasts until its last commit.
+	Resuming bool
 }
 
 // ErrOutcomeUnknown is a write whose context ended after it was sent: a
@@ -77,6 +80,9 @@ func (s *Store) Commit(ctx context.Context, sess *Session, turn Turn) error {
 	}
 	if turn.Earlier < 0 || turn.Earlier > sess.Count {
 		return invalidArgument("%d earlier messages of %d", turn.Earlier, sess.Count)
+	}
+	if turn.Resuming && !sess.Resuming {
+		return invalidArgument("session %s has no claim to keep", sess.ID)
 	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("ddbhistory: commit %s: %w", sess.ID, err)
@@ -237,6 +243,9 @@ func (c *commit) sessionItem(turn Turn, now time.Time) (item, error) {
 		}
 		meta[attrPending] = bin(compress(pending))
 	}
+	if turn.Resuming {
+		meta[attrResuming] = num(c.sess.resumingUntil)
+	}
 	return meta, nil
 }
 
@@ -261,7 +270,7 @@ func (c *commit) committed(turn Turn, now time.Time) {
 	sess.claimedUntil = c.claimedUntil
 	sess.Count += len(turn.Messages)
 	sess.Conversation = agent.Conversation{Window: turn.Window, State: turn.State, Pending: turn.Pending}
-	sess.Resuming = false
+	sess.Resuming = turn.Resuming
 	sess.CreatedAt, sess.UpdatedAt = time.UnixMilli(c.created.UnixMilli()), time.UnixMilli(now.UnixMilli())
 	sess.ExpiresAt = time.Time{}
 	if c.expires > 0 {

@@ -131,12 +131,26 @@ func TestClaimPending(t *testing.T) {
 			{ToolResult: agent.TextResult("u1", agent.ToolError, "denied")},
 			{ToolResult: pending.Results[0]},
 		}}
-		if err := e.store.Commit(t.Context(), later, ddbhistory.Turn{Messages: []agent.Message{answer}}); err != nil {
-			t.Fatalf("the claimer's commit: %v", err)
+		// A checkpoint keeps the claim; a release ends it.
+		if err := e.store.Commit(t.Context(), later, ddbhistory.Turn{Messages: []agent.Message{answer}, Resuming: true}); err != nil {
+			t.Fatalf("the claimer's checkpoint: %v", err)
+		}
+		if kept := load(); !kept.Resuming || kept.Conversation.Pending != nil {
+			t.Errorf("after the checkpoint: Resuming %v, pending %+v", kept.Resuming, kept.Conversation.Pending)
+		}
+		if err := e.store.ReleaseClaim(t.Context(), later); err != nil || later.Resuming {
+			t.Fatalf("release: %v, Resuming %v", err, later.Resuming)
+		}
+		released := load()
+		if released.Resuming {
+			t.Error("Resuming after the release")
+		}
+		if err := e.store.Commit(t.Context(), released, ddbhistory.Turn{Messages: turn(2)}); err != nil {
+			t.Fatalf("a turn after the release: %v", err)
 		}
 		done := load()
-		if done.Resuming || done.Conversation.Pending != nil {
-			t.Errorf("after the commit: Resuming %v, pending %+v", done.Resuming, done.Conversation.Pending)
+		if done.Resuming || done.Conversation.Pending != nil || done.Count != 5 {
+			t.Errorf("after the commit: Resuming %v, pending %+v, %d messages", done.Resuming, done.Conversation.Pending, done.Count)
 		}
 		if err := e.store.ClaimPending(t.Context(), done); err == nil {
 			t.Error("claimed a session with nothing pending")

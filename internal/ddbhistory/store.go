@@ -134,8 +134,9 @@ type Session struct {
 	// interrupts (ClaimPending) may still be running their tools.
 	Resuming bool
 
-	incarnation  string // tells this session from an earlier one with its key
-	claimedUntil int64  // when the claim on the session id expires; 0 never
+	incarnation   string // tells this session from an earlier one with its key
+	claimedUntil  int64  // when the claim on the session id expires; 0 never
+	resumingUntil int64  // when the claim on its pending interrupts expires
 }
 
 // NewSession returns a session that does not exist yet, for a first commit.
@@ -254,7 +255,8 @@ func (s *Store) loadWindow(ctx context.Context, key Key, skipUnseen bool) (*Sess
 	if err != nil {
 		return nil, err
 	}
-	sess.Resuming = getN(meta, attrResuming) > now.Unix()
+	sess.resumingUntil = getN(meta, attrResuming)
+	sess.Resuming = sess.resumingUntil > now.Unix()
 	from := sess.Conversation.Window.Removed
 	msgs := newMessageSet()
 	msgs.add(out.Items[1:], now)

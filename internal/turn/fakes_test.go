@@ -224,3 +224,5 @@ func (a *fakeAgent) Answer(context.Context, *agent.Conversation, []agent.Respons
 func (a *fakeAgent) Continue(ctx context.Context, conv *agent.Conversation, _ func(agent.Event)) (*agent.Result, error) {
 	return a.result(ctx, conv, []agent.ContentBlock{agent.Text("continue")})
 }
+
+func (f *fakeStore) ReleaseClaim(context.Context, *ddbhistory.Session) error { return nil }

@@ -3,6 +3,7 @@ package turn
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/lambda-agent/lambda-agent/internal/agent"
@@ -27,13 +28,17 @@ func checkPending(sess *ddbhistory.Session, deny bool) error {
 // approved runs at most once: the first, a checkpoint, stores the results
 // that answer the paused tool uses, once the tools ran; the second the rest
 // of the turn. Before any tool runs, the interrupts are claimed, so that of
-// two resumes that race only one runs them. When the rest of the turn
-// fails, the session keeps the results, and a retry of the request, which
-// finds them, continues from there without running a tool again.
+// two resumes that race only one runs them; the checkpoint keeps the
+// claim, so that no other turn comes between the two commits. When the
+// rest of the turn fails, the claim ends and the session keeps the results:
+// a retry of the request, which finds them, continues from there without
+// running a tool again, and a message goes on after them.
 func (s *Service) resume(ctx context.Context, c Chat) (*Outcome[ChatAnswer], error) {
 	if len(c.Content) > 0 || c.DenyPending {
 		return nil, errors.New("turn: responses come without content and without DenyPending")
 	}
+	// checkpointed is set once the results are stored, under the claim.
+	var checkpointed bool
 	return run(ctx, s, c.Request, job[ChatAnswer]{
 		run: func(ctx, storeCtx context.Context, sess *ddbhistory.Session) (*done[ChatAnswer], error) {
 			// The stream starts once the request is known to resume the
@@ -46,7 +51,11 @@ func (s *Service) resume(ctx context.Context, c Chat) (*Outcome[ChatAnswer], err
 				}
 			}
 			conv := &sess.Conversation
-			var first *agent.Result
+			// earlier are the turn's messages stored before its end: the
+			// results, by this request's checkpoint or an earlier attempt's.
+			var earlier []agent.Message
+			var toolCalls int
+			var took time.Duration
 			switch {
 			case sess.Version == 0:
 				return nil, ddbhistory.ErrNotFound
@@ -60,36 +69,41 @@ func (s *Service) resume(ctx context.Context, c Chat) (*Outcome[ChatAnswer], err
 					return nil, err
 				}
 				start()
-				var err error
-				if first, err = s.agent.Answer(ctx, conv, c.Responses, emit); err != nil {
+				first, err := s.agent.Answer(ctx, conv, c.Responses, emit)
+				if err != nil {
 					return nil, err
 				}
 				window := append(conv.Messages, first.Messages...)
-				if err := s.store.Commit(storeCtx, sess, ddbhistory.Turn{Messages: first.Messages, Window: first.Window, State: first.State}); err != nil {
+				err = s.store.Commit(storeCtx, sess, ddbhistory.Turn{Messages: first.Messages, Window: first.Window, State: first.State, Resuming: true})
+				if err != nil {
 					return nil, &CommitError{Result: first, Err: err}
 				}
+				checkpointed = true
 				conv.Messages = window
+				earlier, toolCalls, took = first.Messages, first.Metrics.ToolCalls, first.Metrics.Duration
 			case !answered(conv.Messages, c.Responses):
 				return nil, ErrNothingPending
 			default:
 				start()
+				earlier = conv.Messages[len(conv.Messages)-1:]
 			}
 			res, err := s.agent.Continue(ctx, conv, emit)
 			if err != nil {
 				return nil, err
 			}
+			res.Metrics.ToolCalls += toolCalls
+			res.Metrics.Duration += took
 			answer := chatAnswer(sess.ID, res)
-			if first == nil {
-				return &done[ChatAnswer]{Result: res, Answer: answer}, nil
-			}
-			res.Metrics.ToolCalls += first.Metrics.ToolCalls
-			res.Metrics.Duration += first.Metrics.Duration
-			answer = chatAnswer(sess.ID, res)
-			answer.Messages = append(first.Messages, res.Messages...)
-			return &done[ChatAnswer]{Result: res, Answer: answer, Earlier: len(first.Messages)}, nil
+			answer.Messages = append(slices.Clip(earlier), res.Messages...)
+			return &done[ChatAnswer]{Result: res, Answer: answer, Earlier: len(earlier)}, nil
 		},
 		stored: storedChat,
 		replay: s.replayChat,
+		cleanup: func(ctx context.Context, sess *ddbhistory.Session) {
+			if checkpointed {
+				_ = s.store.ReleaseClaim(ctx, sess) // a claim left behind expires
+			}
+		},
 	})
 }
 

@@ -30,8 +30,10 @@ type Store interface {
 	// Release frees the hold of a turn that did not commit.
 	Release(ctx context.Context, hold *ddbhistory.Hold) error
 	// ClaimPending claims a session's pending interrupts for the request
-	// that resumes them.
+	// that resumes them; ReleaseClaim ends the claim of a resume that
+	// failed.
 	ClaimPending(ctx context.Context, sess *ddbhistory.Session) error
+	ReleaseClaim(ctx context.Context, sess *ddbhistory.Session) error
 	// Transcript reads stored messages, which a replayed chat answer
 	// carries.
 	Transcript(ctx context.Context, key ddbhistory.Key, cursor string, limit int) (*ddbhistory.Page, error)
@@ -248,11 +250,13 @@ func (s *Service) Structured(ctx context.Context, st Structured) (*Outcome[Struc
 
 // job is one kind of turn: how to run it, what of its answer to store for
 // replays, and how to answer a replay. run gets the turn's context and the
-// one for its store calls.
+// one for its store calls. cleanup, when set, undoes what run left behind
+// when the turn failed and nothing of its end was stored.
 type job[A any] struct {
-	run    func(ctx, storeCtx context.Context, sess *ddbhistory.Session) (*done[A], error)
-	stored func(A) any
-	replay func(ctx context.Context, key ddbhistory.Key, r *ddbhistory.Replay) (A, error)
+	run     func(ctx, storeCtx context.Context, sess *ddbhistory.Session) (*done[A], error)
+	stored  func(A) any
+	replay  func(ctx context.Context, key ddbhistory.Key, r *ddbhistory.Replay) (A, error)
+	cleanup func(ctx context.Context, sess *ddbhistory.Session)
 }
 
 // done is a turn that ran: what to commit, and the answer. Earlier counts
@@ -288,7 +292,7 @@ func run[A any](ctx context.Context, s *Service, req Request, j job[A]) (*Outcom
 		}
 	}
 	out, err := commitRun(ctx, storeCtx, s, sess, hold, j)
-	if hold != nil && err != nil && !errors.Is(err, ddbhistory.ErrOutcomeUnknown) {
+	if err != nil && !errors.Is(err, ddbhistory.ErrOutcomeUnknown) {
 		// Free the key of a turn that did not commit, so that a retry need
 		// not wait for the hold to expire. A turn that may be stored keeps
 		// it: a retry then waits for the hold to expire, and replays or runs
@@ -296,7 +300,12 @@ func run[A any](ctx context.Context, s *Service, req Request, j job[A]) (*Outcom
 		// land.
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 		defer cancel()
-		_ = s.store.Release(rctx, hold) // a hold left behind expires
+		if hold != nil {
+			_ = s.store.Release(rctx, hold) // a hold left behind expires
+		}
+		if j.cleanup != nil {
+			j.cleanup(rctx, sess)
+		}
 	}
 	return out, err
 }
