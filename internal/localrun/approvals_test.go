@@ -1,7 +1,6 @@
 package localrun_test
 
 import (
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -28,25 +27,13 @@ func TestREADMEApprovalExamples(t *testing.T) {
 	}
 	var answers []string
 	for _, c := range curls {
-		req, err := http.NewRequest(c.method, strings.Replace(c.url, "http://"+addr, base, 1), strings.NewReader(c.data))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for k, v := range c.headers {
-			req.Header.Set(k, v)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
+		status, body := c.send(t, strings.Replace(c.url, "http://"+addr, base, 1))
 		// The one refused request is the example of a 409; its command
 		// prints only the status.
-		if want := wantStatus(c); resp.StatusCode != want {
-			t.Errorf("%s\n→ %d %s; want %d", c.line, resp.StatusCode, body, want)
+		if want := wantStatus(c); status != want {
+			t.Errorf("%s\n→ %d %s; want %d", c.line, status, body, want)
 		}
-		answers = append(answers, string(body))
+		answers = append(answers, body)
 	}
 	all := strings.Join(answers, "\n")
 	for _, want := range []string{

@@ -55,6 +55,26 @@ type curl struct {
 	data    string
 }
 
+// send sends c's request to url, in place of the README's, and returns the
+// answer's status and body.
+func (c curl) send(t *testing.T, url string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(c.method, url, strings.NewReader(c.data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range c.headers {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
 // readmeCurls returns the curl commands of the README that call the local
 // run.
 func readmeCurls(t *testing.T) []curl {
@@ -153,23 +173,11 @@ func TestREADMECurlExamplesWork(t *testing.T) {
 			t.Errorf("a README example does not target the local run's address: %s", c.line)
 			continue
 		}
-		req, err := http.NewRequest(c.method, url, strings.NewReader(c.data))
-		if err != nil {
-			t.Fatal(err)
+		status, body := c.send(t, url)
+		if status >= 300 {
+			t.Errorf("%s\n→ %d %s", c.line, status, body)
 		}
-		for k, v := range c.headers {
-			req.Header.Set(k, v)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode >= 300 {
-			t.Errorf("%s\n→ %d %s", c.line, resp.StatusCode, body)
-		}
-		answers = append(answers, string(body))
+		answers = append(answers, body)
 	}
 	all := strings.Join(answers, "\n")
 	for _, want := range []string{`25*48 = 1200`, `"text":"teal"`, `"data":{"born":1,"name":"example"}`, "event: tool_use\ndata: {\"id\"", "event: done\ndata: {\"session_id\":\"demo\"", `"title":"What is 25*48?"`} {

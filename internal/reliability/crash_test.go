@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -88,24 +87,7 @@ func chatEvent(t *testing.T, message string) []byte {
 // by message to session, and with the Idempotency-Key key unless it is "".
 func keyedChatEvent(t *testing.T, session, message, key string) []byte {
 	t.Helper()
-	e, err := testkit.Event("chat-new.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, err := json.Marshal(map[string]any{"session_id": session, "message": message})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.Body = string(body)
-	e.Headers["content-length"] = strconv.Itoa(len(body))
-	if key != "" {
-		e.Headers["idempotency-key"] = key
-	}
-	raw, err := json.Marshal(e)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return raw
+	return sandboxEvent(t, "POST", "/chat", map[string]any{"session_id": session, "message": message}, key)
 }
 
 // waitFor polls until cond holds, or fails the test.
