@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -21,6 +22,10 @@ type Config struct {
 	System string
 	// Tools are the tools the model may use. Names must be unique.
 	Tools []Tool
+	// ToolSets add tools known only at run time, such as a remote
+	// server's, at the start of each turn. A tool whose name another has
+	// already, or whose schema does not compile, is left out of the turn.
+	ToolSets []ToolSet
 	// Manager bounds the window; nil means SlidingWindow{}.
 	Manager ConversationManager
 	// MaxCycles caps the model calls of one turn (each followed by tool runs);
@@ -77,8 +82,10 @@ const (
 type Agent struct {
 	cfg   Config
 	model Model
-	tools map[string]*registered
-	specs []ToolSpec
+	box   toolbox // the tools of Config.Tools
+	// schemas caches the compiled schemas of the tool sets' tools, by
+	// name and schema.
+	schemas sync.Map
 }
 
 type registered struct {
@@ -112,21 +119,20 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.Manager == nil {
 		cfg.Manager = SlidingWindow{}
 	}
-	a := &Agent{cfg: cfg, model: Retrying(cfg.Model, cfg.Retry), tools: make(map[string]*registered)}
+	a := &Agent{cfg: cfg, model: Retrying(cfg.Model, cfg.Retry), box: toolbox{tools: make(map[string]*registered)}}
 	for _, t := range cfg.Tools {
 		spec := t.Spec()
 		if !toolNamePattern.MatchString(spec.Name) {
 			return nil, fmt.Errorf("agent: tool name %q does not match %s", spec.Name, toolNamePattern)
 		}
-		if _, dup := a.tools[spec.Name]; dup {
+		if _, dup := a.box.tools[spec.Name]; dup {
 			return nil, fmt.Errorf("agent: two tools are named %q", spec.Name)
 		}
 		schema, err := compileToolSchema(spec.InputSchema)
 		if err != nil {
 			return nil, fmt.Errorf("agent: tool %s: %w", spec.Name, err)
 		}
-		a.tools[spec.Name] = &registered{tool: t, schema: schema}
-		a.specs = append(a.specs, spec)
+		a.box.add(t, spec, schema)
 	}
 	return a, nil
 }
@@ -211,6 +217,7 @@ func (a *Agent) run(ctx context.Context, conv *Conversation, input []ContentBloc
 	}
 	t := a.newTurn(conv)
 	t.emit = emit
+	t.box = a.toolbox(ctx)
 	t.begin(ctx, input)
 	return t.loop(ctx)
 }
@@ -223,7 +230,7 @@ func (t *turn) loop(ctx context.Context) (*Result, error) {
 	defer cancel()
 	for cycle := 1; ; cycle++ {
 		t.metrics.Cycles = cycle
-		resp, err := t.converse(work, ModelRequest{System: a.cfg.System, Tools: a.specs})
+		resp, err := t.converse(work, ModelRequest{System: a.cfg.System, Tools: t.box.specs})
 		if err != nil {
 			return nil, t.fail(ctx, work, err)
 		}
@@ -294,6 +301,8 @@ type turn struct {
 	// input is the index in added of the user's input; -1 for a turn
 	// without one.
 	input int
+	// box holds the turn's tools.
+	box *toolbox
 }
 
 // send emits e when the turn streams.
@@ -306,7 +315,7 @@ func (t *turn) send(e Event) {
 func (a *Agent) newTurn(conv *Conversation) *turn {
 	state := NewState(conv.State)
 	state.limit = a.cfg.MaxStateBytes
-	return &turn{a: a, conv: conv.clone(), state: state, start: time.Now(), input: -1}
+	return &turn{a: a, conv: conv.clone(), state: state, start: time.Now(), input: -1, box: &a.box}
 }
 
 // begin adds the user's input, the turn's first message, and ends what the

@@ -204,6 +204,7 @@ func (a *Agent) Answer(ctx context.Context, conv *Conversation, responses []Resp
 	if emit != nil {
 		t.emit = serialized(emit)
 	}
+	t.box = a.toolbox(ctx)
 	work, cancel := a.workContext(ctx)
 	defer cancel()
 
@@ -263,6 +264,7 @@ func (a *Agent) Continue(ctx context.Context, conv *Conversation, emit func(Even
 	before(ctx, a.cfg.Hooks.BeforeInvocation, &BeforeInvocationEvent{Conversation: conv})
 	t := a.newTurn(conv)
 	t.emit = emit
+	t.box = a.toolbox(ctx)
 	res, err := t.loop(ctx)
 	after(ctx, a.cfg.Hooks.AfterInvocation, &AfterInvocationEvent{Result: res, Err: err})
 	return res, err

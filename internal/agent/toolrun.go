@@ -50,7 +50,7 @@ func (t *turn) runTool(ctx context.Context, u *ToolUseBlock, approved bool) (*To
 	hooks := &t.a.cfg.Hooks
 	start := time.Now()
 	ev := &BeforeToolCallEvent{Use: u, Approved: approved}
-	if r, ok := t.a.tools[u.Name]; ok {
+	if r, ok := t.box.tools[u.Name]; ok {
 		ev.Tool = r.tool
 	}
 	before(ctx, hooks.BeforeToolCall, ev)
@@ -63,7 +63,7 @@ func (t *turn) runTool(ctx context.Context, u *ToolUseBlock, approved bool) (*To
 	case ev.Cancel != "":
 		result = TextResult(u.ToolUseID, ToolError, "The tool call was cancelled: "+ev.Cancel)
 	case ev.Tool == nil:
-		result = TextResult(u.ToolUseID, ToolError, fmt.Sprintf("There is no tool named %q. The tools are: %s.", u.Name, t.a.toolNames()))
+		result = TextResult(u.ToolUseID, ToolError, fmt.Sprintf("There is no tool named %q. The tools are: %s.", u.Name, t.box.names()))
 	default:
 		result = t.invoke(ctx, ev.Tool, u)
 	}
@@ -88,7 +88,7 @@ func (t *turn) interruptFor(u *ToolUseBlock, ev *BeforeToolCallEvent) *Interrupt
 	if r := ev.Interrupt; r != nil {
 		in = Interrupt{Kind: KindApproval, Name: cmp.Or(r.Name, "approval"), Reason: r.Reason, Payload: r.Payload}
 	} else if ir, ok := ev.Tool.(interrupter); ok {
-		if schema, err := t.a.schemaFor(ir); err != nil || schema.validate(inputOf(u)) != nil {
+		if schema, err := t.schemaFor(ir); err != nil || schema.validate(inputOf(u)) != nil {
 			return nil
 		}
 		in = ir.interrupt(u)
@@ -112,12 +112,12 @@ func inputOf(u *ToolUseBlock) json.RawMessage {
 	return u.Input
 }
 
-func (a *Agent) toolNames() string {
-	if len(a.specs) == 0 {
+func (b *toolbox) names() string {
+	if len(b.specs) == 0 {
 		return "(none)"
 	}
-	names := make([]string, len(a.specs))
-	for i, s := range a.specs {
+	names := make([]string, len(b.specs))
+	for i, s := range b.specs {
 		names[i] = s.Name
 	}
 	return strings.Join(names, ", ")
@@ -130,7 +130,7 @@ var errToolPanicked = errors.New("the tool failed unexpectedly")
 // that ignores its context is abandoned when the timeout ends, so it cannot
 // hold up the turn.
 func (t *turn) invoke(ctx context.Context, tool Tool, u *ToolUseBlock) *ToolResultBlock {
-	schema, err := t.a.schemaFor(tool)
+	schema, err := t.schemaFor(tool)
 	if err != nil {
 		return TextResult(u.ToolUseID, ToolError, "The tool cannot be used: "+err.Error())
 	}
@@ -177,12 +177,12 @@ func (t *turn) invoke(ctx context.Context, tool Tool, u *ToolUseBlock) *ToolResu
 	return &ToolResultBlock{ToolUseID: u.ToolUseID, Status: ToolSuccess, Content: content}
 }
 
-// schemaFor returns the compiled input schema of tool: the one New compiled
-// when the schema is a registered tool's, or else a fresh one, for a tool a
-// hook put in place of another.
-func (a *Agent) schemaFor(tool Tool) (*toolSchema, error) {
+// schemaFor returns the compiled input schema of tool: the one compiled
+// when the tool joined the turn, or else a fresh one, for a tool a hook put
+// in place of another.
+func (t *turn) schemaFor(tool Tool) (*toolSchema, error) {
 	spec := tool.Spec()
-	if r, ok := a.tools[spec.Name]; ok && bytes.Equal(r.schema.raw, spec.InputSchema) {
+	if r, ok := t.box.tools[spec.Name]; ok && bytes.Equal(r.schema.raw, spec.InputSchema) {
 		return r.schema, nil
 	}
 	return compileToolSchema(spec.InputSchema)
