@@ -4,8 +4,10 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"slices"
 	"strings"
 	"time"
@@ -13,10 +15,13 @@ import (
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/bedrockruntime"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
+	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	"github.com/lambda-agent/lambda-agent/internal/agent"
 	"github.com/lambda-agent/lambda-agent/internal/agent/bedrock"
 	"github.com/lambda-agent/lambda-agent/internal/ddbhistory"
 	"github.com/lambda-agent/lambda-agent/internal/httpapi"
+	"github.com/lambda-agent/lambda-agent/internal/remote"
 	"github.com/lambda-agent/lambda-agent/internal/sdkhttp"
 	"github.com/lambda-agent/lambda-agent/internal/tools"
 	"github.com/lambda-agent/lambda-agent/internal/turn"
@@ -36,6 +41,20 @@ type Options struct {
 	// Retry is the model calls' retry policy; the zero value is the agent's
 	// default. Tests shorten its waits.
 	Retry agent.RetryPolicy
+	// Remote reaches the remote tools' services. A client that the
+	// configuration needs is required.
+	Remote Remote
+}
+
+// Remote is how the remote tools are reached.
+type Remote struct {
+	// Lambda invokes LAMBDA_TOOLS' functions.
+	Lambda remote.Invoker
+	// SSM reads the secrets of MCP_SERVERS' headers.
+	SSM remote.ParameterGetter
+	// HTTP makes MCP requests; nil means an http.Client with the
+	// defaults of remote.MCP.
+	HTTP *http.Client
 }
 
 // App is what New built: the handler, and the parts it is made of, which
@@ -130,15 +149,26 @@ func NewAgent(cfg *Config, client bedrock.ConverseAPI, opts Options) (*agent.Age
 	if err != nil {
 		return nil, err
 	}
+	if len(cfg.LambdaTools) > 0 {
+		if opts.Remote.Lambda == nil {
+			return nil, errors.New("app: LAMBDA_TOOLS is set, and no Lambda client was given")
+		}
+		builtins = append(builtins, remote.LambdaTools(opts.Remote.Lambda, cfg.LambdaTools)...)
+	}
 	for i, t := range builtins {
 		if slices.Contains(cfg.ApprovalTools, t.Spec().Name) {
 			builtins[i] = agent.RequireApproval(t)
 		}
 	}
+	sets, err := mcpTools(cfg, opts)
+	if err != nil {
+		return nil, err
+	}
 	return agent.New(agent.Config{
 		Model:               model,
 		System:              cfg.SystemPrompt,
 		Tools:               builtins,
+		ToolSets:            sets,
 		Manager:             manager,
 		MaxCycles:           cfg.MaxCycles,
 		ContextWindowTokens: cfg.ContextWindowTokens,
@@ -150,6 +180,36 @@ func NewAgent(cfg *Config, client bedrock.ConverseAPI, opts Options) (*agent.Age
 			},
 		},
 	})
+}
+
+// secretsTimeout bounds the reading of MCP servers' secrets at init.
+const secretsTimeout = 5 * time.Second
+
+// mcpTools returns the tool set of cfg's MCP servers, whose listing has
+// begun, or none. A server whose secrets cannot be read is left out, with
+// an error in the log: the function still starts, and serves every other
+// tool.
+func mcpTools(cfg *Config, opts Options) ([]agent.ToolSet, error) {
+	if len(cfg.MCPServers) == 0 {
+		return nil, nil
+	}
+	logger := cmp.Or(opts.Logger, slog.Default())
+	servers := cfg.MCPServers
+	if slices.ContainsFunc(servers, func(s remote.MCPServer) bool { return len(s.SecretHeaders) > 0 }) {
+		if opts.Remote.SSM == nil {
+			return nil, errors.New("app: MCP_SERVERS names secret headers, and no SSM client was given")
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), secretsTimeout)
+		defer cancel()
+		var errs []error
+		servers, errs = remote.ResolveSecrets(ctx, opts.Remote.SSM, servers)
+		for _, err := range errs {
+			logger.Error("MCP server left out", "error", err.Error())
+		}
+	}
+	set := remote.NewMCP(servers, remote.MCPOptions{HTTPClient: opts.Remote.HTTP, Logger: logger, Approval: cfg.ApprovalTools})
+	set.Start()
+	return []agent.ToolSet{set}, nil
 }
 
 // logToolErrors returns a hook that logs each tool run whose result is an
@@ -209,5 +269,13 @@ func NewFromEnv(ctx context.Context, getenv func(string) string, opts Options) (
 		return nil, fmt.Errorf("load AWS configuration: %w", err)
 	}
 	awsCfg.HTTPClient = sdkhttp.Wrap(awsCfg.HTTPClient)
+	// The remote tools' clients exist only when the configuration uses
+	// them, as AWS_ENDPOINT_URL_LAMBDA and AWS_ENDPOINT_URL_SSM redirect.
+	if len(cfg.LambdaTools) > 0 && opts.Remote.Lambda == nil {
+		opts.Remote.Lambda = lambda.NewFromConfig(awsCfg)
+	}
+	if len(cfg.MCPServers) > 0 && opts.Remote.SSM == nil {
+		opts.Remote.SSM = ssm.NewFromConfig(awsCfg)
+	}
 	return New(cfg, bedrockruntime.NewFromConfig(awsCfg), dynamodb.NewFromConfig(awsCfg), opts)
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/lambda-agent/lambda-agent/internal/agent"
 	"github.com/lambda-agent/lambda-agent/internal/httpapi"
+	"github.com/lambda-agent/lambda-agent/internal/remote"
 	"github.com/lambda-agent/lambda-agent/internal/tools"
 )
 
@@ -41,7 +42,13 @@ type Config struct {
 	// InterruptTTL is INTERRUPT_TTL, a duration such as 30m or 24h, default
 	// 24h: how long interrupts wait for a response before they count as
 	// denied.
-	InterruptTTL     time.Duration
+	InterruptTTL time.Duration
+	// MCPServers is MCP_SERVERS, a JSON list of the MCP servers whose tools
+	// the agent may use.
+	MCPServers []remote.MCPServer
+	// LambdaTools is LAMBDA_TOOLS, a JSON list of the Lambda functions the
+	// agent may call as tools.
+	LambdaTools      []remote.LambdaTool
 	SessionTTLDays   int    // SESSION_TTL_DAYS, default 30; 0 keeps sessions forever
 	MaxMessageBytes  int    // MAX_MESSAGE_BYTES, default 262144, at most MaxMessageBytes
 	GuardrailID      string // GUARDRAIL_ID
@@ -85,7 +92,9 @@ func ConfigFromEnv(getenv func(string) string) (*Config, error) {
 		c.SummaryRatio = *r
 	}
 	c.Tools = p.tools("TOOLS")
-	c.ApprovalTools = p.approvalTools("APPROVAL_TOOLS", c.Tools)
+	c.MCPServers = jsonList(p, "MCP_SERVERS", remote.ParseMCPServers)
+	c.LambdaTools = jsonList(p, "LAMBDA_TOOLS", remote.ParseLambdaTools)
+	c.ApprovalTools = p.approvalTools("APPROVAL_TOOLS", c)
 	c.InterruptTTL = p.duration("INTERRUPT_TTL", agent.DefaultInterruptTTL, time.Second, 365*24*time.Hour)
 	if (c.GuardrailID == "") != (c.GuardrailVersion == "") {
 		p.fail("GUARDRAIL_ID and GUARDRAIL_VERSION must be set together")
@@ -191,15 +200,36 @@ func list(v string) []string {
 }
 
 // approvalTools reads a list of tools that need approval, which must be
-// among the enabled ones: a name that is not would guard nothing.
-func (p *parser) approvalTools(name string, enabled []string) []string {
+// among the enabled ones of c: a name that is not would guard nothing. An
+// MCP server's tools are known only once listed, so a name with a server's
+// prefix is taken on trust.
+func (p *parser) approvalTools(name string, c *Config) []string {
+	enabled := slices.Clone(c.Tools)
+	for _, t := range c.LambdaTools {
+		enabled = append(enabled, t.Name)
+	}
 	names := list(p.getenv(name))
 	for _, n := range names {
-		if !slices.Contains(enabled, n) {
-			p.fail("%s: %q is not an enabled tool; the enabled tools are %s", name, n, strings.Join(enabled, ", "))
+		if !slices.Contains(enabled, n) && !slices.ContainsFunc(c.MCPServers, func(s remote.MCPServer) bool {
+			return s.ToolPrefix() != "" && strings.HasPrefix(n, s.ToolPrefix())
+		}) {
+			p.fail("%s: %q is not an enabled tool, nor has an MCP server's prefix; the enabled tools are %s", name, n, strings.Join(enabled, ", "))
 		}
 	}
 	return names
+}
+
+// jsonList reads a variable that holds a JSON list, with parse.
+func jsonList[T any](p *parser, name string, parse func(string) ([]T, error)) []T {
+	v := p.getenv(name)
+	if strings.TrimSpace(v) == "" {
+		return nil
+	}
+	out, err := parse(v)
+	if err != nil {
+		p.fail("%s: %v", name, err)
+	}
+	return out
 }
 
 func (p *parser) tools(name string) []string {

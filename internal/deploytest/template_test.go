@@ -42,6 +42,8 @@ var envVars = []string{
 	"TOOLS",
 	"APPROVAL_TOOLS",
 	"INTERRUPT_TTL",
+	"MCP_SERVERS",
+	"LAMBDA_TOOLS",
 	"SESSION_TTL_DAYS",
 	"MAX_MESSAGE_BYTES",
 	"GUARDRAIL_ID",
@@ -360,11 +362,18 @@ func TestLeastPrivilege(t *testing.T) {
 		arn + "*::foundation-model/${SummarizerFoundationModelId}",
 	}
 	wantGuardrail := []string{arn + "${AWS::Region}:${AWS::AccountId}:guardrail/${GuardrailId}"}
+	// The functions that run tools may invoke the Lambda tools' functions
+	// and read the MCP servers' secrets: exactly those the parameters list.
+	wantRemote := map[string]map[string]any{
+		"ChatFunction":       {"lambda:InvokeFunction": ref("LambdaToolArns"), "ssm:GetParameter": ref("McpSecretParameterArns")},
+		"ChatStreamFunction": {"lambda:InvokeFunction": ref("LambdaToolArns"), "ssm:GetParameter": ref("McpSecretParameterArns")},
+	}
 
 	for id := range functions {
 		t.Run(id, func(t *testing.T) {
 			var dynamo, dynamoHolds, bedrock, invokeResources, guardrailResources []string
 			queriesIndex := false
+			remote := map[string]any{}
 			for _, s := range tp.statements(t, id) {
 				service := ""
 				for _, a := range s.Actions {
@@ -423,9 +432,18 @@ func TestLeastPrivilege(t *testing.T) {
 							t.Errorf("%s is granted without the bedrock:InferenceProfileArn condition", r)
 						}
 					}
+				case "lambda", "ssm":
+					if len(s.Actions) != 1 || len(s.Resources) != 1 || s.Condition != nil {
+						t.Errorf("remote tools' grant %v on %v, condition %v; want one action on one list", s.Actions, s.Resources, s.Condition)
+						continue
+					}
+					remote[s.Actions[0]] = s.Resources[0]
 				default:
 					t.Errorf("unexpected actions %v", s.Actions)
 				}
+			}
+			if diff := cmp.Diff(wantRemote[id], remote, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("remote tools' grants (-want +got):\n%s", diff)
 			}
 			if queriesIndex != wantIndex[id] {
 				t.Errorf("may query the owner index: %v, want %v", queriesIndex, wantIndex[id])

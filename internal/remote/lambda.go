@@ -1,0 +1,84 @@
+package remote
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
+	"github.com/aws/aws-sdk-go-v2/service/lambda/types"
+	"github.com/lambda-agent/lambda-agent/internal/agent"
+)
+
+// Invoker is the part of *lambda.Client that Lambda tools use.
+type Invoker interface {
+	Invoke(ctx context.Context, in *lambda.InvokeInput, optFns ...func(*lambda.Options)) (*lambda.InvokeOutput, error)
+}
+
+// LambdaTools returns the tools of tools, each calling its function through
+// client.
+func LambdaTools(client Invoker, tools []LambdaTool) []agent.Tool {
+	out := make([]agent.Tool, len(tools))
+	for i, t := range tools {
+		out[i] = &lambdaTool{client: client, cfg: t}
+	}
+	return out
+}
+
+type lambdaTool struct {
+	client Invoker
+	cfg    LambdaTool
+}
+
+func (t *lambdaTool) Spec() agent.ToolSpec {
+	return agent.ToolSpec{Name: t.cfg.Name, Description: t.cfg.Description, InputSchema: t.cfg.InputSchema}
+}
+
+// functionError is the payload of a function that failed.
+type functionError struct {
+	Message string `json:"errorMessage"`
+	Type    string `json:"errorType"`
+}
+
+// Run invokes the function, synchronously, with the tool's input as the
+// event. The function's JSON answer is the result: an object as JSON,
+// anything else as text. A function error, and a call that fails, are
+// errors, which the model receives as error results.
+func (t *lambdaTool) Run(ctx context.Context, call *agent.ToolCall) ([]agent.ToolResultContent, error) {
+	out, err := t.client.Invoke(ctx, &lambda.InvokeInput{
+		FunctionName:   aws.String(t.cfg.Function),
+		InvocationType: types.InvocationTypeRequestResponse,
+		Payload:        call.Input,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("calling the function %s: %w", t.cfg.Function, err)
+	}
+	if out.FunctionError != nil {
+		var fe functionError
+		if json.Unmarshal(out.Payload, &fe) != nil || fe.Message == "" {
+			fe.Message = strings.TrimSpace(string(out.Payload))
+		}
+		if fe.Type != "" {
+			return nil, fmt.Errorf("the function failed (%s): %s", fe.Type, fe.Message)
+		}
+		return nil, fmt.Errorf("the function failed: %s", fe.Message)
+	}
+	payload := json.RawMessage(out.Payload)
+	switch {
+	case len(strings.TrimSpace(string(payload))) == 0 || string(payload) == "null":
+		return []agent.ToolResultContent{{Text: "The function returned nothing."}}, nil
+	case !json.Valid(payload):
+		return nil, errors.New("the function's answer is not JSON")
+	}
+	var s string
+	if json.Unmarshal(payload, &s) == nil {
+		return []agent.ToolResultContent{{Text: s}}, nil
+	}
+	if strings.HasPrefix(strings.TrimSpace(string(payload)), "{") {
+		return []agent.ToolResultContent{{JSON: payload}}, nil
+	}
+	return []agent.ToolResultContent{{Text: string(payload)}}, nil
+}
