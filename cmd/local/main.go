@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/lambda-agent/lambda-agent/internal/localrun"
@@ -24,12 +25,24 @@ import (
 func main() {
 	addr := flag.String("addr", localrun.DefaultAddr, "address to listen on")
 	off := flag.Bool("offline", false, "use the offline model even when AWS credentials are found")
+	var mcp endpoints
+	flag.Var(&mcp, "mcp", "the URL of an MCP server (streamable HTTP) whose tools the agent may use; repeat for more")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	err := localrun.Run(ctx, localrun.Options{Addr: *addr, Offline: *off, Getenv: os.Getenv, Out: os.Stderr})
+	err := localrun.Run(ctx, localrun.Options{Addr: *addr, Offline: *off, Getenv: os.Getenv, Out: os.Stderr, MCP: mcp})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "local:", err)
 		os.Exit(1)
 	}
+}
+
+// endpoints collects the -mcp flags.
+type endpoints []string
+
+func (e *endpoints) String() string { return strings.Join(*e, ",") }
+
+func (e *endpoints) Set(v string) error {
+	*e = append(*e, v)
+	return nil
 }

@@ -22,6 +22,7 @@ import (
 	"mime"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -31,11 +32,14 @@ import (
 	"github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
 	"github.com/aws/aws-sdk-go-v2/service/bedrockruntime"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
+	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	"github.com/lambda-agent/lambda-agent/internal/app"
 	"github.com/lambda-agent/lambda-agent/internal/ddbhistory"
 	"github.com/lambda-agent/lambda-agent/internal/ddblocal"
 	"github.com/lambda-agent/lambda-agent/internal/httpapi"
 	"github.com/lambda-agent/lambda-agent/internal/offline"
+	"github.com/lambda-agent/lambda-agent/internal/remote"
 	"github.com/lambda-agent/lambda-agent/internal/schema"
 	"github.com/lambda-agent/lambda-agent/internal/sdkhttp"
 )
@@ -52,6 +56,10 @@ type Options struct {
 	Out io.Writer
 	// Ready, when set, is called with the base URL once the server listens.
 	Ready func(url string)
+	// MCP are the endpoints of MCP servers whose tools the agent may use,
+	// beside those MCP_SERVERS names: each is a server named mcp, mcp2 and
+	// on, whose tools' names start with that name and _.
+	MCP []string
 }
 
 // Defaults of the local run, for the variables a deployment must set.
@@ -142,10 +150,16 @@ func Run(ctx context.Context, opts Options) error {
 	if err != nil {
 		return err
 	}
+	if cfg.MCPServers, err = withMCP(cfg.MCPServers, opts.MCP); err != nil {
+		return err
+	}
 	if err := ddbhistory.CreateTable(ctx, ddb, cfg.TableName); err != nil {
 		return err
 	}
-	a, err := app.New(cfg, bedrock, ddb, app.Options{Routes: httpapi.AllRoutes, CompileSchema: schema.Compile, Logger: logger})
+	a, err := app.New(cfg, bedrock, ddb, app.Options{
+		Routes: httpapi.AllRoutes, CompileSchema: schema.Compile, Logger: logger,
+		Remote: remoteClients(ctx, cfg, awsCfg),
+	})
 	if err != nil {
 		return err
 	}
@@ -162,6 +176,9 @@ func Run(ctx context.Context, opts Options) error {
   dynamodb: %s, table %s
   auth:     bearer JWTs are decoded but not verified, as with sam local; no token means owner "anonymous"
 `, url, modelWhere, cfg.ModelID, ddbWhere, cfg.TableName)
+	for _, s := range cfg.MCPServers {
+		fmt.Fprintf(opts.Out, "  mcp:      %s at %s, tools named %s* (listed in the background; /tool NAME {JSON} calls one offline)\n", s.Name, s.URL, s.ToolPrefix())
+	}
 
 	info.ModelID = cfg.ModelID
 	srv := &http.Server{Handler: localOnly(Routes(a.Handler, info)), ReadHeaderTimeout: 10 * time.Second}
@@ -257,4 +274,47 @@ func hasCredentials(ctx context.Context, cfg aws.Config) bool {
 	defer cancel()
 	c, err := cfg.Credentials.Retrieve(ctx)
 	return err == nil && c.HasKeys()
+}
+
+// withMCP adds to servers one for each endpoint, named mcp, mcp2 and on,
+// checked as MCP_SERVERS is.
+func withMCP(servers []remote.MCPServer, endpoints []string) ([]remote.MCPServer, error) {
+	if len(endpoints) == 0 {
+		return servers, nil
+	}
+	all := slices.Clone(servers)
+	for i, url := range endpoints {
+		name := "mcp"
+		if i > 0 {
+			name = fmt.Sprintf("mcp%d", i+1)
+		}
+		all = append(all, remote.MCPServer{Name: name, URL: url})
+	}
+	raw, err := json.Marshal(all)
+	if err != nil {
+		return nil, err
+	}
+	if all, err = remote.ParseMCPServers(string(raw)); err != nil {
+		return nil, fmt.Errorf("-mcp: %w", err)
+	}
+	return all, nil
+}
+
+// remoteClients returns the clients of the remote tools cfg names, on the
+// SDK's settings: AWS_ENDPOINT_URL_LAMBDA and AWS_ENDPOINT_URL_SSM reach
+// stand-ins, with placeholder credentials when there are none.
+func remoteClients(ctx context.Context, cfg *app.Config, awsCfg aws.Config) app.Remote {
+	var r app.Remote
+	local := func(creds *aws.CredentialsProvider) {
+		if !hasCredentials(ctx, awsCfg) {
+			*creds = credentials.NewStaticCredentialsProvider("local", "local", "")
+		}
+	}
+	if len(cfg.LambdaTools) > 0 {
+		r.Lambda = lambda.NewFromConfig(awsCfg, func(o *lambda.Options) { local(&o.Credentials) })
+	}
+	if slices.ContainsFunc(cfg.MCPServers, func(s remote.MCPServer) bool { return len(s.SecretHeaders) > 0 }) {
+		r.SSM = ssm.NewFromConfig(awsCfg, func(o *ssm.Options) { local(&o.Credentials) })
+	}
+	return r
 }

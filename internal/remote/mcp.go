@@ -173,34 +173,44 @@ func (s *mcpServer) listed() []agent.Tool {
 	return s.tools
 }
 
-// list fetches the server's tools and makes them the agent's: prefixed,
-// allowed, with names Bedrock accepts.
+// list fetches the server's tools and makes them the agent's: allowed,
+// prefixed, with names Bedrock accepts. A name that had to be made valid
+// yields to one that was valid as it came, whatever their order.
 func (s *mcpServer) list(ctx context.Context) ([]agent.Tool, error) {
-	var tools []agent.Tool
-	seen := map[string]bool{}
+	var listed []*mcp.Tool
 	err := s.do(ctx, func(sess *mcp.ClientSession) error {
-		tools, seen = nil, map[string]bool{}
+		listed = nil
 		for t, err := range sess.Tools(ctx, nil) {
 			if err != nil {
 				return err
 			}
-			if len(s.cfg.Allow) > 0 && !slices.Contains(s.cfg.Allow, t.Name) {
-				continue
+			if len(s.cfg.Allow) == 0 || slices.Contains(s.cfg.Allow, t.Name) {
+				listed = append(listed, t)
 			}
-			tool, why := s.tool(t)
-			if why == "" && seen[tool.Spec().Name] {
-				why = "another tool of the server has the same name once made valid"
-			}
-			if why != "" {
-				s.m.opts.Logger.Warn("MCP tool left out", "server", s.cfg.Name, "tool", t.Name, "reason", why)
-				continue
-			}
-			seen[tool.Spec().Name] = true
-			tools = append(tools, tool)
 		}
 		return nil
 	})
-	return tools, err
+	if err != nil {
+		return nil, err
+	}
+	valid := func(t *mcp.Tool) bool { return toolNamePattern.MatchString(s.cfg.ToolPrefix() + t.Name) }
+	ordered := append(slices.DeleteFunc(slices.Clone(listed), func(t *mcp.Tool) bool { return !valid(t) }),
+		slices.DeleteFunc(slices.Clone(listed), valid)...)
+	var tools []agent.Tool
+	taken := map[string]bool{}
+	for _, t := range ordered {
+		tool, why := s.tool(t)
+		if why == "" && taken[tool.Spec().Name] {
+			why = fmt.Sprintf("its name made valid, %s, is another tool's", tool.Spec().Name)
+		}
+		if why != "" {
+			s.m.opts.Logger.Warn("MCP tool left out", "server", s.cfg.Name, "tool", t.Name, "reason", why)
+			continue
+		}
+		taken[tool.Spec().Name] = true
+		tools = append(tools, tool)
+	}
+	return tools, nil
 }
 
 // tool makes t the agent's, or says why it cannot be.
@@ -241,9 +251,11 @@ func validName(name string) (string, bool) {
 }
 
 // do runs f on the server's session, connecting first when there is none.
-// A session the server no longer knows is replaced once, and f run again:
-// the server refused the request without running it. Any other failure
-// drops the session, so that the next call connects afresh.
+// A session the server no longer knows, or one already closed, is replaced
+// once, and f run again: the request was refused, or never sent. The SDK
+// reports an answer of the server, a refusal such as a 503 included, as a
+// *jsonrpc.Error, and keeps the session; any other failure drops it, so
+// that the next call connects afresh.
 func (s *mcpServer) do(ctx context.Context, f func(*mcp.ClientSession) error) error {
 	for attempt := 0; ; attempt++ {
 		sess, err := s.connect(ctx)
@@ -259,7 +271,7 @@ func (s *mcpServer) do(ctx context.Context, f func(*mcp.ClientSession) error) er
 			return err // the server answered; the session is fine
 		}
 		s.drop(sess)
-		if !errors.Is(err, mcp.ErrSessionMissing) || attempt > 0 {
+		if attempt > 0 || !errors.Is(err, mcp.ErrSessionMissing) && !errors.Is(err, mcp.ErrConnectionClosed) {
 			return err
 		}
 	}
