@@ -58,6 +58,8 @@ type Options struct {
 	Bedrock func(http.RoundTripper) http.RoundTripper
 	// Logger gets the handler's lines; nil means Stack.Logs.
 	Logger *slog.Logger
+	// Remote reaches the remote tools the environment names.
+	Remote app.Remote
 }
 
 // Stack is the application on stand-ins. Its fields are the parts a test
@@ -116,6 +118,7 @@ func New(ctx context.Context, opts Options) (*Stack, error) {
 		CompileSchema: schema.Compile,
 		Logger:        logger,
 		Retry:         retry,
+		Remote:        opts.Remote,
 	})
 	if err != nil {
 		s.Close()
