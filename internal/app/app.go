@@ -149,7 +149,7 @@ func NewAgent(cfg *Config, client bedrock.ConverseAPI, opts Options) (*agent.Age
 	if err != nil {
 		return nil, err
 	}
-	if len(cfg.LambdaTools) > 0 {
+	if len(cfg.LambdaTools) > 0 && runsTools(opts) {
 		if opts.Remote.Lambda == nil {
 			return nil, errors.New("app: LAMBDA_TOOLS is set, and no Lambda client was given")
 		}
@@ -182,6 +182,14 @@ func NewAgent(cfg *Config, client bedrock.ConverseAPI, opts Options) (*agent.Age
 	})
 }
 
+// runsTools reports whether the function serves chat turns, which run
+// tools. The structured function's turns offer the model the schema alone,
+// so it neither lists remote tools nor reads their secrets, and its role
+// may not.
+func runsTools(opts Options) bool {
+	return cmp.Or(opts.Routes, httpapi.AllRoutes)&^httpapi.StructuredRoutes != 0
+}
+
 // secretsTimeout bounds the reading of MCP servers' secrets at init.
 const secretsTimeout = 5 * time.Second
 
@@ -190,7 +198,7 @@ const secretsTimeout = 5 * time.Second
 // an error in the log: the function still starts, and serves every other
 // tool.
 func mcpTools(cfg *Config, opts Options) ([]agent.ToolSet, error) {
-	if len(cfg.MCPServers) == 0 {
+	if len(cfg.MCPServers) == 0 || !runsTools(opts) {
 		return nil, nil
 	}
 	logger := cmp.Or(opts.Logger, slog.Default())
@@ -271,10 +279,10 @@ func NewFromEnv(ctx context.Context, getenv func(string) string, opts Options) (
 	awsCfg.HTTPClient = sdkhttp.Wrap(awsCfg.HTTPClient)
 	// The remote tools' clients exist only when the configuration uses
 	// them, as AWS_ENDPOINT_URL_LAMBDA and AWS_ENDPOINT_URL_SSM redirect.
-	if len(cfg.LambdaTools) > 0 && opts.Remote.Lambda == nil {
+	if len(cfg.LambdaTools) > 0 && runsTools(opts) && opts.Remote.Lambda == nil {
 		opts.Remote.Lambda = lambda.NewFromConfig(awsCfg)
 	}
-	if len(cfg.MCPServers) > 0 && opts.Remote.SSM == nil {
+	if len(cfg.MCPServers) > 0 && runsTools(opts) && opts.Remote.SSM == nil {
 		opts.Remote.SSM = ssm.NewFromConfig(awsCfg)
 	}
 	return New(cfg, bedrockruntime.NewFromConfig(awsCfg), dynamodb.NewFromConfig(awsCfg), opts)

@@ -7,8 +7,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/lambda-agent/lambda-agent/internal/app"
 	"github.com/lambda-agent/lambda-agent/internal/conversetest"
+	"github.com/lambda-agent/lambda-agent/internal/lambdalocal"
 	"github.com/lambda-agent/lambda-agent/internal/mcptest"
+	"github.com/lambda-agent/lambda-agent/internal/ssmlocal"
 	"github.com/lambda-agent/lambda-agent/internal/testkit"
 )
 
@@ -126,5 +129,86 @@ func TestMCPServerDownAtInit(t *testing.T) {
 	}
 	if !strings.Contains(s.Logs.String(), "MCP server unavailable") {
 		t.Errorf("no warning about the server:\n%s", s.Logs.String())
+	}
+}
+
+// TestLambdaToolsAndSecretsThroughTheHandler: a Lambda function is a tool,
+// its failure an error result with the function's message; an MCP
+// server's Authorization header comes from SSM, read once at init.
+func TestLambdaToolsAndSecretsThroughTheHandler(t *testing.T) {
+	fn := lambdalocal.NewServer()
+	t.Cleanup(fn.Close)
+	fn.Register("orders", orders)
+	params := ssmlocal.NewServer()
+	t.Cleanup(params.Close)
+	params.Put("/agent/token", "Bearer s3cret", true)
+	srv := mcptest.NewServer(mcptest.RequireHeader("Authorization", "Bearer s3cret"))
+	t.Cleanup(srv.Close)
+	s := testkit.Start(t, testkit.Options{
+		Env: map[string]string{
+			"LAMBDA_TOOLS": `[{"name":"lookup_order","function":"orders","description":"Look up an order.",
+				"input_schema":{"type":"object","properties":{"order_id":{"type":"string"}},"required":["order_id"]}}]`,
+			"MCP_SERVERS": fmt.Sprintf(`[{"name":"tickets","url":%q,"secret_headers":{"Authorization":"/agent/token"}}]`, srv.URL),
+		},
+		Remote: app.Remote{Lambda: fn.Client(), SSM: params.Client()},
+	})
+	s.Model.Enqueue(
+		conversetest.ToolUse("u-ok", "lookup_order", map[string]string{"order_id": "42"}).
+			WithToolUse("u-missing", "lookup_order", map[string]string{"order_id": "missing"}).
+			WithToolUse("u-bad", "lookup_order", map[string]int{"order": 1}).
+			WithToolUse("u-echo", "tickets_echo", map[string]string{"text": "authorized"}),
+		conversetest.Text("Done."),
+	)
+	code, answer := chat(t, s, "lambda", "where is my order?")
+	if code != 200 {
+		t.Fatalf("%d %v", code, answer)
+	}
+	rs := results(t, answer)
+	if r := rs["u-ok"]; r["status"] != "success" || !strings.Contains(fmt.Sprint(r["content"]), "shipped") {
+		t.Errorf("the function's answer: %v", r)
+	}
+	if r := rs["u-missing"]; r["status"] != "error" || !strings.Contains(firstText(r), "OrderNotFound") || !strings.Contains(firstText(r), "no order missing") {
+		t.Errorf("the function's error: %v", r)
+	}
+	if r := rs["u-bad"]; r["status"] != "error" || !strings.Contains(firstText(r), "schema") {
+		t.Errorf("an input the schema refuses: %v", r)
+	}
+	if r := rs["u-echo"]; r["status"] != "success" || firstText(r) != "authorized" {
+		t.Errorf("the MCP tool with the secret header: %v", r)
+	}
+	if n := fn.Calls("orders"); n != 2 {
+		t.Errorf("the function ran %d times; the refused input must not reach it", n)
+	}
+	if n := params.Calls(); n != 1 {
+		t.Errorf("SSM was read %d times", n)
+	}
+}
+
+// TestUnreadableSecretLeavesTheServerOut: a secret header whose parameter
+// cannot be read leaves its server out, with an error in the log; the
+// function starts, and its other tools work.
+func TestUnreadableSecretLeavesTheServerOut(t *testing.T) {
+	params := ssmlocal.NewServer()
+	t.Cleanup(params.Close)
+	srv := mcptest.NewServer()
+	t.Cleanup(srv.Close)
+	s := testkit.Start(t, testkit.Options{
+		Env:    map[string]string{"MCP_SERVERS": fmt.Sprintf(`[{"name":"locked","url":%q,"secret_headers":{"Authorization":"/agent/missing"}}]`, srv.URL)},
+		Remote: app.Remote{SSM: params.Client()},
+	})
+	s.Model.Enqueue(conversetest.ToolUse("u1", "calculator", map[string]string{"expression": "1+1"}), conversetest.Text("2"))
+	if code, answer := chat(t, s, "locked", "1+1"); code != 200 || results(t, answer)["u1"]["status"] != "success" {
+		t.Fatalf("%d %v", code, answer)
+	}
+	if !strings.Contains(s.Logs.String(), `"msg":"MCP server left out"`) || !strings.Contains(s.Logs.String(), "/agent/missing") {
+		t.Errorf("no error about the secret:\n%s", s.Logs.String())
+	}
+	for _, tool := range s.Model.Requests()[0].ToolConfig.Tools {
+		if strings.HasPrefix(tool.ToolSpec.Name, "locked_") {
+			t.Errorf("the server left out offered %s", tool.ToolSpec.Name)
+		}
+	}
+	if srv.ListCalls() != 0 {
+		t.Error("the server left out was asked for its tools")
 	}
 }

@@ -1,0 +1,111 @@
+package remote_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/lambda-agent/lambda-agent/internal/agent"
+	"github.com/lambda-agent/lambda-agent/internal/lambdalocal"
+	"github.com/lambda-agent/lambda-agent/internal/remote"
+	"github.com/lambda-agent/lambda-agent/internal/ssmlocal"
+)
+
+// orders is a function that looks up an order, fails on demand, and
+// answers other JSON shapes.
+func orders(_ context.Context, payload []byte) ([]byte, error) {
+	var in struct {
+		OrderID string `json:"order_id"`
+	}
+	if err := json.Unmarshal(payload, &in); err != nil {
+		return nil, err
+	}
+	switch in.OrderID {
+	case "missing":
+		return nil, &lambdalocal.FunctionError{Type: "OrderNotFound", Message: "no order missing"}
+	case "text":
+		return []byte(`"shipped"`), nil
+	case "list":
+		return []byte(`[1,2]`), nil
+	}
+	return json.Marshal(map[string]string{"order_id": in.OrderID, "status": "shipped"})
+}
+
+func TestLambdaTools(t *testing.T) {
+	fn := lambdalocal.NewServer()
+	t.Cleanup(fn.Close)
+	fn.Register("orders", orders)
+	tools, err := remote.ParseLambdaTools(`[
+		{"name":"lookup_order","function":"arn:aws:lambda:us-east-1:123456789012:function:orders","description":"Look up an order.",
+		 "input_schema":{"type":"object","properties":{"order_id":{"type":"string"}},"required":["order_id"]}},
+		{"name":"gone","function":"no-such-function","description":"A function that does not exist."}
+	]`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := remote.LambdaTools(fn.Client(), tools)
+	lookup, gone := ts[0], ts[1]
+	if s := lookup.Spec(); s.Name != "lookup_order" || !strings.Contains(string(s.InputSchema), "order_id") {
+		t.Errorf("spec %+v", s)
+	}
+	call := func(tool agent.Tool, input string) ([]agent.ToolResultContent, error) {
+		return tool.Run(t.Context(), &agent.ToolCall{ID: "u", Name: tool.Spec().Name, Input: json.RawMessage(input)})
+	}
+	for input, want := range map[string]string{
+		`{"order_id":"42"}`:   `json {"order_id":"42","status":"shipped"}`,
+		`{"order_id":"text"}`: `text shipped`,
+		`{"order_id":"list"}`: `text [1,2]`,
+	} {
+		out, err := call(lookup, input)
+		if err != nil || len(out) != 1 || fmt.Sprintf("json %s", out[0].JSON) != want && "text "+out[0].Text != want {
+			t.Errorf("%s: %v %+v, want %s", input, err, out, want)
+		}
+	}
+	if _, err := call(lookup, `{"order_id":"missing"}`); err == nil || err.Error() != "the function failed (OrderNotFound): no order missing" {
+		t.Errorf("a function error: %v", err)
+	}
+	if _, err := call(gone, `{}`); err == nil || !strings.Contains(err.Error(), "no-such-function") || !strings.Contains(err.Error(), "ResourceNotFound") {
+		t.Errorf("a function that does not exist: %v", err)
+	}
+	if n := fn.Calls("orders"); n != 4 {
+		t.Errorf("%d invocations, want 4", n)
+	}
+}
+
+func TestResolveSecrets(t *testing.T) {
+	params := ssmlocal.NewServer()
+	t.Cleanup(params.Close)
+	params.Put("/agent/token", "Bearer s3cret", true)
+	servers, err := remote.ParseMCPServers(`[
+		{"name":"a","url":"https://a.example.com/mcp","headers":{"X-Team":"t"},"secret_headers":{"Authorization":"/agent/token"}},
+		{"name":"b","url":"https://b.example.com/mcp","secret_headers":{"Authorization":"/agent/token","X-Other":"/agent/token"}},
+		{"name":"c","url":"https://c.example.com/mcp","secret_headers":{"Authorization":"/agent/missing"}},
+		{"name":"d","url":"https://d.example.com/mcp"}
+	]`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, errs := remote.ResolveSecrets(t.Context(), params.Client(), servers)
+	if len(got) != 3 || got[0].Headers["Authorization"] != "Bearer s3cret" || got[0].Headers["X-Team"] != "t" ||
+		got[1].Headers["X-Other"] != "Bearer s3cret" || got[2].Name != "d" {
+		t.Errorf("servers %+v", got)
+	}
+	if len(errs) != 1 || !strings.Contains(errs[0].Error(), "/agent/missing") || !strings.Contains(errs[0].Error(), "ParameterNotFound") {
+		t.Errorf("errors %v", errs)
+	}
+	if servers[0].Headers["Authorization"] != "" {
+		t.Error("ResolveSecrets changed the servers it was given")
+	}
+	// Each parameter is read once, however many headers name it; the
+	// missing one once too.
+	if n := params.Calls(); n != 2 {
+		t.Errorf("%d reads of SSM, want 2", n)
+	}
+	for _, r := range params.Requests() {
+		if !r.WithDecryption {
+			t.Errorf("%v read without decryption", r.Names)
+		}
+	}
+}
