@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/google/go-cmp/cmp"
 	"github.com/lambda-agent/lambda-agent/internal/ddbhistory"
+	"github.com/lambda-agent/lambda-agent/internal/remote"
 	"github.com/lambda-agent/lambda-agent/internal/testkit"
 )
 
@@ -42,12 +43,17 @@ func readmeCommands(t *testing.T, heading string) []string {
 func TestDeployOverrides(t *testing.T) {
 	tp := loadTemplate(t)
 	n := 0
-	for _, c := range readmeCommands(t, "## Deploy") {
+	commands := append(readmeCommands(t, "## Deploy"), readmeCommands(t, "## Remote tools: MCP servers and Lambda functions")...)
+	for _, c := range commands {
 		_, overrides, ok := strings.Cut(c, "--parameter-overrides ")
 		if !ok {
 			continue
 		}
-		for o := range strings.FieldsSeq(overrides) {
+		words, err := testkit.ShellWords(overrides)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range words {
 			name, value, _ := strings.Cut(o, "=")
 			n++
 			p, ok := tp.Parameters[name]
@@ -57,6 +63,16 @@ func TestDeployOverrides(t *testing.T) {
 			}
 			if value = strings.Trim(value, `"`); !p.allowed(t, value) {
 				t.Errorf("%s: %s does not accept %q", c, name, value)
+			}
+			// The JSON lists are the functions' to read.
+			switch name {
+			case "McpServers":
+				_, err = remote.ParseMCPServers(value)
+			case "LambdaTools":
+				_, err = remote.ParseLambdaTools(value)
+			}
+			if err != nil {
+				t.Errorf("%s: %s: %v", c, name, err)
 			}
 		}
 	}

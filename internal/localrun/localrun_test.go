@@ -130,32 +130,9 @@ func curlsIn(t *testing.T, text, base string) []curl {
 // shellWords splits a command line the way sh does for quotes.
 func shellWords(t *testing.T, line string) []string {
 	t.Helper()
-	var words []string
-	var cur strings.Builder
-	inWord := false
-	for i := 0; i < len(line); i++ {
-		switch c := line[i]; {
-		case c == '\'' || c == '"':
-			end := strings.IndexByte(line[i+1:], c)
-			if end < 0 {
-				t.Fatalf("unbalanced quote: %s", line)
-			}
-			cur.WriteString(line[i+1 : i+1+end])
-			i += end + 1
-			inWord = true
-		case c == ' ' || c == '\t':
-			if inWord {
-				words = append(words, cur.String())
-				cur.Reset()
-				inWord = false
-			}
-		default:
-			cur.WriteByte(c)
-			inWord = true
-		}
-	}
-	if inWord {
-		words = append(words, cur.String())
+	words, err := testkit.ShellWords(line)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return words
 }
