@@ -6,8 +6,8 @@ require (
 	github.com/aws/aws-sdk-go-v2 v1.47.8
 	github.com/aws/aws-sdk-go-v2/credentials v1.20.14
 	github.com/aws/aws-sdk-go-v2/service/bedrockruntime v1.63.10
-	github.com/aws/aws-sdk-go-v2/service/lambda v1.114.3
-	github.com/aws/aws-sdk-go-v2/service/ssm v1.82.0
+	github.com/aws/aws-sdk-go-v2/service/lambda v1.108.0
+	github.com/aws/aws-sdk-go-v2/service/ssm v1.79.3
 	github.com/aws/smithy-go v1.28.8
 	github.com/google/go-cmp v0.7.0
 	github.com/google/jsonschema-go v0.4.3

@@ -27,3 +27,24 @@ func TestChatLinksNoSchemaCompiler(t *testing.T) {
 		t.Errorf("the chat function links %s; only the structured function should", compiler)
 	}
 }
+
+// TestChatLinksNoSchemaSerdeForRemoteTools guards the chat function's cold
+// start against the remote tools' clients: from lambda v1.109.0 and ssm
+// v1.80.0 on, the SDK builds their operation schemas when the program
+// starts, 1.8 ms of init that every chat function would pay, remote tools
+// configured or not. go.mod keeps the last versions before them.
+func TestChatLinksNoSchemaSerdeForRemoteTools(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "./chat").Output()
+	if err != nil {
+		t.Fatalf("go list -deps ./chat: %v", err)
+	}
+	deps := strings.Fields(string(out))
+	if !slices.Contains(deps, "github.com/aws/aws-sdk-go-v2/service/lambda") {
+		t.Fatal("the chat function does not link the Lambda client: is the test looking for the right package?")
+	}
+	for _, heavy := range []string{"github.com/aws/aws-sdk-go-v2/service/lambda/schemas", "github.com/aws/aws-sdk-go-v2/service/ssm/schemas"} {
+		if slices.Contains(deps, heavy) {
+			t.Errorf("the chat function links %s, whose init costs every cold start", heavy)
+		}
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/lambda-agent/lambda-agent/internal/lambdatest"
+	"github.com/lambda-agent/lambda-agent/internal/mcptest"
 	"github.com/lambda-agent/lambda-agent/internal/testkit"
 )
 
@@ -53,9 +54,14 @@ func coldStart(ctx context.Context, cfg config, b *strings.Builder) error {
 		init, first time.Duration
 		rss         int64
 	}
-	measure := func(bin string, event []byte) (sample, error) {
+	// The chat function once more, with an MCP server configured: its init
+	// starts listing the server's tools, and the first turn waits for them.
+	mcp := mcptest.NewServer()
+	defer mcp.Close()
+	withMCP := fmt.Sprintf(`MCP_SERVERS=[{"name":"tickets","url":%q}]`, mcp.URL)
+	measure := func(bin string, event []byte, extra ...string) (sample, error) {
 		var s sample
-		fn, err := lambdatest.Start(ctx, bin, lambdatest.Config{Env: env, MemoryMB: 512})
+		fn, err := lambdatest.Start(ctx, bin, lambdatest.Config{Env: slices.Concat(env, extra), MemoryMB: 512})
 		if err != nil {
 			return s, err
 		}
@@ -80,8 +86,8 @@ func coldStart(ctx context.Context, cfg config, b *strings.Builder) error {
 		s.rss, err = fn.PeakRSS()
 		return s, err
 	}
-	// The three alternate, so that a busy moment on the machine falls on all.
-	var chatSamples, echoSamples, floorSamples []sample
+	// The four alternate, so that a busy moment on the machine falls on all.
+	var chatSamples, mcpSamples, echoSamples, floorSamples []sample
 	for i := range cfg.coldRuns {
 		ev, err := chatEvent(fmt.Sprintf("cold-%d", i), "Hello", "")
 		if err != nil {
@@ -96,6 +102,10 @@ func coldStart(ctx context.Context, cfg config, b *strings.Builder) error {
 		if err != nil {
 			return err
 		}
+		m, err := measure(chat, event, withMCP)
+		if err != nil {
+			return err
+		}
 		e, err := measure(echo, []byte(`{"hello":"world"}`))
 		if err != nil {
 			return err
@@ -104,7 +114,7 @@ func coldStart(ctx context.Context, cfg config, b *strings.Builder) error {
 		if err != nil {
 			return err
 		}
-		chatSamples, echoSamples, floorSamples = append(chatSamples, c), append(echoSamples, e), append(floorSamples, f)
+		chatSamples, mcpSamples, echoSamples, floorSamples = append(chatSamples, c), append(mcpSamples, m), append(echoSamples, e), append(floorSamples, f)
 	}
 	stats := func(s []sample) (init, med, p90 time.Duration, rss int64) {
 		var inits, firsts []time.Duration
@@ -116,12 +126,14 @@ func coldStart(ctx context.Context, cfg config, b *strings.Builder) error {
 		return percentile(inits, 50), percentile(firsts, 50), percentile(firsts, 90), rss
 	}
 	ci, cm, c90, crss := stats(chatSamples)
+	mi, mm, m90, mrss := stats(mcpSamples)
 	ei, em, e90, erss := stats(echoSamples)
 	fi, fm, f90, frss := stats(floorSamples)
 	ratio := float64(cm) / float64(em)
 	fmt.Fprintf(b, "### Cold start\n\nFrom process start to the first completed invocation, %d runs each. The chat function's first invocation is a whole chat turn: it loads the session, calls the model and commits, against a Converse stand-in that answers at once and a DynamoDB in the bench process. The baseline is a Go Lambda that only returns its event. The SDK floor is a Go Lambda that builds the same two AWS clients and makes the same four requests as a first chat turn (Query, GetItem, Converse, TransactWriteItems) with nothing else: no chat function built on the AWS SDK for Go v2 starts faster. All are built the way SAM builds them (`-tags lambda.norpc -trimpath -ldflags \"-s -w\"`, CGO off).\n\n", cfg.coldRuns)
 	b.WriteString("| function | binary | init (median) | first response, median | p90 | peak RSS |\n|---|---|---|---|---|---|\n")
 	fmt.Fprintf(b, "| chat (whole turn) | %.1f MB | %s | %s | %s | %.1f MB |\n", size(chat), ms(ci), ms(cm), ms(c90), float64(crss)/(1<<20))
+	fmt.Fprintf(b, "| chat, one MCP server configured | %.1f MB | %s | %s | %s | %.1f MB |\n", size(chat), ms(mi), ms(mm), ms(m90), float64(mrss)/(1<<20))
 	fmt.Fprintf(b, "| SDK floor (the same four requests) | %.1f MB | %s | %s | %s | %.1f MB |\n", size(floor), ms(fi), ms(fm), ms(f90), float64(frss)/(1<<20))
 	fmt.Fprintf(b, "| echo (baseline) | %.1f MB | %s | %s | %s | %.1f MB |\n\n", size(echo), ms(ei), ms(em), ms(e90), float64(erss)/(1<<20))
 	verdict := func(ok bool) string {
@@ -132,6 +144,7 @@ func coldStart(ctx context.Context, cfg config, b *strings.Builder) error {
 	}
 	fmt.Fprintf(b, "Ratio of medians, chat / echo: **%.2f** (target ≤ 3: %s). Peak RSS: **%.1f MB** (target ≤ 40 MB: %s).\n\n",
 		ratio, verdict(ratio <= 3), float64(crss)/(1<<20), verdict(crss <= 40<<20))
+	fmt.Fprintf(b, "With one MCP server configured (an in-process server built with the official SDK, answering at once), the first turn waits for the server's tools, which init began to list: **%s**, %s more than without.\n\n", ms(mm), ms(mm-cm))
 	fmt.Fprintf(b, "The SDK floor alone is **%.2f×** echo, so the target is out of reach of any function that makes these requests through the AWS SDK for Go v2. What lambda-agent adds on top of the floor is %s (chat / floor: %.2f×).\n\n",
 		float64(fm)/float64(em), ms(cm-fm), float64(cm)/float64(fm))
 

@@ -155,7 +155,10 @@ func TestGetParameterRefusals(t *testing.T) {
 			param:       "/agent/mcp token",
 			wantCode:    "ValidationException",
 			wantMessage: `Parameter name: can't be prefixed with "ssm" (case-insensitive). If formed as a path, it can consist of sub-paths divided by slash symbol; each sub-path can be formed as a mix of letters, numbers and the following 3 symbols .-_`,
-			typed:       func(err error) bool { var e *types.ValidationException; return errors.As(err, &e) },
+			// No typed check: the SSM client in go.mod (v1.79.3, the last
+			// before the SDK's schema-based serde, which costs the chat
+			// function 1.3 ms of init) types no ValidationException for
+			// GetParameter or GetParameters; the code is the same.
 		},
 		{
 			name:        "path without a leading slash",
@@ -218,8 +221,8 @@ func TestGetParameters(t *testing.T) {
 	}
 
 	_, err = srv.Client().GetParameters(t.Context(), &ssm.GetParametersInput{Names: strings.Split("/1 /2 /3 /4 /5 /6 /7 /8 /9 /10 /11", " ")})
-	var ve *types.ValidationException
-	if !errors.As(err, &ve) {
+	var ve smithy.APIError
+	if !errors.As(err, &ve) || ve.ErrorCode() != "ValidationException" {
 		t.Errorf("11 names: %v, want ValidationException", err)
 	}
 }
