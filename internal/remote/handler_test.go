@@ -1,14 +1,18 @@
 package remote_test
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/lambda-agent/lambda-agent/internal/app"
 	"github.com/lambda-agent/lambda-agent/internal/conversetest"
+	"github.com/lambda-agent/lambda-agent/internal/ddbhistory"
 	"github.com/lambda-agent/lambda-agent/internal/lambdalocal"
 	"github.com/lambda-agent/lambda-agent/internal/mcptest"
 	"github.com/lambda-agent/lambda-agent/internal/ssmlocal"
@@ -210,5 +214,36 @@ func TestUnreadableSecretLeavesTheServerOut(t *testing.T) {
 	}
 	if srv.ListCalls() != 0 {
 		t.Error("the server left out was asked for its tools")
+	}
+}
+
+// TestSlowMCPToolMeetsTheDeadline: a remote tool that outlasts the
+// invocation is cut off before the deadline, so that the function answers
+// 504 itself, with nothing stored, rather than be stopped by Lambda.
+func TestSlowMCPToolMeetsTheDeadline(t *testing.T) {
+	srv := mcptest.NewServer()
+	t.Cleanup(srv.Close)
+	s := testkit.Start(t, testkit.Options{Env: map[string]string{
+		"MCP_SERVERS": fmt.Sprintf(`[{"name":"tickets","url":%q}]`, srv.URL),
+	}})
+	s.Model.Enqueue(conversetest.ToolUse("u-slow", "tickets_slow", map[string]int{"seconds": 60}))
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	r := httptest.NewRequestWithContext(ctx, "POST", "/chat", strings.NewReader(`{"session_id":"slow","message":"take your time"}`))
+	r.Header.Set("Content-Type", "application/json")
+	start := time.Now()
+	w := s.Serve(r)
+	took := time.Since(start)
+	if w.Code != 504 || !strings.Contains(w.Body.String(), `"code":"timeout"`) {
+		t.Errorf("%d %s", w.Code, w.Body)
+	}
+	if took >= 5*time.Second {
+		t.Errorf("the answer came after the deadline: %s", took)
+	}
+	if _, err := s.Store.Load(t.Context(), ddbhistory.Key{Owner: "anonymous", ID: "slow"}, ""); !errors.Is(err, ddbhistory.ErrNotFound) {
+		t.Errorf("after the timeout, the session: %v; want nothing stored", err)
+	}
+	if srv.Calls("slow") != 1 {
+		t.Errorf("the slow tool was called %d times", srv.Calls("slow"))
 	}
 }
