@@ -92,11 +92,14 @@ func (m *MCP) Start() {
 // Tools returns the servers' tools: the lists fetched last, after waiting,
 // within ctx, for listings under way or due.
 func (m *MCP) Tools(ctx context.Context) []agent.Tool {
+	listings := make([]<-chan struct{}, len(m.servers))
+	for i, s := range m.servers {
+		listings[i] = s.refresh() // all at once: the waits overlap
+	}
 	var out []agent.Tool
-	for _, s := range m.servers {
-		done := s.refresh()
+	for i, s := range m.servers {
 		select {
-		case <-done:
+		case <-listings[i]:
 		case <-ctx.Done():
 		}
 		out = append(out, s.listed()...)
@@ -222,6 +225,13 @@ func (s *mcpServer) tool(t *mcp.Tool) (agent.Tool, string) {
 	schema, err := json.Marshal(t.InputSchema)
 	if err != nil || string(schema) == "null" {
 		return nil, "the tool has no input schema"
+	}
+	var doc any
+	if err := json.Unmarshal(schema, &doc); err != nil {
+		return nil, "its input schema is not JSON: " + err.Error()
+	}
+	if err := agent.CheckSchemaDocument(doc); err != nil {
+		return nil, "Bedrock would refuse its input schema: " + err.Error()
 	}
 	var tool agent.Tool = &mcpTool{
 		server: s,

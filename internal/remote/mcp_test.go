@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
@@ -16,6 +18,7 @@ import (
 	"github.com/lambda-agent/lambda-agent/internal/mcptest"
 	"github.com/lambda-agent/lambda-agent/internal/remote"
 	"github.com/lambda-agent/lambda-agent/internal/testkit"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // clock is a settable time.
@@ -268,4 +271,24 @@ func TestMCPHeaders(t *testing.T) {
 // conversetestToolUse is a Converse answer that asks for one tool.
 func conversetestToolUse(id, name, input string) conversetest.Reply {
 	return conversetest.ToolUse(id, name, json.RawMessage(input))
+}
+
+// TestMCPSchemaBedrockRefuses: a tool whose input schema Bedrock would
+// refuse is left out, with a warning, and the server's other tools stay.
+func TestMCPSchemaBedrockRefuses(t *testing.T) {
+	server := mcp.NewServer(&mcp.Implementation{Name: "odd", Version: "1"}, nil)
+	handler := func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ok"}}}, nil
+	}
+	server.AddTool(&mcp.Tool{Name: "fine", InputSchema: map[string]any{"type": "object"}}, handler)
+	server.AddTool(&mcp.Tool{Name: "blank_key", InputSchema: map[string]any{"type": "object", "properties": map[string]any{"": map[string]any{"type": "string"}}}}, handler)
+	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, &mcp.StreamableHTTPOptions{Stateless: true}))
+	t.Cleanup(hs.Close)
+	set, _, logs := newSet(t, remote.MCPServer{URL: hs.URL}, remote.MCPOptions{})
+	if diff := cmp.Diff([]string{"srv_fine"}, names(set.Tools(t.Context()))); diff != "" {
+		t.Errorf("tools (-want +got):\n%s", diff)
+	}
+	if !strings.Contains(logs.String(), `"tool":"blank_key"`) || !strings.Contains(logs.String(), "Bedrock would refuse its input schema") {
+		t.Errorf("no warning for blank_key:\n%s", logs.String())
+	}
 }
