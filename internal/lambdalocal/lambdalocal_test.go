@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -16,13 +15,13 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
-	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/lambda/types"
 	"github.com/aws/smithy-go"
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/lambda-agent/lambda-agent/internal/lambdalocal"
+	"github.com/lambda-agent/lambda-agent/internal/testkit"
 )
 
 func newServer(t *testing.T) *lambdalocal.Server {
@@ -572,25 +571,7 @@ func TestUnsignedRequestsAreRefused(t *testing.T) {
 func TestEndpointFromEnvironment(t *testing.T) {
 	srv := newServer(t)
 	srv.Register("tool", echo)
-	dir := t.TempDir()
-	for k, v := range map[string]string{
-		"AWS_ENDPOINT_URL_LAMBDA":             srv.URL,
-		"AWS_ACCESS_KEY_ID":                   "AKID",
-		"AWS_SECRET_ACCESS_KEY":               "SECRET",
-		"AWS_SESSION_TOKEN":                   "",
-		"AWS_REGION":                          "eu-north-1",
-		"AWS_PROFILE":                         "",
-		"AWS_CONFIG_FILE":                     filepath.Join(dir, "config"),
-		"AWS_SHARED_CREDENTIALS_FILE":         filepath.Join(dir, "credentials"),
-		"AWS_ENDPOINT_URL":                    "",
-		"AWS_IGNORE_CONFIGURED_ENDPOINT_URLS": "",
-	} {
-		t.Setenv(k, v)
-	}
-	cfg, err := config.LoadDefaultConfig(t.Context())
-	if err != nil {
-		t.Fatalf("LoadDefaultConfig: %v", err)
-	}
+	cfg := testkit.DefaultAWSConfig(t, "eu-north-1", map[string]string{"AWS_ENDPOINT_URL_LAMBDA": srv.URL})
 	client := lambda.NewFromConfig(cfg)
 
 	out, err := client.Invoke(t.Context(), &lambda.InvokeInput{FunctionName: aws.String("tool"), Payload: []byte(`[1,2]`)})

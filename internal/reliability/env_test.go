@@ -45,25 +45,35 @@ type system struct {
 // defaults.
 func newSystem(t *testing.T, env map[string]string) *system {
 	t.Helper()
+	return newSystemWith(t, testkit.Options{Env: env})
+}
+
+// newSystemWith starts a system on opts, with the suite's DynamoDB client
+// (its faults, and the SDK's retries with short waits) and, unless opts
+// says otherwise, the agent's own retry policy and no log.
+func newSystemWith(t *testing.T, opts testkit.Options) *system {
+	t.Helper()
 	f := &faults{}
-	s := testkit.Start(t, testkit.Options{
-		Env: env,
+	if opts.Retry == nil {
 		// The agent's own retry policy, waits and all: the suite checks
 		// what production does, and the deadlines bound the waits.
-		Retry: &agent.RetryPolicy{},
-		DynamoDB: func(next http.RoundTripper) http.RoundTripper {
-			f.next = next
-			return f
-		},
-		DynamoDBOptions: []func(*dynamodb.Options){func(o *dynamodb.Options) {
-			// The SDK's retries, with waits short enough for a test.
-			o.Retryer = retry.NewStandard(func(o *retry.StandardOptions) {
-				o.Backoff = retry.BackoffDelayerFunc(func(int, error) (time.Duration, error) { return 5 * time.Millisecond, nil })
-				o.RateLimiter = noRateLimit{}
-			})
-		}},
-		Logger: slog.New(slog.DiscardHandler),
-	})
+		opts.Retry = &agent.RetryPolicy{}
+	}
+	opts.DynamoDB = func(next http.RoundTripper) http.RoundTripper {
+		f.next = next
+		return f
+	}
+	opts.DynamoDBOptions = []func(*dynamodb.Options){func(o *dynamodb.Options) {
+		// The SDK's retries, with waits short enough for a test.
+		o.Retryer = retry.NewStandard(func(o *retry.StandardOptions) {
+			o.Backoff = retry.BackoffDelayerFunc(func(int, error) (time.Duration, error) { return 5 * time.Millisecond, nil })
+			o.RateLimiter = noRateLimit{}
+		})
+	}}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	s := testkit.Start(t, opts)
 	return &system{Stack: s, direct: s.DirectStore(), faults: f}
 }
 

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -15,8 +14,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
-	"github.com/aws/aws-sdk-go-v2/aws/retry"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/google/go-cmp/cmp"
 	"github.com/lambda-agent/lambda-agent/internal/agent"
 	"github.com/lambda-agent/lambda-agent/internal/agent/bedrock"
@@ -85,22 +82,7 @@ func newApprovalSystem(t *testing.T, env map[string]string) (*system, *toolRuns)
 		vars[k] = v
 	}
 	runs := &toolRuns{}
-	f := &faults{}
-	s := testkit.Start(t, testkit.Options{
-		Env: vars,
-		DynamoDB: func(next http.RoundTripper) http.RoundTripper {
-			f.next = next
-			return f
-		},
-		DynamoDBOptions: []func(*dynamodb.Options){func(o *dynamodb.Options) {
-			o.Retryer = retry.NewStandard(func(o *retry.StandardOptions) {
-				o.Backoff = retry.BackoffDelayerFunc(func(int, error) (time.Duration, error) { return 5 * time.Millisecond, nil })
-				o.RateLimiter = noRateLimit{}
-			})
-		}},
-		Logger: slog.New(runs),
-	})
-	return &system{Stack: s, direct: s.DirectStore(), faults: f}, runs
+	return newSystemWith(t, testkit.Options{Env: vars, Retry: &testkit.FastRetry, Logger: slog.New(runs)}), runs
 }
 
 // failing is the calculator's input that fails when it runs, so that its

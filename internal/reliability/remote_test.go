@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
-	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -14,8 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws/retry"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/google/go-cmp/cmp"
 	"github.com/lambda-agent/lambda-agent/internal/agent"
 	"github.com/lambda-agent/lambda-agent/internal/app"
@@ -71,24 +67,7 @@ func remoteEnv(t *testing.T, servers map[string]string, functions ...string) map
 // serves their Lambda functions.
 func newRemoteSystem(t *testing.T, fn *lambdalocal.Server, env map[string]string) *system {
 	t.Helper()
-	f := &faults{}
-	s := testkit.Start(t, testkit.Options{
-		Env:   env,
-		Retry: &agent.RetryPolicy{},
-		DynamoDB: func(next http.RoundTripper) http.RoundTripper {
-			f.next = next
-			return f
-		},
-		DynamoDBOptions: []func(*dynamodb.Options){func(o *dynamodb.Options) {
-			o.Retryer = retry.NewStandard(func(o *retry.StandardOptions) {
-				o.Backoff = retry.BackoffDelayerFunc(func(int, error) (time.Duration, error) { return 5 * time.Millisecond, nil })
-				o.RateLimiter = noRateLimit{}
-			})
-		}},
-		Logger: slog.New(slog.DiscardHandler),
-		Remote: app.Remote{Lambda: fn.Client()},
-	})
-	return &system{Stack: s, direct: s.DirectStore(), faults: f}
+	return newSystemWith(t, testkit.Options{Env: env, Remote: app.Remote{Lambda: fn.Client()}})
 }
 
 // echoFunction is a Lambda function that answers {"echo": <its input's

@@ -3,14 +3,12 @@ package ssmlocal_test
 import (
 	"errors"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
-	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	"github.com/aws/aws-sdk-go-v2/service/ssm/types"
 	"github.com/aws/smithy-go"
@@ -18,6 +16,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/lambda-agent/lambda-agent/internal/ssmlocal"
+	"github.com/lambda-agent/lambda-agent/internal/testkit"
 )
 
 func newServer(t *testing.T) *ssmlocal.Server {
@@ -292,25 +291,7 @@ func TestPutRefusesWhatSSMRefuses(t *testing.T) {
 func TestEndpointFromEnvironment(t *testing.T) {
 	srv := newServer(t)
 	srv.Put("/agent/mcp/token", "s3cret", true)
-	dir := t.TempDir()
-	for k, v := range map[string]string{
-		"AWS_ENDPOINT_URL_SSM":                srv.URL,
-		"AWS_ACCESS_KEY_ID":                   "AKID",
-		"AWS_SECRET_ACCESS_KEY":               "SECRET",
-		"AWS_SESSION_TOKEN":                   "",
-		"AWS_REGION":                          "eu-north-1",
-		"AWS_PROFILE":                         "",
-		"AWS_CONFIG_FILE":                     filepath.Join(dir, "config"),
-		"AWS_SHARED_CREDENTIALS_FILE":         filepath.Join(dir, "credentials"),
-		"AWS_ENDPOINT_URL":                    "",
-		"AWS_IGNORE_CONFIGURED_ENDPOINT_URLS": "",
-	} {
-		t.Setenv(k, v)
-	}
-	cfg, err := config.LoadDefaultConfig(t.Context())
-	if err != nil {
-		t.Fatalf("LoadDefaultConfig: %v", err)
-	}
+	cfg := testkit.DefaultAWSConfig(t, "eu-north-1", map[string]string{"AWS_ENDPOINT_URL_SSM": srv.URL})
 	out, err := ssm.NewFromConfig(cfg).GetParameter(t.Context(), &ssm.GetParameterInput{
 		Name:           aws.String("/agent/mcp/token"),
 		WithDecryption: aws.Bool(true),
