@@ -63,6 +63,10 @@
 //     *types.RequestTooLargeException, whatever the API model suggests.
 //   - The payload is JSON (any JSON value); an empty payload is the event
 //     {}; else 400 InvalidRequestContentException.
+//   - X-Amz-Client-Context, when sent, is base64 of a JSON object of at
+//     most [MaxClientContext] bytes, else 400 InvalidRequestContentException
+//     or ValidationException (the messages are ours); the function gets it
+//     as lambdacontext's ClientContext, as aws-lambda-go hands it over.
 //   - An unregistered function, or a qualifier that is neither $LATEST nor
 //     registered, is 404 ResourceNotFoundException "Function not found: ARN".
 //   - A function with [Config.ReservedConcurrency] refuses a synchronous call

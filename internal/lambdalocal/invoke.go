@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/aws/aws-lambda-go/lambdacontext"
 	"github.com/lambda-agent/lambda-agent/internal/awslocal"
 )
 
@@ -116,6 +117,11 @@ func (s *Server) serveInvoke(w http.ResponseWriter, r *http.Request) {
 		validationError("1 validation error detected: Value '%s' at 'logType' failed to satisfy constraint: Member must satisfy enum value set: [None, Tail]", logType).WriteRESTJSON(w)
 		return
 	}
+	clientContext, aerr := readClientContext(r.Header.Get("X-Amz-Client-Context"))
+	if aerr != nil {
+		aerr.WriteRESTJSON(w)
+		return
+	}
 	payload, aerr := readPayload(r, invocationType)
 	if aerr != nil {
 		aerr.WriteRESTJSON(w)
@@ -134,7 +140,7 @@ func (s *Server) serveInvoke(w http.ResponseWriter, r *http.Request) {
 		errTooManyRequests.WriteRESTJSON(w)
 		return
 	}
-	s.requests = append(s.requests, Request{RequestID: id, Function: t.name, Qualifier: t.qualifier, InvocationType: invocationType, Payload: payload})
+	s.requests = append(s.requests, Request{RequestID: id, Function: t.name, Qualifier: t.qualifier, InvocationType: invocationType, Payload: payload, ClientContext: clientContext})
 	if invocationType != dryRun {
 		f.calls++
 	}
@@ -148,7 +154,7 @@ func (s *Server) serveInvoke(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusNoContent)
 	case event:
 		// The event outlives the request, as Lambda's queue does.
-		if !s.start(context.WithoutCancel(r.Context()), f, payload, func(result) {}) {
+		if !s.start(context.WithoutCancel(lambdacontext.NewContext(r.Context(), &lambdacontext.LambdaContext{AwsRequestID: id, ClientContext: clientContext})), f, payload, func(result) {}) {
 			errClosed.WriteRESTJSON(w)
 			return
 		}
@@ -156,7 +162,8 @@ func (s *Server) serveInvoke(w http.ResponseWriter, r *http.Request) {
 	default:
 		start := time.Now()
 		done := make(chan result, 1)
-		started := s.start(r.Context(), f, payload, func(res result) { done <- res })
+		ctx := lambdacontext.NewContext(r.Context(), &lambdacontext.LambdaContext{AwsRequestID: id, ClientContext: clientContext})
+		started := s.start(ctx, f, payload, func(res result) { done <- res })
 		var res result
 		if started {
 			res = <-done
@@ -199,6 +206,28 @@ func readPayload(r *http.Request, invocationType string) (json.RawMessage, *awsl
 			MessageKey: "message", Message: "Could not parse request body into json: Could not parse payload into json: " + err.Error(), Fields: map[string]string{"Type": "User"}}
 	}
 	return body, nil
+}
+
+// MaxClientContext bounds X-Amz-Client-Context, base64 as it is sent.
+const MaxClientContext = 3583
+
+// readClientContext decodes X-Amz-Client-Context: base64 of a JSON object,
+// which the function gets as lambdacontext's ClientContext.
+func readClientContext(header string) (lambdacontext.ClientContext, *awslocal.Error) {
+	var cc lambdacontext.ClientContext
+	if header == "" {
+		return cc, nil
+	}
+	invalid := &awslocal.Error{Status: http.StatusBadRequest, Code: "InvalidRequestContentException",
+		MessageKey: "message", Message: "Client context must be a valid Base64-encoded JSON object.", Fields: map[string]string{"Type": "User"}}
+	if len(header) > MaxClientContext {
+		return cc, validationError("1 validation error detected: Value at 'clientContext' failed to satisfy constraint: Member must have length less than or equal to %d", MaxClientContext)
+	}
+	raw, err := base64.StdEncoding.DecodeString(header)
+	if err != nil || json.Unmarshal(raw, &cc) != nil {
+		return cc, invalid
+	}
+	return cc, nil
 }
 
 // result is how an invocation ended.

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-lambda-go/lambdacontext"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
@@ -613,5 +614,36 @@ func TestRegisterRefusesWhatLambdaRefuses(t *testing.T) {
 			}()
 			srv.RegisterWithConfig(tt.name, echo, tt.cfg)
 		})
+	}
+}
+
+// TestClientContext: X-Amz-Client-Context reaches the function as
+// lambdacontext's ClientContext; one that is not base64 JSON is refused.
+func TestClientContext(t *testing.T) {
+	srv := newServer(t)
+	srv.Register("who", func(ctx context.Context, _ []byte) ([]byte, error) {
+		lc, ok := lambdacontext.FromContext(ctx)
+		if !ok {
+			return nil, errors.New("no Lambda context")
+		}
+		return json.Marshal(lc.ClientContext.Custom)
+	})
+	cc := base64.StdEncoding.EncodeToString([]byte(`{"custom":{"caller":"agent"}}`))
+	out, err := srv.Client().Invoke(t.Context(), &lambda.InvokeInput{FunctionName: aws.String("who"), ClientContext: aws.String(cc)})
+	if err != nil || out.FunctionError != nil || string(out.Payload) != `{"caller":"agent"}` {
+		t.Fatalf("%v %+v %s", err, out, out.Payload)
+	}
+	if got := srv.Requests()[0].ClientContext.Custom["caller"]; got != "agent" {
+		t.Errorf("recorded client context %q", got)
+	}
+	for _, bad := range []string{"not base64!", base64.StdEncoding.EncodeToString([]byte("not json")), strings.Repeat("A", lambdalocal.MaxClientContext+1)} {
+		_, err := srv.Client().Invoke(t.Context(), &lambda.InvokeInput{FunctionName: aws.String("who"), ClientContext: aws.String(bad)})
+		var ae smithy.APIError
+		if !errors.As(err, &ae) || (ae.ErrorCode() != "InvalidRequestContentException" && ae.ErrorCode() != "ValidationException") {
+			t.Errorf("client context %.20q: %v", bad, err)
+		}
+	}
+	if n := srv.Calls("who"); n != 1 {
+		t.Errorf("the function ran %d times; refused calls must not run it", n)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/aws/aws-lambda-go/lambdacontext"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
@@ -82,6 +83,9 @@ type Request struct {
 	InvocationType string
 	// Payload is the event, {} when the request had none.
 	Payload json.RawMessage
+	// ClientContext is what X-Amz-Client-Context carried, which the
+	// function gets through lambdacontext.
+	ClientContext lambdacontext.ClientContext
 }
 
 // Server is a stand-in for Lambda's Invoke operation on a loopback port. Its

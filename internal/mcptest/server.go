@@ -76,6 +76,7 @@ type Server struct {
 
 	mu            sync.Mutex
 	calls         map[string]int // tools/call by tool name
+	lastMeta      mcp.Meta       // the _meta of the last tools/call
 	methods       map[string]int // JSON-RPC requests and notifications by method
 	httpMethods   map[string]int // HTTP requests by method
 	last          http.Header
@@ -163,6 +164,14 @@ func (s *Server) Calls(tool string) int {
 	return s.calls[tool]
 }
 
+// LastMeta returns the _meta of the last tools/call that reached the MCP
+// server.
+func (s *Server) LastMeta() map[string]any {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lastMeta
+}
+
 // ListCalls reports how many tools/list requests reached the MCP server.
 func (s *Server) ListCalls() int { return s.Requests("tools/list") }
 
@@ -231,6 +240,7 @@ func (s *Server) count(next mcp.MethodHandler) mcp.MethodHandler {
 		s.methods[method]++
 		if p, ok := req.GetParams().(*mcp.CallToolParamsRaw); ok {
 			s.calls[p.Name]++
+			s.lastMeta = p.Meta
 		}
 		s.mu.Unlock()
 		return next(ctx, method, req)

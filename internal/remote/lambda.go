@@ -2,6 +2,7 @@ package remote
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -43,8 +44,21 @@ type functionError struct {
 	Type    string `json:"errorType"`
 }
 
+// ToolUseIDKey names the tool use id in what a remote tool receives beside
+// its input: a Lambda function's client context (Custom) and an MCP call's
+// _meta. A call the agent makes again, after a crash or a lost race, has
+// the same id, so a service can make its effects happen once.
+const ToolUseIDKey = "lambda-agent/tool_use_id"
+
+// clientContext is the X-Amz-Client-Context of a call: base64 of JSON,
+// which aws-lambda-go gives the function as lambdacontext's ClientContext.
+func clientContext(toolUseID string) string {
+	raw, _ := json.Marshal(map[string]map[string]string{"custom": {ToolUseIDKey: toolUseID}}) // strings encode
+	return base64.StdEncoding.EncodeToString(raw)
+}
+
 // Run invokes the function, synchronously, with the tool's input as the
-// event. The function's JSON answer is the result: an object as JSON,
+// event, and the tool use id in the client context. The function's JSON answer is the result: an object as JSON,
 // anything else as text. A function error, and a call that fails, are
 // errors, which the model receives as error results.
 func (t *lambdaTool) Run(ctx context.Context, call *agent.ToolCall) ([]agent.ToolResultContent, error) {
@@ -52,6 +66,7 @@ func (t *lambdaTool) Run(ctx context.Context, call *agent.ToolCall) ([]agent.Too
 		FunctionName:   aws.String(t.cfg.Function),
 		InvocationType: types.InvocationTypeRequestResponse,
 		Payload:        call.Input,
+		ClientContext:  aws.String(clientContext(call.ID)),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("calling the function %s: %w", t.cfg.Function, err)

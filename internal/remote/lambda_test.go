@@ -7,8 +7,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aws/aws-lambda-go/lambdacontext"
 	"github.com/lambda-agent/lambda-agent/internal/agent"
 	"github.com/lambda-agent/lambda-agent/internal/lambdalocal"
+	"github.com/lambda-agent/lambda-agent/internal/mcptest"
 	"github.com/lambda-agent/lambda-agent/internal/remote"
 	"github.com/lambda-agent/lambda-agent/internal/ssmlocal"
 )
@@ -107,5 +109,32 @@ func TestResolveSecrets(t *testing.T) {
 		if !r.WithDecryption {
 			t.Errorf("%v read without decryption", r.Names)
 		}
+	}
+}
+
+// TestRemoteToolsGetTheToolUseID: a Lambda function finds the tool use id
+// in its client context, and an MCP server in the call's _meta, so that a
+// call made again (after a crash, say) can be known for a repeat.
+func TestRemoteToolsGetTheToolUseID(t *testing.T) {
+	fn := lambdalocal.NewServer()
+	t.Cleanup(fn.Close)
+	fn.Register("who", func(ctx context.Context, _ []byte) ([]byte, error) {
+		lc, _ := lambdacontext.FromContext(ctx)
+		return json.Marshal(lc.ClientContext.Custom[remote.ToolUseIDKey])
+	})
+	who := remote.LambdaTools(fn.Client(), []remote.LambdaTool{{Name: "who", Function: "who", Description: "d", InputSchema: json.RawMessage(`{"type":"object"}`)}})[0]
+	out, err := who.Run(t.Context(), &agent.ToolCall{ID: "tooluse_42", Name: "who", Input: json.RawMessage(`{}`)})
+	if err != nil || out[0].Text != "tooluse_42" {
+		t.Errorf("the function got %v %+v", err, out)
+	}
+
+	srv := mcptest.NewServer()
+	t.Cleanup(srv.Close)
+	set, _, _ := newSet(t, remote.MCPServer{URL: srv.URL}, remote.MCPOptions{})
+	if _, err := run(t, t.Context(), byName(t, set.Tools(t.Context()), "srv_echo"), `{"text":"x"}`); err != nil {
+		t.Fatal(err)
+	}
+	if got := srv.LastMeta()[remote.ToolUseIDKey]; got != "u1" {
+		t.Errorf("the MCP server got _meta %v", srv.LastMeta())
 	}
 }

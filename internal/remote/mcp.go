@@ -330,14 +330,14 @@ type mcpTool struct {
 
 func (t *mcpTool) Spec() agent.ToolSpec { return t.spec }
 
-// Run calls the tool. The agent bounds ctx by the tool timeout and the
+// Run calls the tool, with the tool use id in _meta. The agent bounds ctx by the tool timeout and the
 // invocation's deadline. A result marked isError, a protocol error and a
 // server that cannot be reached are errors, which the model receives as
 // error results.
 func (t *mcpTool) Run(ctx context.Context, call *agent.ToolCall) ([]agent.ToolResultContent, error) {
 	var res *mcp.CallToolResult
 	err := t.server.do(ctx, func(sess *mcp.ClientSession) (err error) {
-		res, err = sess.CallTool(ctx, &mcp.CallToolParams{Name: t.remote, Arguments: call.Input})
+		res, err = sess.CallTool(ctx, &mcp.CallToolParams{Name: t.remote, Arguments: call.Input, Meta: mcp.Meta{ToolUseIDKey: call.ID}})
 		return err
 	})
 	if err != nil {
