@@ -73,15 +73,23 @@ const (
 
 // Usage counts tokens.
 type Usage struct {
+	// InputTokens counts the input the model read at full price: with
+	// prompt caching, the input past the cached prefix.
 	InputTokens  int `json:"input_tokens"`
 	OutputTokens int `json:"output_tokens"`
 	TotalTokens  int `json:"total_tokens"`
+	// CacheReadInputTokens counts the input read from the prompt cache,
+	// and CacheWriteInputTokens the input written to it.
+	CacheReadInputTokens  int `json:"cache_read_input_tokens"`
+	CacheWriteInputTokens int `json:"cache_write_input_tokens"`
 }
 
 func (u *Usage) add(v Usage) {
 	u.InputTokens += v.InputTokens
 	u.OutputTokens += v.OutputTokens
 	u.TotalTokens += v.TotalTokens
+	u.CacheReadInputTokens += v.CacheReadInputTokens
+	u.CacheWriteInputTokens += v.CacheWriteInputTokens
 }
 
 // ErrorKind classifies a failed model call.

@@ -50,11 +50,14 @@ func (e *APIError) Error() string {
 	return e.Code + ": " + e.Message
 }
 
-// Usage is the token usage of a reply.
+// Usage is the token usage of a reply, in Bedrock's shape: the cache's
+// counts are sent only when they are not zero.
 type Usage struct {
-	InputTokens  int `json:"inputTokens"`
-	OutputTokens int `json:"outputTokens"`
-	TotalTokens  int `json:"totalTokens"`
+	InputTokens           int `json:"inputTokens"`
+	OutputTokens          int `json:"outputTokens"`
+	TotalTokens           int `json:"totalTokens"`
+	CacheReadInputTokens  int `json:"cacheReadInputTokens,omitempty"`
+	CacheWriteInputTokens int `json:"cacheWriteInputTokens,omitempty"`
 }
 
 // Reply is one scripted answer: an assistant message or an error.
@@ -146,6 +149,13 @@ func (r Reply) WithReasoning(text, signature string) Reply {
 // WithStop returns r with the given stop reason.
 func (r Reply) WithStop(reason string) Reply {
 	r.StopReason = reason
+	return r
+}
+
+// WithCacheUsage returns r with fixed token usage that read and wrote the
+// prompt cache; the total counts them all.
+func (r Reply) WithCacheUsage(in, read, write, out int) Reply {
+	r.Usage = &Usage{InputTokens: in, OutputTokens: out, CacheReadInputTokens: read, CacheWriteInputTokens: write, TotalTokens: in + read + write + out}
 	return r
 }
 

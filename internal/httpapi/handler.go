@@ -273,6 +273,8 @@ func (h *Handler) log(r *http.Request, status int, rec *record, d time.Duration)
 		attrs = append(attrs,
 			slog.Int("input_tokens", res.Usage.InputTokens),
 			slog.Int("output_tokens", res.Usage.OutputTokens),
+			slog.Int("cache_read_input_tokens", res.Usage.CacheReadInputTokens),
+			slog.Int("cache_write_input_tokens", res.Usage.CacheWriteInputTokens),
 			slog.Int("model_calls", res.Metrics.ModelCalls),
 			slog.Int("tool_calls", res.Metrics.ToolCalls),
 			slog.Int64("model_ms", res.Metrics.ModelLatency.Milliseconds()),

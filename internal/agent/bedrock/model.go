@@ -115,9 +115,11 @@ func (m *Model) Converse(ctx context.Context, req *agent.ModelRequest) (*agent.M
 // usage converts Bedrock's token counts.
 func usage(u *types.TokenUsage) agent.Usage {
 	return agent.Usage{
-		InputTokens:  int(aws.ToInt32(u.InputTokens)),
-		OutputTokens: int(aws.ToInt32(u.OutputTokens)),
-		TotalTokens:  int(aws.ToInt32(u.TotalTokens)),
+		InputTokens:           int(aws.ToInt32(u.InputTokens)),
+		OutputTokens:          int(aws.ToInt32(u.OutputTokens)),
+		TotalTokens:           int(aws.ToInt32(u.TotalTokens)),
+		CacheReadInputTokens:  int(aws.ToInt32(u.CacheReadInputTokens)),
+		CacheWriteInputTokens: int(aws.ToInt32(u.CacheWriteInputTokens)),
 	}
 }
 
