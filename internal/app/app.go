@@ -160,7 +160,11 @@ func NewAgent(cfg *Config, client bedrock.ConverseAPI, opts Options) (*agent.Age
 			builtins[i] = agent.RequireApproval(t)
 		}
 	}
-	sets, err := mcpTools(cfg, opts)
+	var names []string
+	for _, t := range builtins {
+		names = append(names, t.Spec().Name)
+	}
+	sets, err := mcpTools(cfg, opts, names)
 	if err != nil {
 		return nil, err
 	}
@@ -197,7 +201,7 @@ const secretsTimeout = 5 * time.Second
 // begun, or none. A server whose secrets cannot be read is left out, with
 // an error in the log: the function still starts, and serves every other
 // tool.
-func mcpTools(cfg *Config, opts Options) ([]agent.ToolSet, error) {
+func mcpTools(cfg *Config, opts Options, taken []string) ([]agent.ToolSet, error) {
 	if len(cfg.MCPServers) == 0 || !runsTools(opts) {
 		return nil, nil
 	}
@@ -215,7 +219,7 @@ func mcpTools(cfg *Config, opts Options) ([]agent.ToolSet, error) {
 			logger.Error("MCP server left out", "error", err.Error())
 		}
 	}
-	set := remote.NewMCP(servers, remote.MCPOptions{HTTPClient: opts.Remote.HTTP, Logger: logger, Approval: cfg.ApprovalTools})
+	set := remote.NewMCP(servers, remote.MCPOptions{HTTPClient: opts.Remote.HTTP, Logger: logger, Approval: cfg.ApprovalTools, Taken: taken})
 	set.Start()
 	return []agent.ToolSet{set}, nil
 }

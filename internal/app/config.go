@@ -94,6 +94,11 @@ func ConfigFromEnv(getenv func(string) string) (*Config, error) {
 	c.Tools = p.tools("TOOLS")
 	c.MCPServers = jsonList(p, "MCP_SERVERS", remote.ParseMCPServers)
 	c.LambdaTools = jsonList(p, "LAMBDA_TOOLS", remote.ParseLambdaTools)
+	for _, t := range c.LambdaTools {
+		if slices.Contains(c.Tools, t.Name) {
+			p.fail("LAMBDA_TOOLS: %q is the name of a built-in tool that TOOLS enables; name the function's tool otherwise", t.Name)
+		}
+	}
 	c.ApprovalTools = p.approvalTools("APPROVAL_TOOLS", c)
 	c.InterruptTTL = p.duration("INTERRUPT_TTL", agent.DefaultInterruptTTL, time.Second, 365*24*time.Hour)
 	if (c.GuardrailID == "") != (c.GuardrailVersion == "") {
@@ -211,7 +216,7 @@ func (p *parser) approvalTools(name string, c *Config) []string {
 	names := list(p.getenv(name))
 	for _, n := range names {
 		if !slices.Contains(enabled, n) && !slices.ContainsFunc(c.MCPServers, func(s remote.MCPServer) bool {
-			return s.ToolPrefix() != "" && strings.HasPrefix(n, s.ToolPrefix())
+			return strings.HasPrefix(n, s.ToolPrefix()) // a server without a prefix may have any name
 		}) {
 			p.fail("%s: %q is not an enabled tool, nor has an MCP server's prefix; the enabled tools are %s", name, n, strings.Join(enabled, ", "))
 		}

@@ -52,6 +52,16 @@ func TestConfigFromEnvReadsEverything(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
+	// APPROVAL_TOOLS names remote tools too: a Lambda tool, one with an
+	// MCP server's prefix, and any name when a server has no prefix.
+	remote, err := ConfigFromEnv(env(map[string]string{
+		"TABLE_NAME": "t", "MODEL_ID": "m", "APPROVAL_TOOLS": "refund,orders_cancel,anything",
+		"LAMBDA_TOOLS": `[{"name":"refund","function":"f","description":"d"}]`,
+		"MCP_SERVERS":  `[{"name":"orders","url":"https://o.example.com/mcp"},{"name":"bare","url":"https://b.example.com/mcp","prefix":""}]`,
+	}))
+	if err != nil || len(remote.ApprovalTools) != 3 {
+		t.Errorf("approvals of remote tools: %v, %v", remote, err)
+	}
 	none, err := ConfigFromEnv(env(map[string]string{"TABLE_NAME": "t", "MODEL_ID": "m", "TOOLS": "none"}))
 	if err != nil || len(none.Tools) != 0 {
 		t.Errorf("TOOLS=none: %v, %v", none.Tools, err)
@@ -64,6 +74,7 @@ func TestConfigFromEnvReportsEveryProblem(t *testing.T) {
 		"SUMMARY_RATIO": "0.9", "MAX_CYCLES": "0", "TOOLS": "calculator,shell", "SESSION_TTL_DAYS": "1.5",
 		"MAX_MESSAGE_BYTES": "lots", "GUARDRAIL_ID": "g", "REQUIRE_AUTH": "yes please",
 		"CONTEXT_WINDOW_TOKENS": "12", "APPROVAL_TOOLS": "recall", "INTERRUPT_TTL": "forever",
+		"LAMBDA_TOOLS": `[{"name":"calculator","function":"f","description":"d"}]`,
 	}))
 	if err == nil {
 		t.Fatal("ConfigFromEnv accepted a broken environment")
@@ -73,6 +84,7 @@ func TestConfigFromEnvReportsEveryProblem(t *testing.T) {
 		"WINDOW_SIZE", "SUMMARY_RATIO", "MAX_CYCLES", `"shell"`, "SESSION_TTL_DAYS", "MAX_MESSAGE_BYTES",
 		"GUARDRAIL_ID and GUARDRAIL_VERSION", "REQUIRE_AUTH", "CONTEXT_WINDOW_TOKENS",
 		`APPROVAL_TOOLS: "recall" is not an enabled tool`, "INTERRUPT_TTL",
+		`LAMBDA_TOOLS: "calculator" is the name of a built-in tool`,
 	} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("the error does not mention %s:\n%v", want, err)

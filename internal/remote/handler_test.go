@@ -247,3 +247,40 @@ func TestSlowMCPToolMeetsTheDeadline(t *testing.T) {
 		t.Errorf("the slow tool was called %d times", srv.Calls("slow"))
 	}
 }
+
+// TestPauseTooLargeForTheSessionItem: the results that wait beside a
+// paused tool use live in the session item; past its size the pause is
+// refused with 413 too_large, and nothing is stored.
+func TestPauseTooLargeForTheSessionItem(t *testing.T) {
+	srv := mcptest.NewServer()
+	t.Cleanup(srv.Close)
+	s := testkit.Start(t, testkit.Options{Env: map[string]string{
+		"MCP_SERVERS":    fmt.Sprintf(`[{"name":"tickets","url":%q}]`, srv.URL),
+		"APPROVAL_TOOLS": "calculator",
+	}})
+	// 800,000 letters compress to some 470 KB: past the item's 400 KB.
+	big := randomText(800_000)
+	s.Model.Enqueue(conversetest.ToolUse("u-big", "tickets_echo", map[string]string{"text": big}).
+		WithToolUse("u-calc", "calculator", map[string]string{"expression": "1+1"}))
+	code, answer := chat(t, s, "big-pause", "echo this and add")
+	if code != 413 || !strings.Contains(fmt.Sprint(answer["error"]), "too_large") {
+		t.Errorf("%d, error %v, stop %v", code, answer["error"], answer["stop_reason"])
+	}
+	if _, err := s.Store.Load(t.Context(), ddbhistory.Key{Owner: "anonymous", ID: "big-pause"}, ""); !errors.Is(err, ddbhistory.ErrNotFound) {
+		t.Errorf("the session after the refused pause: %v; want nothing stored", err)
+	}
+}
+
+// randomText is n letters that do not compress, so that their size is
+// what the store meets.
+func randomText(n int) string {
+	b := make([]byte, n)
+	x := uint32(2463534242)
+	for i := range b {
+		x ^= x << 13
+		x ^= x >> 17
+		x ^= x << 5
+		b[i] = 'a' + byte(x%26)
+	}
+	return string(b)
+}

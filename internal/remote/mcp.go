@@ -36,6 +36,9 @@ type MCPOptions struct {
 	// Approval names the tools, by their names for the model, whose every
 	// use waits for a person's approval (agent.RequireApproval).
 	Approval []string
+	// Taken are the names of the agent's other tools: a server's tool with
+	// one of them is left out, with a warning.
+	Taken []string
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -60,7 +63,11 @@ var _ agent.ToolSet = (*MCP)(nil)
 // resolved already (see ResolveSecrets). It makes no request: Start or the
 // first turn lists the tools.
 func NewMCP(servers []MCPServer, opts MCPOptions) *MCP {
-	opts.HTTPClient = cmp.Or(opts.HTTPClient, http.DefaultClient)
+	if opts.HTTPClient == nil {
+		// Calls are bounded by their contexts; the timeout bounds what the
+		// SDK sends without one, such as a session's closing DELETE.
+		opts.HTTPClient = &http.Client{Timeout: time.Minute}
+	}
 	opts.Logger = cmp.Or(opts.Logger, slog.Default())
 	opts.TTL = cmp.Or(opts.TTL, DefaultListTTL)
 	opts.RetryAfter = cmp.Or(opts.RetryAfter, DefaultRetryAfter)
@@ -75,6 +82,9 @@ func NewMCP(servers []MCPServer, opts MCPOptions) *MCP {
 		s.http = &http.Client{
 			Transport: headers{cfg: cfg, next: cmp.Or(opts.HTTPClient.Transport, http.DefaultTransport)},
 			Timeout:   opts.HTTPClient.Timeout,
+			// The headers, secrets among them, are for the configured
+			// server alone: a redirect is an answer, not a hop to follow.
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		}
 		m.servers = append(m.servers, s)
 	}
@@ -89,8 +99,9 @@ func (m *MCP) Start() {
 	}
 }
 
-// Tools returns the servers' tools: the lists fetched last, after waiting,
-// within ctx, for listings under way or due.
+// Tools returns the servers' tools: the lists fetched last. A listing that
+// is due starts in the background; a turn waits for one, within ctx, only
+// for a server that has never listed its tools.
 func (m *MCP) Tools(ctx context.Context) []agent.Tool {
 	listings := make([]<-chan struct{}, len(m.servers))
 	for i, s := range m.servers {
@@ -98,9 +109,11 @@ func (m *MCP) Tools(ctx context.Context) []agent.Tool {
 	}
 	var out []agent.Tool
 	for i, s := range m.servers {
-		select {
-		case <-listings[i]:
-		case <-ctx.Done():
+		if !s.hasListed() {
+			select {
+			case <-listings[i]:
+			case <-ctx.Done():
+			}
 		}
 		out = append(out, s.listed()...)
 	}
@@ -116,6 +129,7 @@ type mcpServer struct {
 
 	mu      sync.Mutex
 	tools   []agent.Tool
+	ok      bool          // a listing succeeded once
 	due     time.Time     // when the list is to be fetched again
 	listing chan struct{} // closed when the listing under way ends
 	session *mcp.ClientSession
@@ -165,7 +179,7 @@ func (s *mcpServer) refresh() <-chan struct{} {
 				"tools_kept", len(s.tools), "error", err.Error())
 			return
 		}
-		s.tools, s.due = tools, s.m.opts.Now().Add(s.m.opts.TTL)
+		s.tools, s.ok, s.due = tools, true, s.m.opts.Now().Add(s.m.opts.TTL)
 	}()
 	return done
 }
@@ -174,6 +188,12 @@ func (s *mcpServer) listed() []agent.Tool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.tools
+}
+
+func (s *mcpServer) hasListed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ok
 }
 
 // list fetches the server's tools and makes them the agent's: allowed,
@@ -203,8 +223,12 @@ func (s *mcpServer) list(ctx context.Context) ([]agent.Tool, error) {
 	taken := map[string]bool{}
 	for _, t := range ordered {
 		tool, why := s.tool(t)
-		if why == "" && taken[tool.Spec().Name] {
+		switch {
+		case why != "":
+		case taken[tool.Spec().Name]:
 			why = fmt.Sprintf("its name made valid, %s, is another tool's", tool.Spec().Name)
+		case slices.Contains(s.m.opts.Taken, tool.Spec().Name):
+			why = fmt.Sprintf("the agent has another tool named %s", tool.Spec().Name)
 		}
 		if why != "" {
 			s.m.opts.Logger.Warn("MCP tool left out", "server", s.cfg.Name, "tool", t.Name, "reason", why)

@@ -196,8 +196,16 @@ func TestMCPListingIsCached(t *testing.T) {
 	if n := srv.ListCalls(); n != 1 {
 		t.Errorf("%d listings for 5 turns within the TTL", n)
 	}
+	// Past the TTL, a turn gets the list it has and the listing runs
+	// beside it.
 	c.advance(2 * time.Minute)
-	set.Tools(t.Context())
+	if tools := set.Tools(t.Context()); len(tools) == 0 {
+		t.Error("a turn past the TTL got no tools")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for srv.ListCalls() < 2 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
 	if n := srv.ListCalls(); n != 2 {
 		t.Errorf("%d listings after the TTL, want 2", n)
 	}
@@ -290,5 +298,41 @@ func TestMCPSchemaBedrockRefuses(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), `"tool":"blank_key"`) || !strings.Contains(logs.String(), "Bedrock would refuse its input schema") {
 		t.Errorf("no warning for blank_key:\n%s", logs.String())
+	}
+}
+
+// TestMCPHeadersStayWithTheServer: a redirect is not followed, so that the
+// headers, secrets among them, reach only the configured server.
+func TestMCPHeadersStayWithTheServer(t *testing.T) {
+	var leaked []string
+	elsewhere := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		leaked = append(leaked, r.Header.Get("Authorization"))
+		http.Error(w, "no", http.StatusNotFound)
+	}))
+	t.Cleanup(elsewhere.Close)
+	redirecting := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, elsewhere.URL+"/mcp", http.StatusTemporaryRedirect)
+	}))
+	t.Cleanup(redirecting.Close)
+	set, _, _ := newSet(t, remote.MCPServer{URL: redirecting.URL, Headers: map[string]string{"Authorization": "Bearer SECRET"}}, remote.MCPOptions{})
+	if tools := set.Tools(t.Context()); len(tools) != 0 {
+		t.Errorf("tools through a redirect: %v", names(tools))
+	}
+	if len(leaked) != 0 {
+		t.Errorf("the redirect's target got requests, with Authorization %q", leaked)
+	}
+}
+
+// TestMCPNamesTheAgentHas: a server's tool whose name one of the agent's
+// own tools has is left out, with a warning.
+func TestMCPNamesTheAgentHas(t *testing.T) {
+	srv := mcptest.NewServer()
+	t.Cleanup(srv.Close)
+	set, _, logs := newSet(t, remote.MCPServer{URL: srv.URL}, remote.MCPOptions{Taken: []string{"srv_echo"}})
+	if slices.Contains(names(set.Tools(t.Context())), "srv_echo") {
+		t.Error("srv_echo was offered beside the agent's own")
+	}
+	if !strings.Contains(logs.String(), "the agent has another tool named srv_echo") {
+		t.Errorf("no warning:\n%s", logs.String())
 	}
 }
