@@ -116,26 +116,33 @@ func (NoManager) Apply(context.Context, *Conversation) error { return nil }
 // Reduce always returns ErrCannotReduce.
 func (NoManager) Reduce(context.Context, *Conversation) error { return ErrCannotReduce }
 
-// SlidingWindow keeps the last Size messages, moved forward to the next turn
-// start. On overflow it first cuts oversized tool results down to
-// ToolResultLimit, keeping their head and tail, then drops the oldest quarter
-// of the window.
+// SlidingWindow keeps at most Size messages. Once the window passes Size,
+// it is cut back to LowWater messages, at a turn start, rather than by one
+// turn: the window's start then stays where it is for many turns, and so
+// does the prefix of every request, which a prompt cache can serve. On
+// overflow it first cuts oversized tool results down to ToolResultLimit,
+// keeping their head and tail, then drops the oldest quarter of the window.
 type SlidingWindow struct {
 	// Size is the window's length in messages; 0 means DefaultWindowSize.
 	// The window may be longer when one turn alone is longer.
 	Size int
+	// LowWater is the length the window is cut back to once it passes
+	// Size; 0 means half of Size. Size itself drops the oldest turns one
+	// at a time, as a window that ignores the cache would.
+	LowWater int
 	// ToolResultLimit is the size in bytes that tool results are cut to on
 	// overflow; 0 means DefaultToolResultLimit.
 	ToolResultLimit int
 }
 
-// Apply trims the window to Size messages.
+// Apply cuts the window back to LowWater messages once it passes Size.
 func (w SlidingWindow) Apply(_ context.Context, c *Conversation) error {
 	size := cmp.Or(w.Size, DefaultWindowSize)
 	if len(c.Messages) <= size {
 		return nil
 	}
-	if cut := cutPoint(c.Messages, len(c.Messages)-size, len(c.Messages)-1); cut > 0 {
+	low := min(cmp.Or(w.LowWater, size/2), size)
+	if cut := cutPoint(c.Messages, len(c.Messages)-max(low, 1), len(c.Messages)-1); cut > 0 {
 		c.trim(cut)
 	}
 	return nil

@@ -64,23 +64,26 @@ func checkWindow(t *testing.T, full []Message, c *Conversation) {
 func TestSlidingWindowApply(t *testing.T) {
 	tests := []struct {
 		name        string
-		size        int
+		size, low   int
 		history     []Message
 		wantRemoved int
 	}{
-		{"under the size", 40, plainHistory(10), 0},
-		{"exactly the size", 40, plainHistory(20), 0},
-		{"over by one turn", 40, plainHistory(21), 2},
-		{"odd size moves to the next turn start", 5, plainHistory(4), 4},
-		{"default size", 0, plainHistory(30), 20},
-		{"never splits a tool turn", 6, history(toolTurn(0, 1, 10), toolTurn(1, 1, 10), toolTurn(2, 1, 10)), 8},
-		{"one turn longer than the window keeps the turn", 3, history(plainTurn(0), toolTurn(1, 3, 10)), 2},
-		{"no turn start to cut at", 2, toolTurn(0, 2, 10), 0},
+		{"under the size", 40, 0, plainHistory(10), 0},
+		{"exactly the size", 40, 0, plainHistory(20), 0},
+		{"over by one turn, back to half", 40, 0, plainHistory(21), 22},
+		{"over by one turn, back to the low-water mark", 40, 30, plainHistory(21), 12},
+		{"low-water mark at the size drops one turn", 40, 40, plainHistory(21), 2},
+		{"a low-water mark past the size is the size", 40, 99, plainHistory(21), 2},
+		{"odd size moves to the next turn start", 5, 5, plainHistory(4), 4},
+		{"default size and mark", 0, 0, plainHistory(30), 40},
+		{"never splits a tool turn", 6, 6, history(toolTurn(0, 1, 10), toolTurn(1, 1, 10), toolTurn(2, 1, 10)), 8},
+		{"one turn longer than the window keeps the turn", 3, 0, history(plainTurn(0), toolTurn(1, 3, 10)), 2},
+		{"no turn start to cut at", 2, 0, toolTurn(0, 2, 10), 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := &Conversation{Messages: tt.history}
-			if err := (SlidingWindow{Size: tt.size}).Apply(t.Context(), c); err != nil {
+			if err := (SlidingWindow{Size: tt.size, LowWater: tt.low}).Apply(t.Context(), c); err != nil {
 				t.Fatal(err)
 			}
 			if c.Window.Removed != tt.wantRemoved {
@@ -88,6 +91,33 @@ func TestSlidingWindowApply(t *testing.T) {
 			}
 			checkWindow(t, tt.history, c)
 		})
+	}
+}
+
+// TestSlidingWindowKeepsItsStart: turn after turn, the window's start
+// moves only when the window passes its size, and then by a chunk, so
+// that most turns send the same prefix as the turn before.
+func TestSlidingWindowKeepsItsStart(t *testing.T) {
+	w := SlidingWindow{Size: 40}
+	c := &Conversation{}
+	moves := 0
+	for i := range 200 {
+		c.Messages = append(c.Messages, plainTurn(i)...)
+		before := c.Window.Removed
+		if err := w.Apply(t.Context(), c); err != nil {
+			t.Fatal(err)
+		}
+		if c.Window.Removed != before {
+			moves++
+		}
+		if len(c.Messages) > 40 {
+			t.Fatalf("turn %d: %d messages in a window of 40", i, len(c.Messages))
+		}
+	}
+	// 400 messages through a window of 40 cut back to 20: the start moves
+	// once every 10 turns, not on every turn past the 20th.
+	if moves > 20 {
+		t.Errorf("the window's start moved on %d of 200 turns", moves)
 	}
 }
 

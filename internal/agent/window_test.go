@@ -160,7 +160,7 @@ func exerciseManagers(t testing.TB, ch *chooser, h []Message, valid bool) {
 	limit := func() int { return 600 + ch.intn(2000) }
 	managers := []ConversationManager{
 		NoManager{},
-		SlidingWindow{Size: 1 + ch.intn(50), ToolResultLimit: limit()},
+		SlidingWindow{Size: 1 + ch.intn(50), LowWater: ch.intn(50), ToolResultLimit: limit()},
 		SlidingWindow{Size: 1 + ch.intn(5), ToolResultLimit: limit()},
 		Summarizing{Model: &fakeSummarizer{}, Ratio: float64(ch.intn(100)) / 100, PreserveRecent: ch.intn(12), MaxMessages: ch.intn(30), ToolResultLimit: limit()},
 		Summarizing{Model: &fakeSummarizer{fail: &ModelError{Kind: KindUnavailable}}, MaxMessages: 1 + ch.intn(10), ToolResultLimit: limit()},

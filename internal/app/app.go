@@ -143,7 +143,7 @@ func NewAgent(cfg *Config, client bedrock.ConverseAPI, opts Options) (*agent.Age
 			MaxMessages:    cfg.WindowSize,
 		}
 	default:
-		manager = agent.SlidingWindow{Size: cfg.WindowSize}
+		manager = agent.SlidingWindow{Size: cfg.WindowSize, LowWater: cfg.WindowLowWater}
 	}
 	builtins, err := tools.ByName(cfg.Tools)
 	if err != nil {

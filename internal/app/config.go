@@ -27,7 +27,11 @@ type Config struct {
 	Manager string
 	// WindowSize is WINDOW_SIZE, default 40: the sliding window's length, and
 	// the length at which the summarizing manager summarizes.
-	WindowSize          int
+	WindowSize int
+	// WindowLowWater is WINDOW_LOW_WATER: the length the sliding window is
+	// cut back to once it passes WINDOW_SIZE. 0, the default, is half of
+	// WINDOW_SIZE; a value past WINDOW_SIZE is WINDOW_SIZE.
+	WindowLowWater      int
 	SummaryRatio        float64 // SUMMARY_RATIO, default 0.3, in [0.1, 0.8]
 	PreserveRecent      int     // PRESERVE_RECENT_MESSAGES, default 10, at least 1
 	SummarizerModelID   string  // SUMMARIZER_MODEL_ID; empty means MODEL_ID
@@ -87,6 +91,7 @@ func ConfigFromEnv(getenv func(string) string) (*Config, error) {
 		GuardrailVersion:    getenv("GUARDRAIL_VERSION"),
 		RequireAuth:         p.boolean("REQUIRE_AUTH"),
 	}
+	c.WindowLowWater = p.integer("WINDOW_LOW_WATER", 0, 1, 10_000)
 	c.SummaryRatio = agent.DefaultSummaryRatio
 	if r := p.fraction("SUMMARY_RATIO", 0.1, 0.8); r != nil {
 		c.SummaryRatio = *r
