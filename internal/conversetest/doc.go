@@ -86,8 +86,19 @@
 //     inputSchema.json object; toolChoice has one member, and a specific
 //     tool choice names a declared tool.
 //   - inferenceConfig.maxTokens is at least 1; temperature and topP are in
-//     [0, 1]. cachePoint type is "default". A guardrailConfig has an
-//     identifier and a version.
+//     [0, 1]. A guardrailConfig has an identifier and a version.
+//   - Cache points stand among the system blocks, in a message's content
+//     or as an entry of toolConfig.tools (not in toolResult content). A
+//     cachePoint has type "default", an optional ttl of "5m" or "1h", and
+//     no other member. A request holds at most [MaxCachePoints], counted
+//     across tools, system and messages, and is refused beyond that with
+//     Bedrock's words ("A maximum of 4 blocks with cache_control may be
+//     provided. Found 5."). A ttl of 1h never follows a 5m point in the
+//     order tools, system, messages; a cache point never follows a
+//     reasoningContent block. Cache points are not content: a message, or
+//     a tools list, made only of them is refused. A cache point first in a
+//     message, or several in a row, is accepted, as nothing says Bedrock
+//     refuses them.
 //
 // # Context overflow
 //
@@ -97,6 +108,17 @@
 // the context window naturally. [Overflow] and [OverflowStop] script the two
 // ways Bedrock reports overflow.
 //
+// # Prompt cache
+//
+// [Server.EnableCache] turns on a simulated prompt cache, so that prompt
+// caching can be measured and tested without AWS: entries keyed by the
+// exact prefix before each cache point (and the model ID), a minimum
+// prefix size, a TTL renewed by each hit, and a lookup that also tries the
+// [CacheLookbackBlocks] block boundaries before each point, as Bedrock
+// does. The usage of both operations then reports cacheReadInputTokens and
+// cacheWriteInputTokens, with inputTokens counting only the uncached rest.
+// [Server.CacheStats] sums what it did. The cache is off by default.
+//
 // # Scripting and recording
 //
 // Valid requests take replies from a queue ([Server.Enqueue]) in arrival
@@ -105,6 +127,7 @@
 // [ModelNotReady], [Unavailable], [InternalError], [ModelTimeout],
 // [Overflow], [Error], …) and refined with the With methods, including a
 // Delay that ends early when the client disconnects. Token usage is
-// estimated at four bytes per token unless a reply fixes it. Every request,
-// valid or not, is recorded ([Server.Requests]).
+// estimated at four bytes per token unless a reply fixes it (a fixed usage
+// wins over the simulated cache too). Every request, valid or not, is
+// recorded ([Server.Requests]).
 package conversetest

@@ -298,11 +298,39 @@ type ReasoningText struct {
 	Signature string `json:"signature,omitempty"`
 }
 
-// CachePointBlock marks a prompt-cache checkpoint.
+// CachePointBlock marks a prompt-cache checkpoint: everything before it, in
+// the order tools, system, messages, is a prefix Bedrock may cache.
+//
+// Members Bedrock does not know are kept in Other, so that [Validate] can
+// refuse them instead of decoding dropping them silently.
 type CachePointBlock struct {
 	// Type is "default" in a valid request.
 	Type string `json:"type"`
-	TTL  string `json:"ttl,omitempty"`
+	// TTL is "", "5m" or "1h" in a valid request; "" means five minutes.
+	TTL   string                     `json:"ttl,omitempty"`
+	Other map[string]json.RawMessage `json:"-"`
+}
+
+type cachePointJSON CachePointBlock
+
+// UnmarshalJSON decodes the block, keeping unknown members in Other.
+func (c *CachePointBlock) UnmarshalJSON(data []byte) error {
+	*c = CachePointBlock{}
+	return decodeUnion(data, func(name string, v json.RawMessage) (bool, error) {
+		switch name {
+		case "type":
+			return true, json.Unmarshal(v, &c.Type)
+		case "ttl":
+			return true, json.Unmarshal(v, &c.TTL)
+		default:
+			return false, nil
+		}
+	}, &c.Other)
+}
+
+// MarshalJSON encodes the block including the members in Other.
+func (c CachePointBlock) MarshalJSON() ([]byte, error) {
+	return encodeUnion(cachePointJSON(c), c.Other)
 }
 
 // SystemBlock is the SystemContentBlock union. As in ContentBlock,

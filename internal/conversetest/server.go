@@ -48,6 +48,7 @@ type Server struct {
 	violations []string
 	active     int           // handlers running
 	idle       chan struct{} // closed when active drops to 0, if someone waits
+	cache      *promptCache  // nil unless EnableCache was called
 }
 
 // NewServer starts a Server on a random loopback port. Call Close when done.
@@ -142,7 +143,8 @@ func (s *Server) Violations() []string {
 }
 
 // Reset forgets the queued replies, the recorded requests and the
-// violations. MaxInputBytes and Responder are kept.
+// violations. MaxInputBytes, Responder and the simulated prompt cache
+// ([Server.EnableCache]) are kept.
 func (s *Server) Reset() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -228,7 +230,7 @@ func (s *Server) serveConverse(w http.ResponseWriter, r *http.Request, modelID s
 		resp.Output.Message.Content = []ContentBlock{}
 	}
 	resp.StopReason = reply.stopReason()
-	resp.Usage = usageOf(req, reply)
+	resp.Usage = s.usage(req, reply)
 	resp.Metrics.LatencyMs = time.Since(start).Milliseconds()
 	body, err := json.Marshal(&resp)
 	if err != nil {
@@ -241,15 +243,6 @@ func (s *Server) serveConverse(w http.ResponseWriter, r *http.Request, modelID s
 	}
 	s.writeHeader(w, http.StatusOK)
 	w.Write(body) // A failed write means the client left; nobody to tell.
-}
-
-// usageOf is the token usage of reply: the scripted one, or an estimate.
-func usageOf(req *Request, reply Reply) Usage {
-	if reply.Usage != nil {
-		return *reply.Usage
-	}
-	in, out := tokens(EstimateInputBytes(req)), tokens(contentBytes(reply.Content))
-	return Usage{InputTokens: in, OutputTokens: out, TotalTokens: in + out}
 }
 
 // exchange does what every model operation shares: it decodes, records and

@@ -56,6 +56,9 @@ func (s *Server) serveConverseStream(w http.ResponseWriter, r *http.Request, mod
 	if !ok {
 		return
 	}
+	// The cache sees the request now, as Bedrock's does before the model
+	// answers, even if the stream is cut short later.
+	usage := s.usage(req, reply)
 	w.Header().Set("Content-Type", "application/vnd.amazon.eventstream")
 	w.Header().Set("X-Amzn-Requestid", s.nextRequestID())
 	w.WriteHeader(http.StatusOK)
@@ -127,7 +130,7 @@ func (s *Server) serveConverseStream(w http.ResponseWriter, r *http.Request, mod
 		return
 	}
 	send("metadata", map[string]any{
-		"usage":   usageOf(req, reply),
+		"usage":   usage,
 		"metrics": map[string]int64{"latencyMs": time.Since(start).Milliseconds()},
 	})
 }

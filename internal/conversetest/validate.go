@@ -19,6 +19,19 @@ const (
 	MaxDocuments     = 5
 	MaxImageBytes    = 3.75 * 1024 * 1024
 	MaxDocumentBytes = 4.5 * 1024 * 1024
+	// MaxCachePoints is how many cachePoint blocks a request may hold in
+	// toolConfig.tools, system and messages together.
+	MaxCachePoints = 4
+)
+
+// Messages Bedrock sends for misplaced cache points. Bedrock passes on the
+// model's own words after "The model returned the following errors: ".
+const (
+	// Reported for Claude on Bedrock in
+	// https://github.com/BerriAI/litellm/issues/16062.
+	tooManyCachePointsFormat = "The model returned the following errors: A maximum of %d blocks with cache_control may be provided. Found %d."
+	// Reported in https://github.com/anomalyco/opencode/issues/36517.
+	cachePointAfterReasoning = "Cache point cannot be inserted after reasoning block. Please remove the invalid cache point and try again."
 )
 
 var (
@@ -161,6 +174,61 @@ func (v *validator) request(req *Request) {
 	}
 	v.tools(req.ToolConfig)
 	v.guardrail(req.GuardrailConfig)
+	v.cachePoints(req)
+}
+
+// cachePoints applies the rules that span every cache point of req, taken
+// in Bedrock's order (tools, system, messages): there are at most
+// [MaxCachePoints], and a one-hour point never follows a five-minute one
+// (Anthropic's rule, which Bedrock passes on for Claude).
+func (v *validator) cachePoints(req *Request) {
+	n, fiveMinutes := 0, false
+	visit := func(p *path, cp *CachePointBlock) {
+		n++
+		switch cp.TTL {
+		case "1h":
+			if fiveMinutes {
+				v.add(p, "a cache point with ttl 1h must not come after one with ttl 5m (the order is tools, system, messages)")
+			}
+		case "", "5m":
+			fiveMinutes = true
+		}
+	}
+	if tc := req.ToolConfig; tc != nil {
+		tcp := root("toolConfig")
+		list := tcp.dot("tools")
+		for i := range tc.Tools {
+			if cp := tc.Tools[i].CachePoint; cp != nil {
+				tp := list.at(i)
+				p := tp.dot("cachePoint")
+				visit(&p, cp)
+			}
+		}
+	}
+	system := root("system")
+	for i := range req.System {
+		if cp := req.System[i].CachePoint; cp != nil {
+			sp := system.at(i)
+			p := sp.dot("cachePoint")
+			visit(&p, cp)
+		}
+	}
+	msgs := root("messages")
+	for i := range req.Messages {
+		mp := msgs.at(i)
+		content := mp.dot("content")
+		for j := range req.Messages[i].Content {
+			if cp := req.Messages[i].Content[j].CachePoint; cp != nil {
+				bp := content.at(j)
+				p := bp.dot("cachePoint")
+				visit(&p, cp)
+			}
+		}
+	}
+	if n > MaxCachePoints {
+		// Bedrock's words name no element, so no path either.
+		v.violations = append(v.violations, fmt.Sprintf(tooManyCachePointsFormat, MaxCachePoints, n))
+	}
 }
 
 func (v *validator) messages(msgs *path, list []Message, c *counts) {
@@ -181,13 +249,19 @@ func (v *validator) messages(msgs *path, list []Message, c *counts) {
 		if len(m.Content) == 0 {
 			v.add(&mp, "content must not be empty")
 		}
-		hasText, docAt := false, -1
+		hasText, docAt, points := false, -1, 0
 		for j := range m.Content {
 			b := &m.Content[j]
 			bp := content.at(j)
 			v.contentBlock(&bp, m.Role, b, c)
 			if b.Text != "" {
 				hasText = true
+			}
+			if b.CachePoint != nil {
+				points++
+				if j > 0 && m.Content[j-1].ReasoningContent != nil {
+					v.add(&bp, "%s", cachePointAfterReasoning)
+				}
 			}
 			if b.Document != nil && docAt < 0 {
 				docAt = j
@@ -204,6 +278,10 @@ func (v *validator) messages(msgs *path, list []Message, c *counts) {
 					toolUseAt[u.ToolUseID] = position{i, j}
 				}
 			}
+		}
+		if points > 0 && points == len(m.Content) {
+			// A cache point marks content; it is none itself.
+			v.add(&mp, "content must hold a block other than cachePoint")
 		}
 		if docAt >= 0 && !hasText {
 			p := content.at(docAt)
@@ -489,6 +567,13 @@ func (v *validator) cachePoint(cp *path, point *CachePointBlock) {
 		p := cp.dot("type")
 		v.add(&p, "%q is not default", point.Type)
 	}
+	if t := point.TTL; t != "" && t != "5m" && t != "1h" {
+		p := cp.dot("ttl")
+		v.add(&p, "%q is not 5m or 1h", t)
+	}
+	for _, name := range appendOther(nil, point.Other) {
+		v.add(cp, "unknown member %q", name)
+	}
 }
 
 func (v *validator) system(sp *path, s *SystemBlock) {
@@ -543,6 +628,7 @@ func (v *validator) tools(tc *ToolConfig) {
 		v.add(&list, "must not be empty")
 	}
 	var names []string // Declared tool names, in order.
+	points := 0
 	for i := range tc.Tools {
 		t := &tc.Tools[i]
 		tp := list.at(i)
@@ -560,6 +646,7 @@ func (v *validator) tools(tc *ToolConfig) {
 			continue
 		}
 		if t.CachePoint != nil {
+			points++
 			p := tp.dot("cachePoint")
 			v.cachePoint(&p, t.CachePoint)
 		}
@@ -581,6 +668,9 @@ func (v *validator) tools(tc *ToolConfig) {
 			p := parent.dot("json")
 			v.add(&p, "must be a JSON object, got %s", describeJSON(spec.InputSchema.JSON))
 		}
+	}
+	if points > 0 && points == len(tc.Tools) {
+		v.add(&list, "must hold a tool other than cachePoint")
 	}
 	tch := tc.ToolChoice
 	if tch == nil {
