@@ -58,6 +58,9 @@ type Config struct {
 	MaxStateBytes int
 	// Hooks are called at points of every turn.
 	Hooks Hooks
+	// TrimResults trims the tool results of older turns in what the model
+	// sees; the zero value trims nothing.
+	TrimResults ResultTrim
 	// InterruptTTL is how long a paused turn's interrupts wait for a
 	// person; past it they count as denied. 0 means DefaultInterruptTTL.
 	InterruptTTL time.Duration
@@ -460,7 +463,7 @@ func (t *turn) converse(ctx context.Context, req ModelRequest, extra ...Message)
 		if err := t.reduceEarly(ctx); err != nil {
 			return nil, err
 		}
-		req.Messages = t.conv.view(extra...)
+		req.Messages = t.conv.view(t.a.cfg.TrimResults, extra...)
 		if len(req.Tools) == 0 {
 			req.Messages = withoutToolBlocks(req.Messages)
 		}

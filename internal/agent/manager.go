@@ -47,12 +47,13 @@ const summaryHeader = "Summary of the earlier conversation:\n"
 // View returns the messages to send to the model: the window with the
 // summary at its head and tool results cut to the limit, repaired so that
 // Bedrock accepts it. It does not change c.
-func (c *Conversation) View() []Message { return c.view() }
+func (c *Conversation) View() []Message { return c.view(ResultTrim{}) }
 
-// view is View with extra messages after the window, such as the attempts of
-// a structured request, which are repaired with it.
-func (c *Conversation) view(extra ...Message) []Message {
-	msgs := c.Messages
+// view is View with old tool results trimmed, and extra messages after the
+// window, such as the attempts of a structured request, which are repaired
+// with it.
+func (c *Conversation) view(trim ResultTrim, extra ...Message) []Message {
+	msgs := trimResults(c.Messages, trim)
 	if limit := c.Window.ToolResultLimit; limit > 0 {
 		msgs = truncateResults(msgs, limit)
 	}
@@ -214,6 +215,59 @@ func cutPoint(msgs []Message, target, maxCut int) int {
 		}
 	}
 	return -1
+}
+
+// ResultTrim trims, in what the model sees, the tool results of older turns:
+// those larger than MinBytes, before the last KeepTurns turns, become a
+// short note that says how large the result was. The stored transcript
+// keeps them whole, and the note depends on nothing but the result, so that
+// a trimmed result reads the same on every later turn and a prompt cache
+// still serves the prefix. The zero value trims nothing.
+type ResultTrim struct {
+	// KeepTurns counts the latest turns whose results are kept whole,
+	// the current one among them; less than 1 means 1.
+	KeepTurns int
+	// MinBytes is the size above which an older result is trimmed; 0
+	// turns trimming off.
+	MinBytes int
+}
+
+// trimmedText stands for a trimmed tool result.
+const trimmedText = "[This tool result, %d bytes, was trimmed from the conversation to save tokens. It is stored whole; call the tool again if you need it.]"
+
+// trimResults returns msgs with the results trim trims replaced by a note.
+// Messages it leaves alone are shared.
+func trimResults(msgs []Message, trim ResultTrim) []Message {
+	if trim.MinBytes <= 0 {
+		return msgs
+	}
+	// The boundary is the start of the oldest turn kept whole.
+	boundary, turns := len(msgs), 0
+	for i := len(msgs) - 1; i >= 0 && turns < max(trim.KeepTurns, 1); i-- {
+		if isTurnStart(msgs[i]) {
+			boundary, turns = i, turns+1
+		}
+	}
+	var out []Message
+	for i, m := range msgs[:boundary] {
+		for j, b := range m.Content {
+			r := b.ToolResult
+			if r == nil || r.size() <= trim.MinBytes {
+				continue
+			}
+			if out == nil {
+				out = append([]Message(nil), msgs...)
+			}
+			if &out[i].Content[0] == &msgs[i].Content[0] {
+				out[i] = m.clone()
+			}
+			out[i].Content[j] = ContentBlock{ToolResult: TextResult(r.ToolUseID, r.Status, fmt.Sprintf(trimmedText, r.size()))}
+		}
+	}
+	if out == nil {
+		return msgs
+	}
+	return out
 }
 
 // truncateResults returns msgs with the text and JSON of every tool result

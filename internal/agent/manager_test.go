@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -323,4 +324,45 @@ func TestSummarizingReduce(t *testing.T) {
 			t.Fatalf("Apply over the limit: %v, %d calls, removed %d", err, len(f.calls), c.Window.Removed)
 		}
 	})
+}
+
+// TestTrimResults: in the view, results older than the last KeepTurns
+// turns and larger than MinBytes become a note with their size; the
+// stored messages are unchanged, and the view is the same each time.
+func TestTrimResults(t *testing.T) {
+	h := history(toolTurn(0, 2, 5000), toolTurn(1, 1, 50), toolTurn(2, 1, 5000), toolTurn(3, 1, 5000))
+	stored, _ := json.Marshal(h)
+	c := &Conversation{Messages: h}
+	trim := ResultTrim{KeepTurns: 2, MinBytes: 1000}
+	view := c.view(trim)
+	results := map[string]string{}
+	for _, m := range view {
+		for _, b := range m.Content {
+			if r := b.ToolResult; r != nil {
+				results[r.ToolUseID] = r.Content[0].Text
+			}
+		}
+	}
+	note := fmt.Sprintf(trimmedText, 5000)
+	for id, want := range map[string]string{
+		"t0-0": note, "t0-1": note, // old and large
+		"t1-0": strings.Repeat("r", 50),   // old and small
+		"t2-0": strings.Repeat("r", 5000), // within the last two turns
+		"t3-0": strings.Repeat("r", 5000),
+	} {
+		if results[id] != want {
+			t.Errorf("%s: %.60q, want %.60q", id, results[id], want)
+		}
+	}
+	if again, _ := json.Marshal(h); string(again) != string(stored) {
+		t.Error("trimming changed the stored messages")
+	}
+	asJSON := func(v any) string { b, _ := json.Marshal(v); return string(b) }
+	if asJSON(c.view(trim)) != asJSON(view) {
+		t.Error("two views of one conversation differ")
+	}
+	if asJSON(c.view(ResultTrim{})) != asJSON(Repair(h)) {
+		t.Error("the zero ResultTrim trimmed")
+	}
+	checkView(t, view)
 }

@@ -190,6 +190,7 @@ func exerciseManagers(t testing.TB, ch *chooser, h []Message, valid bool) {
 				t.Fatalf("%T: window starts with %s %+v", m, c.Messages[0].Role, c.Messages[0].Content)
 			}
 			checkView(t, c.View())
+			checkView(t, c.view(ResultTrim{KeepTurns: ch.intn(4), MinBytes: 1 + ch.intn(3000)}))
 		}
 	}
 }

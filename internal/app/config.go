@@ -31,12 +31,17 @@ type Config struct {
 	// WindowLowWater is WINDOW_LOW_WATER: the length the sliding window is
 	// cut back to once it passes WINDOW_SIZE. 0, the default, is half of
 	// WINDOW_SIZE; a value past WINDOW_SIZE is WINDOW_SIZE.
-	WindowLowWater      int
-	SummaryRatio        float64 // SUMMARY_RATIO, default 0.3, in [0.1, 0.8]
-	PreserveRecent      int     // PRESERVE_RECENT_MESSAGES, default 10, at least 1
-	SummarizerModelID   string  // SUMMARIZER_MODEL_ID; empty means MODEL_ID
-	ContextWindowTokens int     // CONTEXT_WINDOW_TOKENS; 0 turns proactive reduction off
-	MaxCycles           int     // MAX_CYCLES, default 20
+	WindowLowWater int
+	// TrimTurns is TOOL_RESULT_TRIM_TURNS, default 3, and TrimBytes
+	// TOOL_RESULT_TRIM_BYTES, default 0 (off): tool results larger than
+	// TrimBytes, before the last TrimTurns turns, are trimmed in what the
+	// model sees (agent.ResultTrim).
+	TrimTurns, TrimBytes int
+	SummaryRatio         float64 // SUMMARY_RATIO, default 0.3, in [0.1, 0.8]
+	PreserveRecent       int     // PRESERVE_RECENT_MESSAGES, default 10, at least 1
+	SummarizerModelID    string  // SUMMARIZER_MODEL_ID; empty means MODEL_ID
+	ContextWindowTokens  int     // CONTEXT_WINDOW_TOKENS; 0 turns proactive reduction off
+	MaxCycles            int     // MAX_CYCLES, default 20
 	// Tools is TOOLS, a comma-separated list of built-ins; unset means
 	// tools.Names, and "none" none.
 	Tools []string
@@ -59,6 +64,9 @@ type Config struct {
 	GuardrailVersion string // GUARDRAIL_VERSION
 	RequireAuth      bool   // REQUIRE_AUTH, default false
 }
+
+// DefaultTrimTurns is TOOL_RESULT_TRIM_TURNS's default.
+const DefaultTrimTurns = 3
 
 // DefaultSessionTTLDays is SESSION_TTL_DAYS's default.
 const DefaultSessionTTLDays = 30
@@ -92,6 +100,8 @@ func ConfigFromEnv(getenv func(string) string) (*Config, error) {
 		RequireAuth:         p.boolean("REQUIRE_AUTH"),
 	}
 	c.WindowLowWater = p.integer("WINDOW_LOW_WATER", 0, 1, 10_000)
+	c.TrimTurns = p.integer("TOOL_RESULT_TRIM_TURNS", DefaultTrimTurns, 1, 10_000)
+	c.TrimBytes = p.integer("TOOL_RESULT_TRIM_BYTES", 0, 64, 1<<30)
 	c.SummaryRatio = agent.DefaultSummaryRatio
 	if r := p.fraction("SUMMARY_RATIO", 0.1, 0.8); r != nil {
 		c.SummaryRatio = *r

@@ -34,3 +34,26 @@ func TestCacheTokensAreReported(t *testing.T) {
 		t.Errorf("done usage %v", done["usage"])
 	}
 }
+
+// TestOldToolResultsAreTrimmedForTheModel: with TOOL_RESULT_TRIM_BYTES
+// set, the next turn's request carries a note in place of an earlier
+// turn's large result, and the session keeps the result whole.
+func TestOldToolResultsAreTrimmedForTheModel(t *testing.T) {
+	a := newAPI(t, map[string]string{"TOOL_RESULT_TRIM_BYTES": "64", "TOOL_RESULT_TRIM_TURNS": "1"})
+	a.model.Enqueue(conversetest.ToolUse("t1", "current_time", map[string]string{}), conversetest.Text("It is now."))
+	if r := a.chat(t, "", "trim", "what time is it?"); r.status != 200 {
+		t.Fatalf("%d %s", r.status, r.raw)
+	}
+	a.model.Enqueue(conversetest.Text("Noted."))
+	if r := a.chat(t, "", "trim", "thanks"); r.status != 200 {
+		t.Fatalf("%d %s", r.status, r.raw)
+	}
+	reqs := a.model.Requests()
+	sent := reqs[len(reqs)-1].Messages[2].Content[0].ToolResult
+	if sent == nil || !strings.Contains(sent.Content[0].Text, "was trimmed") {
+		t.Errorf("the model got %+v", reqs[len(reqs)-1].Messages[2])
+	}
+	if stored := a.transcript(t, "", "trim").raw; !strings.Contains(stored, `"weekday"`) || strings.Contains(stored, "was trimmed") {
+		t.Errorf("the session does not keep the result whole: %s", stored)
+	}
+}
