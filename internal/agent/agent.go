@@ -61,6 +61,10 @@ type Config struct {
 	// TrimResults trims the tool results of older turns in what the model
 	// sees; the zero value trims nothing.
 	TrimResults ResultTrim
+	// PromptCache asks the model for prompt cache points: after the tools
+	// and system prompt, and after the previous turn's last message (see
+	// ModelRequest). A model without a cache ignores them.
+	PromptCache bool
 	// InterruptTTL is how long a paused turn's interrupts wait for a
 	// person; past it they count as denied. 0 means DefaultInterruptTTL.
 	InterruptTTL time.Duration
@@ -464,6 +468,9 @@ func (t *turn) converse(ctx context.Context, req ModelRequest, extra ...Message)
 			return nil, err
 		}
 		req.Messages = t.conv.view(t.a.cfg.TrimResults, extra...)
+		if t.a.cfg.PromptCache {
+			req.CacheSystem, req.CacheAfter = true, previousTurnEnd(req.Messages)
+		}
 		if len(req.Tools) == 0 {
 			req.Messages = withoutToolBlocks(req.Messages)
 		}
@@ -644,6 +651,19 @@ func checkMedia(format string, formats []string, src Source, maxBytes int) error
 	}
 	if len(src.Bytes) > maxBytes {
 		return fmt.Errorf("%d bytes; at most %d", len(src.Bytes), maxBytes)
+	}
+	return nil
+}
+
+// previousTurnEnd returns, as CacheAfter, the index of the last message
+// before the latest turn start of view: the end of the turns before this
+// one, whose prefix stays the same through this turn's model calls, and
+// which the next turn reads from the cache before it writes its own.
+func previousTurnEnd(view []Message) []int {
+	for i := len(view) - 1; i > 0; i-- {
+		if isTurnStart(view[i]) {
+			return []int{i - 1}
+		}
 	}
 	return nil
 }

@@ -24,6 +24,12 @@ type ModelRequest struct {
 	Tools    []ToolSpec
 	// ToolChoice is ignored when Tools is empty.
 	ToolChoice ToolChoice
+	// CacheSystem and CacheAfter ask for prompt cache points: after the
+	// tools and system prompt, and after the messages at these indexes,
+	// in ascending order. A model places those its cache takes, and none
+	// when it has no cache.
+	CacheSystem bool
+	CacheAfter  []int
 }
 
 // ToolChoice says whether the model must use a tool. The zero value lets the

@@ -179,6 +179,7 @@ func NewAgent(cfg *Config, client bedrock.ConverseAPI, opts Options) (*agent.Age
 		Retry:               opts.Retry,
 		InterruptTTL:        cfg.InterruptTTL,
 		TrimResults:         agent.ResultTrim{KeepTurns: cfg.TrimTurns, MinBytes: cfg.TrimBytes},
+		PromptCache:         cfg.PromptCache,
 		Hooks: agent.Hooks{
 			AfterToolCall: []func(context.Context, *agent.AfterToolCallEvent){
 				logToolErrors(cmp.Or(opts.Logger, slog.Default())),

@@ -37,11 +37,14 @@ type Config struct {
 	// TrimBytes, before the last TrimTurns turns, are trimmed in what the
 	// model sees (agent.ResultTrim).
 	TrimTurns, TrimBytes int
-	SummaryRatio         float64 // SUMMARY_RATIO, default 0.3, in [0.1, 0.8]
-	PreserveRecent       int     // PRESERVE_RECENT_MESSAGES, default 10, at least 1
-	SummarizerModelID    string  // SUMMARIZER_MODEL_ID; empty means MODEL_ID
-	ContextWindowTokens  int     // CONTEXT_WINDOW_TOKENS; 0 turns proactive reduction off
-	MaxCycles            int     // MAX_CYCLES, default 20
+	// PromptCache is PROMPT_CACHE, on (the default) or off: prompt cache
+	// points in the requests of the models that cache.
+	PromptCache         bool
+	SummaryRatio        float64 // SUMMARY_RATIO, default 0.3, in [0.1, 0.8]
+	PreserveRecent      int     // PRESERVE_RECENT_MESSAGES, default 10, at least 1
+	SummarizerModelID   string  // SUMMARIZER_MODEL_ID; empty means MODEL_ID
+	ContextWindowTokens int     // CONTEXT_WINDOW_TOKENS; 0 turns proactive reduction off
+	MaxCycles           int     // MAX_CYCLES, default 20
 	// Tools is TOOLS, a comma-separated list of built-ins; unset means
 	// tools.Names, and "none" none.
 	Tools []string
@@ -101,6 +104,7 @@ func ConfigFromEnv(getenv func(string) string) (*Config, error) {
 	}
 	c.WindowLowWater = p.integer("WINDOW_LOW_WATER", 0, 1, 10_000)
 	c.TrimTurns = p.integer("TOOL_RESULT_TRIM_TURNS", DefaultTrimTurns, 1, 10_000)
+	c.PromptCache = p.choice("PROMPT_CACHE", "on", "on", "off") == "on"
 	c.TrimBytes = p.integer("TOOL_RESULT_TRIM_BYTES", 0, 64, 1<<30)
 	c.SummaryRatio = agent.DefaultSummaryRatio
 	if r := p.fraction("SUMMARY_RATIO", 0.1, 0.8); r != nil {

@@ -21,7 +21,7 @@ func TestConfigFromEnvDefaults(t *testing.T) {
 	want := &Config{
 		TableName: "t", ModelID: "m", Manager: "sliding", WindowSize: 40, SummaryRatio: 0.3,
 		PreserveRecent: 10, MaxCycles: 20, Tools: tools.Names, SessionTTLDays: 30, MaxMessageBytes: 262144,
-		InterruptTTL: 24 * time.Hour, TrimTurns: 3,
+		InterruptTTL: 24 * time.Hour, TrimTurns: 3, PromptCache: true,
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("defaults (-want +got):\n%s", diff)
@@ -33,7 +33,7 @@ func TestConfigFromEnvReadsEverything(t *testing.T) {
 		"TABLE_NAME": "t", "MODEL_ID": "m", "SYSTEM_PROMPT": "be brief", "MAX_TOKENS": "1024",
 		"TEMPERATURE": "0.2", "CONVERSATION_MANAGER": "summarizing", "WINDOW_SIZE": "60",
 		"SUMMARY_RATIO": "0.5", "PRESERVE_RECENT_MESSAGES": "6", "SUMMARIZER_MODEL_ID": "small", "WINDOW_LOW_WATER": "24",
-		"TOOL_RESULT_TRIM_TURNS": "2", "TOOL_RESULT_TRIM_BYTES": "4096",
+		"TOOL_RESULT_TRIM_TURNS": "2", "TOOL_RESULT_TRIM_BYTES": "4096", "PROMPT_CACHE": "off",
 		"CONTEXT_WINDOW_TOKENS": "200000", "MAX_CYCLES": "8", "TOOLS": "calculator, recall, ask_user",
 		"APPROVAL_TOOLS": "calculator", "INTERRUPT_TTL": "30m",
 		"SESSION_TTL_DAYS": "0", "MAX_MESSAGE_BYTES": "65536", "GUARDRAIL_ID": "g1",
@@ -75,8 +75,8 @@ func TestConfigFromEnvReportsEveryProblem(t *testing.T) {
 		"SUMMARY_RATIO": "0.9", "MAX_CYCLES": "0", "TOOLS": "calculator,shell", "SESSION_TTL_DAYS": "1.5",
 		"MAX_MESSAGE_BYTES": "lots", "GUARDRAIL_ID": "g", "REQUIRE_AUTH": "yes please",
 		"CONTEXT_WINDOW_TOKENS": "12", "APPROVAL_TOOLS": "recall", "INTERRUPT_TTL": "forever", "WINDOW_LOW_WATER": "0",
-		"TOOL_RESULT_TRIM_BYTES": "10",
-		"LAMBDA_TOOLS":           `[{"name":"calculator","function":"f","description":"d"}]`,
+		"TOOL_RESULT_TRIM_BYTES": "10", "PROMPT_CACHE": "maybe",
+		"LAMBDA_TOOLS": `[{"name":"calculator","function":"f","description":"d"}]`,
 	}))
 	if err == nil {
 		t.Fatal("ConfigFromEnv accepted a broken environment")
@@ -85,7 +85,7 @@ func TestConfigFromEnvReportsEveryProblem(t *testing.T) {
 		"TABLE_NAME is required", "MODEL_ID is required", "MAX_TOKENS", "TEMPERATURE", "CONVERSATION_MANAGER",
 		"WINDOW_SIZE", "SUMMARY_RATIO", "MAX_CYCLES", `"shell"`, "SESSION_TTL_DAYS", "MAX_MESSAGE_BYTES",
 		"GUARDRAIL_ID and GUARDRAIL_VERSION", "REQUIRE_AUTH", "CONTEXT_WINDOW_TOKENS",
-		`APPROVAL_TOOLS: "recall" is not an enabled tool`, "INTERRUPT_TTL", "WINDOW_LOW_WATER", "TOOL_RESULT_TRIM_BYTES",
+		`APPROVAL_TOOLS: "recall" is not an enabled tool`, "INTERRUPT_TTL", "WINDOW_LOW_WATER", "TOOL_RESULT_TRIM_BYTES", "PROMPT_CACHE",
 		`LAMBDA_TOOLS: "calculator" is the name of a built-in tool`,
 	} {
 		if !strings.Contains(err.Error(), want) {

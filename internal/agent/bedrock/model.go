@@ -140,6 +140,7 @@ func (m *Model) input(req *agent.ModelRequest) (*bedrockruntime.ConverseInput, e
 	if req.System != "" {
 		in.System = []types.SystemContentBlock{&types.SystemContentBlockMemberText{Value: req.System}}
 	}
+	m.addCachePoints(in, req)
 	if c := m.cfg; c.MaxTokens > 0 || c.Temperature != nil || c.TopP != nil || len(c.StopSequences) > 0 {
 		ic := &types.InferenceConfiguration{StopSequences: c.StopSequences}
 		if c.MaxTokens > 0 {
