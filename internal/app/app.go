@@ -21,6 +21,7 @@ import (
 	"github.com/lambda-agent/lambda-agent/internal/agent/bedrock"
 	"github.com/lambda-agent/lambda-agent/internal/ddbhistory"
 	"github.com/lambda-agent/lambda-agent/internal/httpapi"
+	"github.com/lambda-agent/lambda-agent/internal/pricing"
 	"github.com/lambda-agent/lambda-agent/internal/remote"
 	"github.com/lambda-agent/lambda-agent/internal/sdkhttp"
 	"github.com/lambda-agent/lambda-agent/internal/tools"
@@ -78,7 +79,11 @@ func New(cfg *Config, converse bedrock.ConverseAPI, ddb ddbhistory.DynamoDBAPI, 
 	if err != nil {
 		return nil, err
 	}
-	turns, err := turn.New(store, a)
+	var turnOpts []turn.Option
+	if prices, ok := pricesOf(cfg); ok {
+		turnOpts = append(turnOpts, turn.WithPrices(prices))
+	}
+	turns, err := turn.New(store, a, turnOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -95,6 +100,15 @@ func New(cfg *Config, converse bedrock.ConverseAPI, ddb ddbhistory.DynamoDBAPI, 
 		return nil, err
 	}
 	return &App{Config: cfg, Agent: a, Store: store, Turns: turns, Handler: h}, nil
+}
+
+// pricesOf returns the prices of cfg's model: MODEL_PRICES, or else the
+// table's, or false when neither knows the model.
+func pricesOf(cfg *Config) (pricing.Prices, bool) {
+	if cfg.Prices != nil {
+		return *cfg.Prices, true
+	}
+	return pricing.Lookup(cfg.ModelID)
 }
 
 // StoreConfig is the session store's configuration for cfg.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/lambda-agent/lambda-agent/internal/agent"
 	"github.com/lambda-agent/lambda-agent/internal/httpapi"
+	"github.com/lambda-agent/lambda-agent/internal/pricing"
 	"github.com/lambda-agent/lambda-agent/internal/remote"
 	"github.com/lambda-agent/lambda-agent/internal/tools"
 )
@@ -39,7 +40,10 @@ type Config struct {
 	TrimTurns, TrimBytes int
 	// PromptCache is PROMPT_CACHE, on (the default) or off: prompt cache
 	// points in the requests of the models that cache.
-	PromptCache         bool
+	PromptCache bool
+	// Prices is MODEL_PRICES, the model's prices for the cost estimate;
+	// nil means pricing's table.
+	Prices              *pricing.Prices
 	SummaryRatio        float64 // SUMMARY_RATIO, default 0.3, in [0.1, 0.8]
 	PreserveRecent      int     // PRESERVE_RECENT_MESSAGES, default 10, at least 1
 	SummarizerModelID   string  // SUMMARIZER_MODEL_ID; empty means MODEL_ID
@@ -105,6 +109,13 @@ func ConfigFromEnv(getenv func(string) string) (*Config, error) {
 	c.WindowLowWater = p.integer("WINDOW_LOW_WATER", 0, 1, 10_000)
 	c.TrimTurns = p.integer("TOOL_RESULT_TRIM_TURNS", DefaultTrimTurns, 1, 10_000)
 	c.PromptCache = p.choice("PROMPT_CACHE", "on", "on", "off") == "on"
+	if v := getenv("MODEL_PRICES"); v != "" {
+		if prices, err := pricing.Parse(v); err != nil {
+			p.fail("MODEL_PRICES: %v", err)
+		} else {
+			c.Prices = &prices
+		}
+	}
 	c.TrimBytes = p.integer("TOOL_RESULT_TRIM_BYTES", 0, 64, 1<<30)
 	c.SummaryRatio = agent.DefaultSummaryRatio
 	if r := p.fraction("SUMMARY_RATIO", 0.1, 0.8); r != nil {

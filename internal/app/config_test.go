@@ -75,7 +75,7 @@ func TestConfigFromEnvReportsEveryProblem(t *testing.T) {
 		"SUMMARY_RATIO": "0.9", "MAX_CYCLES": "0", "TOOLS": "calculator,shell", "SESSION_TTL_DAYS": "1.5",
 		"MAX_MESSAGE_BYTES": "lots", "GUARDRAIL_ID": "g", "REQUIRE_AUTH": "yes please",
 		"CONTEXT_WINDOW_TOKENS": "12", "APPROVAL_TOOLS": "recall", "INTERRUPT_TTL": "forever", "WINDOW_LOW_WATER": "0",
-		"TOOL_RESULT_TRIM_BYTES": "10", "PROMPT_CACHE": "maybe",
+		"TOOL_RESULT_TRIM_BYTES": "10", "PROMPT_CACHE": "maybe", "MODEL_PRICES": `{"input":3}`,
 		"LAMBDA_TOOLS": `[{"name":"calculator","function":"f","description":"d"}]`,
 	}))
 	if err == nil {
@@ -86,6 +86,7 @@ func TestConfigFromEnvReportsEveryProblem(t *testing.T) {
 		"WINDOW_SIZE", "SUMMARY_RATIO", "MAX_CYCLES", `"shell"`, "SESSION_TTL_DAYS", "MAX_MESSAGE_BYTES",
 		"GUARDRAIL_ID and GUARDRAIL_VERSION", "REQUIRE_AUTH", "CONTEXT_WINDOW_TOKENS",
 		`APPROVAL_TOOLS: "recall" is not an enabled tool`, "INTERRUPT_TTL", "WINDOW_LOW_WATER", "TOOL_RESULT_TRIM_BYTES", "PROMPT_CACHE",
+		"MODEL_PRICES: input and output are required",
 		`LAMBDA_TOOLS: "calculator" is the name of a built-in tool`,
 	} {
 		if !strings.Contains(err.Error(), want) {

@@ -57,3 +57,22 @@ func TestOldToolResultsAreTrimmedForTheModel(t *testing.T) {
 		t.Errorf("the session does not keep the result whole: %s", stored)
 	}
 }
+
+// TestEstimatedCost: the answer's metrics carry the turn's cost at the
+// model's prices, MODEL_PRICES when set; a model whose prices are unknown
+// gets none.
+func TestEstimatedCost(t *testing.T) {
+	a := newAPI(t, map[string]string{"MODEL_PRICES": `{"input":3,"output":15,"cache_read":0.3,"cache_write":3.75}`})
+	a.model.Enqueue(conversetest.Text("priced").WithCacheUsage(1000, 100_000, 10_000, 500))
+	r := a.chat(t, "", "priced", "how much?")
+	metrics, _ := r.body["metrics"].(map[string]any)
+	if cost, _ := metrics["estimated_cost_usd"].(float64); r.status != 200 || cost < 0.0779 || cost > 0.0781 {
+		t.Errorf("%d metrics %v, want a cost of 0.078", r.status, metrics)
+	}
+	b := newAPI(t, nil) // test-model: in no price table
+	b.model.Enqueue(conversetest.Text("unpriced"))
+	r = b.chat(t, "", "unpriced", "how much?")
+	if metrics, _ := r.body["metrics"].(map[string]any); metrics["estimated_cost_usd"] != nil {
+		t.Errorf("a cost for a model with unknown prices: %v", metrics)
+	}
+}

@@ -41,6 +41,9 @@ type Metrics struct {
 	ToolCalls  int   `json:"tool_calls"`
 	Reductions int   `json:"reductions"`
 	DurationMS int64 `json:"duration_ms"`
+	// EstimatedCostUSD is what the turn's tokens cost at the model's
+	// prices (see pricing); absent for a model whose prices are unknown.
+	EstimatedCostUSD *float64 `json:"estimated_cost_usd,omitempty"`
 }
 
 // Window is the conversation manager's state, as clients see it.
@@ -56,14 +59,14 @@ func WindowOf(w agent.WindowState) Window {
 	return Window{Removed: w.Removed, Summarized: w.Summary != ""}
 }
 
-func chatAnswer(sessionID string, res *agent.Result) ChatAnswer {
+func (s *Service) chatAnswer(sessionID string, res *agent.Result) ChatAnswer {
 	return ChatAnswer{
 		SessionID:  sessionID,
 		Text:       res.Text,
 		Messages:   res.Messages,
 		StopReason: res.StopReason,
 		Usage:      res.Usage,
-		Metrics:    metricsOf(res),
+		Metrics:    s.metricsOf(res),
 		Window:     WindowOf(res.Window),
 		Interrupts: interruptsOf(res.Pending),
 	}
@@ -76,12 +79,17 @@ func interruptsOf(p *agent.Pending) []agent.Interrupt {
 	return p.Interrupts
 }
 
-func metricsOf(r *agent.Result) Metrics {
-	return Metrics{
+func (s *Service) metricsOf(r *agent.Result) Metrics {
+	m := Metrics{
 		Cycles:     r.Metrics.Cycles,
 		ModelCalls: r.Metrics.ModelCalls,
 		ToolCalls:  r.Metrics.ToolCalls,
 		Reductions: r.Metrics.Reductions,
 		DurationMS: r.Metrics.Duration.Milliseconds(),
 	}
+	if s.prices != nil {
+		cost := s.prices.Cost(r.Usage)
+		m.EstimatedCostUSD = &cost
+	}
+	return m
 }

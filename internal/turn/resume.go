@@ -93,7 +93,7 @@ func (s *Service) resume(ctx context.Context, c Chat) (*Outcome[ChatAnswer], err
 			}
 			res.Metrics.ToolCalls += toolCalls
 			res.Metrics.Duration += took
-			answer := chatAnswer(sess.ID, res)
+			answer := s.chatAnswer(sess.ID, res)
 			answer.Messages = append(slices.Clip(earlier), res.Messages...)
 			return &done[ChatAnswer]{Result: res, Answer: answer, Earlier: len(earlier)}, nil
 		},

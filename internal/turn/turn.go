@@ -13,6 +13,7 @@ import (
 
 	"github.com/lambda-agent/lambda-agent/internal/agent"
 	"github.com/lambda-agent/lambda-agent/internal/ddbhistory"
+	"github.com/lambda-agent/lambda-agent/internal/pricing"
 )
 
 // Store is the session store, as a turn uses it. *ddbhistory.Store
@@ -100,16 +101,30 @@ const releaseTimeout = time.Second
 
 // Service runs turns. It is safe for concurrent use.
 type Service struct {
-	store Store
-	agent Agent
+	store  Store
+	agent  Agent
+	prices *pricing.Prices // nil when the model's prices are unknown
 }
 
 // New returns a Service that runs turns with a and keeps sessions in store.
-func New(store Store, a Agent) (*Service, error) {
+func New(store Store, a Agent, opts ...Option) (*Service, error) {
 	if store == nil || a == nil {
 		return nil, errors.New("turn: a store and an agent are required")
 	}
-	return &Service{store: store, agent: a}, nil
+	s := &Service{store: store, agent: a}
+	for _, o := range opts {
+		o(s)
+	}
+	return s, nil
+}
+
+// Option configures a Service.
+type Option func(*Service)
+
+// WithPrices makes the answers' metrics carry the turn's estimated cost at
+// p.
+func WithPrices(p pricing.Prices) Option {
+	return func(s *Service) { s.prices = &p }
 }
 
 // Request is what every turn names.
@@ -206,7 +221,7 @@ func (s *Service) Chat(ctx context.Context, c Chat) (*Outcome[ChatAnswer], error
 			if err != nil {
 				return nil, err
 			}
-			return &done[ChatAnswer]{res, chatAnswer(sess.ID, res), 0}, nil
+			return &done[ChatAnswer]{res, s.chatAnswer(sess.ID, res), 0}, nil
 		},
 		stored: storedChat,
 		replay: s.replayChat,
@@ -234,7 +249,7 @@ func (s *Service) Structured(ctx context.Context, st Structured) (*Outcome[Struc
 				Data:      res.Data,
 				Attempts:  res.Attempts,
 				Usage:     res.Usage,
-				Metrics:   metricsOf(&res.Result),
+				Metrics:   s.metricsOf(&res.Result),
 			}}, nil
 		},
 		stored: func(a StructuredAnswer) any { return a },
