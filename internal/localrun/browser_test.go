@@ -54,7 +54,8 @@ func TestChatPageInABrowser(t *testing.T) {
 	browser, driver := findBrowser(t)
 	// A window of two messages slides on the second turn, for the page to
 	// show; a message over 4000 bytes is refused.
-	url := start(t, map[string]string{"WINDOW_SIZE": "2", "MAX_MESSAGE_BYTES": "4000"})
+	// With MODEL_PRICES, each turn shows its cost.
+	url := start(t, map[string]string{"WINDOW_SIZE": "2", "MAX_MESSAGE_BYTES": "4000", "MODEL_PRICES": `{"input":3,"output":15}`})
 	wd := newWebDriver(t, driver, browser)
 
 	wd.navigate(url + "/")
@@ -99,7 +100,7 @@ func TestChatPageInABrowser(t *testing.T) {
 		t.Errorf("calculator result shown as %q, want 408", result)
 	}
 	usage := wd.eval(`return document.querySelector("#messages .turn.assistant.done .usage").textContent`).(string)
-	if !strings.Contains(usage, "tokens") {
+	if !strings.Contains(usage, "tokens") || !regexp.MustCompile(`\$0\.\d{4}`).MatchString(usage) {
 		t.Errorf("usage line %q", usage)
 	}
 	slid := wd.eval(`const w = document.querySelector("#messages .meta.window"); return w ? w.textContent : ""`).(string)

@@ -430,6 +430,12 @@ class Turn {
     ];
     if (m.tool_calls) parts.push(`${m.tool_calls} tool call${m.tool_calls === 1 ? "" : "s"}`);
     if (m.reductions) parts.push(`${m.reductions} reduction${m.reductions === 1 ? "" : "s"}`);
+    // The share of the input the prompt cache served, and the turn's cost
+    // when the model's prices are known.
+    const read = u.cache_read_input_tokens ?? 0;
+    const input = (u.input_tokens ?? 0) + read + (u.cache_write_input_tokens ?? 0);
+    if (read > 0) parts.push(`${Math.round((100 * read) / input)}% of input from the cache`);
+    if (typeof m.estimated_cost_usd === "number") parts.push(`$${m.estimated_cost_usd.toFixed(4)}`);
     parts.push(`${((m.duration_ms ?? 0) / 1000).toFixed(1)} s`, d.stop_reason);
     this.li.append(el("div", "meta usage", parts.join(" · ")));
     const w = d.window || { removed: 0 };
