@@ -366,3 +366,34 @@ func TestTrimResults(t *testing.T) {
 	}
 	checkView(t, view)
 }
+
+// TestSummarizingKeepsItsPrefix: turn after turn, the summarizing
+// manager's view keeps the summary and the messages after it in place, so
+// that its prefix changes only when a new summary is made.
+func TestSummarizingKeepsItsPrefix(t *testing.T) {
+	m := Summarizing{Model: &fakeSummarizer{}, MaxMessages: 20, PreserveRecent: 4}
+	c := &Conversation{}
+	var prefix string
+	changes, summaries := 0, 0
+	for i := range 100 {
+		c.Messages = append(c.Messages, plainTurn(i)...)
+		removed := c.Window.Removed
+		if err := m.Apply(t.Context(), c); err != nil {
+			t.Fatal(err)
+		}
+		if c.Window.Removed != removed { // a summary took in more messages
+			summaries++
+		}
+		// The prefix is what the view holds before this turn's messages.
+		view := c.View()
+		head, _ := json.Marshal(view[:len(view)-2])
+		if i > 0 && !strings.HasPrefix(string(head), prefix) {
+			changes++
+		}
+		prefix = strings.TrimSuffix(string(head), "]")
+	}
+	t.Logf("100 turns: %d summaries, %d changes of the prefix", summaries, changes)
+	if summaries == 0 || changes > summaries {
+		t.Errorf("the prefix changed on %d turns, with %d new summaries", changes, summaries)
+	}
+}
