@@ -20,6 +20,7 @@ import (
 	"github.com/lambda-agent/lambda-agent/internal/agent"
 	"github.com/lambda-agent/lambda-agent/internal/ddbhistory"
 	"github.com/lambda-agent/lambda-agent/internal/ddblocal"
+	"github.com/lambda-agent/lambda-agent/internal/testkit"
 )
 
 // backend is a DynamoDB implementation the suite runs against.
@@ -143,25 +144,7 @@ type env struct {
 	count  *counter
 	store  *ddbhistory.Store
 	table  string
-	now    *clock
-}
-
-// clock is a settable time for expiry tests.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
+	now    *testkit.Clock
 }
 
 func newEnv(t testing.TB, b backend, cfg ddbhistory.Config) *env {
@@ -186,7 +169,7 @@ func newEnv(t testing.TB, b backend, cfg ddbhistory.Config) *env {
 	t.Cleanup(func() {
 		_, _ = client.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(table)})
 	})
-	e := &env{client: client, count: cnt, table: table, now: &clock{t: time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)}}
+	e := &env{client: client, count: cnt, table: table, now: testkit.NewClock(time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC))}
 	cfg.Table = table
 	if cfg.Now == nil {
 		cfg.Now = e.now.Now

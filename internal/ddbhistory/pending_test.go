@@ -119,7 +119,7 @@ func TestClaimPending(t *testing.T) {
 		}
 
 		// The claimer died: its claim ends HoldMargin after its deadline.
-		e.now.advance(10*time.Second + ddbhistory.HoldMargin + time.Second)
+		e.now.Advance(10*time.Second + ddbhistory.HoldMargin + time.Second)
 		later := load()
 		if later.Resuming {
 			t.Error("Resuming after the claim expired")

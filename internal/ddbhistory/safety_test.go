@@ -483,11 +483,11 @@ func TestHoldExpiresAtTheInvocationDeadline(t *testing.T) {
 		// The process dies holding the key. Until its invocation would have
 		// timed out, a retry is refused; soon after, it runs.
 		retry := ddbhistory.NewSession(alice)
-		e.now.advance(10 * time.Second)
+		e.now.Advance(10 * time.Second)
 		if _, err := e.store.Begin(t.Context(), retry, "k", "fp"); !errors.Is(err, ddbhistory.ErrKeyInUse) {
 			t.Errorf("at the deadline: %v, want ErrKeyInUse", err)
 		}
-		e.now.advance(ddbhistory.HoldMargin + time.Second)
+		e.now.Advance(ddbhistory.HoldMargin + time.Second)
 		if _, err := e.store.Begin(t.Context(), retry, "k", "fp"); err != nil {
 			t.Errorf("after the deadline and the margin: %v", err)
 		}
@@ -500,7 +500,7 @@ func TestHoldExpiresAtTheInvocationDeadline(t *testing.T) {
 		if _, err := e.store.Begin(t.Context(), other, "k2", "fp"); err != nil {
 			t.Fatal(err)
 		}
-		e.now.advance(ddbhistory.DefaultHoldTTL - time.Second)
+		e.now.Advance(ddbhistory.DefaultHoldTTL - time.Second)
 		if _, err := e.store.Begin(t.Context(), retry, "k2", "fp"); !errors.Is(err, ddbhistory.ErrKeyInUse) {
 			t.Errorf("a hold without a deadline, before DefaultHoldTTL: %v", err)
 		}

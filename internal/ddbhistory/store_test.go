@@ -68,7 +68,7 @@ func TestCommitAndLoad(t *testing.T) {
 		}
 
 		// A second turn appends, and the window state says what is loaded.
-		e.now.advance(time.Minute)
+		e.now.Advance(time.Minute)
 		if err := e.store.Commit(t.Context(), got, ddbhistory.Turn{Messages: turn(9), Window: agent.WindowState{Removed: 4}, State: state}); err != nil {
 			t.Fatal(err)
 		}
@@ -357,7 +357,7 @@ func TestIdempotencyHolds(t *testing.T) {
 			t.Errorf("the other hold was freed: %v", err)
 		}
 		// A hold whose process died expires.
-		e.now.advance(ddbhistory.DefaultHoldTTL + time.Second)
+		e.now.Advance(ddbhistory.DefaultHoldTTL + time.Second)
 		hold, err := e.store.Begin(t.Context(), first, "k", "fp-a")
 		if err != nil {
 			t.Fatalf("Begin after the hold expired: %v", err)
@@ -379,7 +379,7 @@ func TestIdempotencyKeyExpires(t *testing.T) {
 		if err := e.store.Commit(t.Context(), sess, ddbhistory.Turn{Messages: turn(0), Hold: mustBegin(t, e.store, sess, "k"), Response: json.RawMessage(`1`)}); err != nil {
 			t.Fatal(err)
 		}
-		e.now.advance(2 * time.Hour)
+		e.now.Advance(2 * time.Hour)
 		got, err := e.store.Load(t.Context(), alice, "k")
 		if err != nil {
 			t.Fatal(err)
@@ -403,11 +403,11 @@ func TestExpiry(t *testing.T) {
 		}
 		// Messages are kept an hour after they were written; each commit
 		// moves the session's own expiry on.
-		e.now.advance(50 * time.Minute)
+		e.now.Advance(50 * time.Minute)
 		if err := e.store.Commit(t.Context(), sess, ddbhistory.Turn{Messages: turn(1)}); err != nil {
 			t.Fatal(err)
 		}
-		e.now.advance(20 * time.Minute)
+		e.now.Advance(20 * time.Minute)
 		got, err := e.store.Load(t.Context(), alice, "")
 		if err != nil {
 			t.Fatalf("the session expired although its last commit was 20 minutes ago: %v", err)
@@ -428,7 +428,7 @@ func TestExpiry(t *testing.T) {
 
 		// An hour after the last commit the session is gone, though no TTL
 		// process has deleted anything.
-		e.now.advance(time.Hour)
+		e.now.Advance(time.Hour)
 		if _, err := e.store.Load(t.Context(), alice, ""); !errors.Is(err, ddbhistory.ErrNotFound) {
 			t.Errorf("Load of an expired session: %v", err)
 		}
@@ -612,16 +612,16 @@ func TestIDClaimOutlivesAQuietSession(t *testing.T) {
 		if err := e.store.Commit(t.Context(), sess, ddbhistory.Turn{Messages: turn(0)}); err != nil {
 			t.Fatal(err)
 		}
-		e.now.advance(25 * time.Minute)
+		e.now.Advance(25 * time.Minute)
 		if err := e.store.Commit(t.Context(), sess, ddbhistory.Turn{Messages: turn(1)}); err != nil {
 			t.Fatal(err)
 		}
 		// 65 minutes in, the session (last commit at 25) has 20 minutes left.
-		e.now.advance(40 * time.Minute)
+		e.now.Advance(40 * time.Minute)
 		if err := e.store.Commit(t.Context(), ddbhistory.NewSession(bob), ddbhistory.Turn{Messages: turn(9)}); !errors.Is(err, ddbhistory.ErrNotFound) {
 			t.Errorf("bob took the id of a live session: %v", err)
 		}
-		e.now.advance(time.Minute)
+		e.now.Advance(time.Minute)
 		if err := e.store.Commit(t.Context(), sess, ddbhistory.Turn{Messages: turn(2)}); err != nil {
 			t.Errorf("alice's commit on her live session: %v", err)
 		}
@@ -638,7 +638,7 @@ func TestIDClaimFollowsTheSession(t *testing.T) {
 		}
 		// Commits keep the session, and its claim, alive past the first hour.
 		for range 4 {
-			e.now.advance(25 * time.Minute)
+			e.now.Advance(25 * time.Minute)
 			e.count.reset()
 			if err := e.store.Commit(t.Context(), sess, ddbhistory.Turn{Messages: turn(1)}); err != nil {
 				t.Fatal(err)
@@ -648,7 +648,7 @@ func TestIDClaimFollowsTheSession(t *testing.T) {
 			t.Errorf("after 100 minutes of activity the id was free: %v", err)
 		}
 		// Once the session and its claim have expired, the id is free.
-		e.now.advance(3 * time.Hour)
+		e.now.Advance(3 * time.Hour)
 		if err := e.store.Commit(t.Context(), ddbhistory.NewSession(bob), ddbhistory.Turn{Messages: turn(9)}); err != nil {
 			t.Errorf("bob's commit on an expired id: %v", err)
 		}
@@ -850,7 +850,7 @@ func TestZeroTTLNeverExpires(t *testing.T) {
 	runBackends(t, func(t *testing.T, b backend) {
 		e := newEnv(t, b, ddbhistory.Config{}) // TTL 0
 		fill(t, e.store, alice, 4, 40)
-		e.now.advance(10 * 365 * 24 * time.Hour)
+		e.now.Advance(10 * 365 * 24 * time.Hour)
 		got, err := e.store.Load(t.Context(), alice, "")
 		if err != nil || len(got.Conversation.Messages) != 4 || !got.ExpiresAt.IsZero() {
 			t.Errorf("after ten years: %+v, %v", got, err)
@@ -985,7 +985,7 @@ func TestListSessions(t *testing.T) {
 		e := newEnv(t, b, ddbhistory.Config{})
 		start := func(owner, id, first string) {
 			t.Helper()
-			e.now.advance(time.Second) // the list is ordered by creation
+			e.now.Advance(time.Second) // the list is ordered by creation
 			sess := ddbhistory.NewSession(ddbhistory.Key{Owner: owner, ID: id})
 			msgs := []agent.Message{agent.UserText(first), agent.AssistantText("ok")}
 			if err := e.store.Commit(t.Context(), sess, ddbhistory.Turn{Messages: msgs}); err != nil {
@@ -1004,7 +1004,7 @@ func TestListSessions(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		e.now.advance(time.Hour)
+		e.now.Advance(time.Hour)
 		if err := e.store.Commit(t.Context(), sess, ddbhistory.Turn{Messages: turn(2)}); err != nil {
 			t.Fatal(err)
 		}

@@ -8,7 +8,6 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,31 +20,13 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// clock is a settable time.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
 // newSet returns the tool set of one server at url, named srv, with the
 // clock, and the buffer its warnings go to.
-func newSet(t *testing.T, cfg remote.MCPServer, opts remote.MCPOptions) (*remote.MCP, *clock, *testkit.Buffer) {
+func newSet(t *testing.T, cfg remote.MCPServer, opts remote.MCPOptions) (*remote.MCP, *testkit.Clock, *testkit.Buffer) {
 	t.Helper()
-	c := &clock{t: time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)}
+	c := testkit.NewClock(time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC))
 	var logs testkit.Buffer
-	opts.Now, opts.Logger = c.now, slog.New(slog.NewJSONHandler(&logs, nil))
+	opts.Now, opts.Logger = c.Now, slog.New(slog.NewJSONHandler(&logs, nil))
 	if cfg.Name == "" {
 		cfg.Name = "srv"
 	}
@@ -198,7 +179,7 @@ func TestMCPListingIsCached(t *testing.T) {
 	}
 	// Past the TTL, a turn gets the list it has and the listing runs
 	// beside it.
-	c.advance(2 * time.Minute)
+	c.Advance(2 * time.Minute)
 	if tools := set.Tools(t.Context()); len(tools) == 0 {
 		t.Error("a turn past the TTL got no tools")
 	}
@@ -229,13 +210,13 @@ func TestMCPServerDown(t *testing.T) {
 	if tools := set.Tools(t.Context()); len(tools) != 0 {
 		t.Error("the server was asked again before RetryAfter")
 	}
-	c.advance(31 * time.Second)
+	c.Advance(31 * time.Second)
 	tools := set.Tools(t.Context())
 	if len(tools) == 0 {
 		t.Fatal("no tools once the server is back")
 	}
 	srv.SetDown(true)
-	c.advance(time.Hour)
+	c.Advance(time.Hour)
 	kept := set.Tools(t.Context())
 	if len(kept) != len(tools) {
 		t.Errorf("a failed listing dropped the tools: %d, had %d", len(kept), len(tools))
