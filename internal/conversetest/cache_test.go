@@ -3,7 +3,6 @@ package conversetest_test
 import (
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,29 +12,12 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/lambda-agent/lambda-agent/internal/conversetest"
+	"github.com/lambda-agent/lambda-agent/internal/testkit"
 )
 
-// clock is a fake clock for the cache's TTL, safe for the server's
-// handler goroutines to read.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newClock() *clock {
-	return &clock{now: time.Date(2025, 1, 1, 12, 0, 0, 0, time.UTC)}
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
+// newClock returns the fake clock of the cache's TTL.
+func newClock() *testkit.Clock {
+	return testkit.NewClock(time.Date(2025, 1, 1, 12, 0, 0, 0, time.UTC))
 }
 
 // cacheUsage is the part of a usage that the cache decides.
@@ -75,7 +57,7 @@ func systemText(s string) types.SystemContentBlock {
 
 // cacheServer starts a server with the cache on, a minimum of minTokens and
 // the fake clock c.
-func cacheServer(t *testing.T, minTokens int, c *clock) *conversetest.Server {
+func cacheServer(t *testing.T, minTokens int, c *testkit.Clock) *conversetest.Server {
 	t.Helper()
 	srv := newServer(t)
 	srv.EnableCache(conversetest.CacheConfig{MinTokens: minTokens, Now: c.Now})
@@ -402,10 +384,7 @@ func TestWireCachePointRules(t *testing.T) {
 
 func TestWireCachePointsAccepted(t *testing.T) {
 	tool := `{"toolSpec":{"name":"get_weather","inputSchema":{"json":{"type":"object"}}}}`
-	tests := []struct {
-		name string
-		body string
-	}{
+	tests := []accepted{
 		{"four points everywhere", `{"messages":[{"role":"user","content":[{"text":"a"},{"cachePoint":{"type":"default"}}]},` +
 			`{"role":"assistant","content":[{"text":"b"}]},{"role":"user","content":[{"text":"c"},{"cachePoint":{"type":"default","ttl":"5m"}}]}],` +
 			`"system":[{"text":"s"},{"cachePoint":{"type":"default"}}],"toolConfig":{"tools":[` + tool + `,{"cachePoint":{"type":"default","ttl":"1h"}}]}}`},
@@ -417,15 +396,5 @@ func TestWireCachePointsAccepted(t *testing.T) {
 	}
 	srv := newServer(t)
 	srv.EnableCache(conversetest.CacheConfig{MinTokens: 1})
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got := post(t, srv, http.MethodPost, "/model/"+modelID+"/converse", tt.body)
-			if got.status != http.StatusOK {
-				t.Errorf("status = %d (%v), want 200", got.status, got.body)
-			}
-		})
-	}
-	if got := srv.Violations(); len(got) != 0 {
-		t.Errorf("Violations() = %q, want none", got)
-	}
+	wantAccepted(t, srv, tests)
 }

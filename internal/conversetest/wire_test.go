@@ -181,18 +181,24 @@ func TestWireRejects(t *testing.T) {
 	}
 }
 
+// accepted is a request body Bedrock takes, and its name.
+type accepted struct{ name, body string }
+
 func TestWireAccepts(t *testing.T) {
-	tests := []struct {
-		name string
-		body string
-	}{
+	tests := []accepted{
 		{"null members are absent", `{"messages":[{"role":"user","content":[{"text":"hi","image":null}]}]}`},
 		{"unmodelled Bedrock member", `{"messages":[{"role":"user","content":[{"text":"hi"},{"video":{"format":"mp4","source":{"bytes":"eA=="}}}]}]}`},
 		{"loose top-level members", `{"messages":[` + converseUser + `],"outputConfig":{"textFormat":{"type":"json_schema"}},"additionalModelRequestFields":{"k":1},"requestMetadata":{"a":"b"}}`},
 		{"guard content and cache points", `{"messages":[{"role":"user","content":[{"guardContent":{"text":{"text":"hi"}}},{"cachePoint":{"type":"default"}}]}],"system":[{"text":"s"},{"cachePoint":{"type":"default"}}]}`},
 		{"document with text", `{"messages":[{"role":"user","content":[{"document":{"format":"pdf","name":"Q3 report (final)","source":{"bytes":"JVBERi0xLjc="}}},{"text":"summarise"}]}]}`},
 	}
-	srv := newServer(t)
+	wantAccepted(t, newServer(t), tests)
+}
+
+// wantAccepted posts each body to srv's Converse and wants a 200 for each,
+// and no violation.
+func wantAccepted(t *testing.T, srv *conversetest.Server, tests []accepted) {
+	t.Helper()
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got := post(t, srv, http.MethodPost, "/model/"+modelID+"/converse", tt.body)
