@@ -61,11 +61,19 @@ func (m *Model) addCachePoints(in *bedrockruntime.ConverseInput, req *agent.Mode
 		return
 	}
 	point := &types.CachePointBlock{Type: types.CachePointTypeDefault}
+	// The prefix is measured only until it reaches the minimum: every
+	// point past that qualifies, and measuring the rest of a long window
+	// on every call would be waste.
 	tokens := 0
-	if in.ToolConfig != nil {
-		tokens += estimate(in.ToolConfig.Tools)
+	grow := func(v any) {
+		if tokens < c.MinTokens {
+			tokens += estimate(v)
+		}
 	}
-	tokens += estimate(in.System)
+	if in.ToolConfig != nil {
+		grow(in.ToolConfig.Tools)
+	}
+	grow(in.System)
 	points := 0
 	if req.CacheSystem && tokens >= c.MinTokens {
 		switch {
@@ -79,7 +87,7 @@ func (m *Model) addCachePoints(in *bedrockruntime.ConverseInput, req *agent.Mode
 	}
 	next := 0
 	for i, msg := range in.Messages {
-		tokens += estimate(msg.Content)
+		grow(msg.Content)
 		if next >= len(req.CacheAfter) || points >= MaxCachePoints {
 			break
 		}
