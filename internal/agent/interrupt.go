@@ -332,8 +332,10 @@ func (p *Pending) check(responses []Response, now time.Time) (map[string]Respons
 			byID[r.InterruptID] = r
 		}
 	}
+	// A live interrupt is missing when no response names it; one that a
+	// response with a problem names is reported for that problem alone.
 	for _, in := range p.Live(now) {
-		if _, ok := byID[in.ID]; !ok && !slices.Contains(e.Unknown, in.ID) && !answeredBadly(responses, in.ID) {
+		if !slices.ContainsFunc(responses, func(r Response) bool { return r.InterruptID == in.ID }) {
 			e.Missing = append(e.Missing, in.ID)
 		}
 	}
@@ -341,12 +343,6 @@ func (p *Pending) check(responses []Response, now time.Time) (map[string]Respons
 		return nil, e
 	}
 	return byID, nil
-}
-
-// answeredBadly reports whether one of responses names id, so that a
-// response with a problem is not also reported missing.
-func answeredBadly(responses []Response, id string) bool {
-	return slices.ContainsFunc(responses, func(r Response) bool { return r.InterruptID == id })
 }
 
 func withMessage(text, message string) string {
