@@ -172,9 +172,28 @@ type Metrics struct {
 	ToolCalls  int
 	// Reductions counts the conversation manager's reductions, after
 	// overflows or proactive.
-	Reductions   int
-	ModelLatency time.Duration
-	Duration     time.Duration
+	Reductions int
+	// ModelLatency is the time spent in model calls, retries included;
+	// ModelLatencies has each call's, in order.
+	ModelLatency   time.Duration
+	ModelLatencies []time.Duration
+	// Retries counts the model calls' attempts that failed and were tried
+	// again, and Throttles the attempts the service throttled, retried or
+	// not.
+	Retries, Throttles int
+	// Tools are the runs of the agent's tools, in the order of their uses.
+	// A use of a tool the agent does not have counts in ToolCalls only, so
+	// that a name the model made up never reaches a metric's dimensions.
+	Tools    []ToolRun
+	Duration time.Duration
+}
+
+// ToolRun is one run of a tool.
+type ToolRun struct {
+	Name     string
+	Duration time.Duration
+	// Failed says that the model received an error result.
+	Failed bool
 }
 
 // guardrailText stands for an input a guardrail intervened on.
@@ -519,6 +538,13 @@ func (t *turn) reduceEarly(ctx context.Context) error {
 func (t *turn) call(ctx context.Context, req *ModelRequest) (*ModelResponse, error) {
 	hooks := &t.a.cfg.Hooks
 	before(ctx, hooks.BeforeModelCall, &BeforeModelCallEvent{Request: req})
+	ctx = context.WithValue(ctx, retryObserverKey{}, func(e *ModelRetryEvent) {
+		t.metrics.Retries++
+		if e.Err.Kind == KindThrottled {
+			t.metrics.Throttles++
+		}
+		before(ctx, hooks.ModelRetry, e)
+	})
 	start := time.Now()
 	var resp *ModelResponse
 	var err error
@@ -534,6 +560,10 @@ func (t *turn) call(ctx context.Context, req *ModelRequest) (*ModelResponse, err
 	d := time.Since(start)
 	t.metrics.ModelCalls++
 	t.metrics.ModelLatency += d
+	t.metrics.ModelLatencies = append(t.metrics.ModelLatencies, d)
+	if me := (*ModelError)(nil); errors.As(err, &me) && me.Kind == KindThrottled {
+		t.metrics.Throttles++
+	}
 	if err == nil {
 		t.usage.add(resp.Usage)
 		t.conv.Window.LastInputTokens = resp.Usage.InputTokens

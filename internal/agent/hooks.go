@@ -19,6 +19,7 @@ type Hooks struct {
 	MessageAdded     []func(context.Context, *MessageAddedEvent)
 	BeforeModelCall  []func(context.Context, *BeforeModelCallEvent)
 	AfterModelCall   []func(context.Context, *AfterModelCallEvent)
+	ModelRetry       []func(context.Context, *ModelRetryEvent)
 	BeforeToolCall   []func(context.Context, *BeforeToolCallEvent)
 	AfterToolCall    []func(context.Context, *AfterToolCallEvent)
 }
@@ -56,6 +57,17 @@ type AfterModelCallEvent struct {
 	Response *ModelResponse
 	Err      error
 	Duration time.Duration
+}
+
+// ModelRetryEvent reports a failed attempt of a model call that is about to
+// be tried again, within the model call's Before and After events.
+type ModelRetryEvent struct {
+	// Attempt is the number of the attempt that failed, from 1.
+	Attempt int
+	// Err is why it failed: a retryable kind, such as KindThrottled.
+	Err *ModelError
+	// Wait is the backoff before the next attempt.
+	Wait time.Duration
 }
 
 // BeforeToolCallEvent precedes each tool run. A callback may replace Tool;

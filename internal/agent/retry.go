@@ -89,6 +89,9 @@ func (r *retrying) retry(ctx context.Context, call func() (*ModelResponse, error
 		if d, ok := ctx.Deadline(); ok && time.Until(d) < wait+took {
 			return nil, fmt.Errorf("no time left to retry after %d attempts: %w", n, err)
 		}
+		if observe, ok := ctx.Value(retryObserverKey{}).(func(*ModelRetryEvent)); ok {
+			observe(&ModelRetryEvent{Attempt: n, Err: me, Wait: wait})
+		}
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
@@ -98,3 +101,8 @@ func (r *retrying) retry(ctx context.Context, call func() (*ModelResponse, error
 		}
 	}
 }
+
+// retryObserverKey keys the function a turn observes its model calls'
+// retries with: the retrying model is the agent's, shared by every turn,
+// while what it reports belongs to the turn whose call it retries.
+type retryObserverKey struct{}

@@ -23,11 +23,12 @@ import (
 func (t *turn) runTools(ctx context.Context, uses []*ToolUseBlock, approved bool) ([]ContentBlock, []Interrupt) {
 	results := make([]ContentBlock, len(uses))
 	held := make([]*Interrupt, len(uses))
+	runs := make([]ToolRun, len(uses))
 	var g errgroup.Group
 	g.SetLimit(t.a.cfg.ToolConcurrency)
 	for i, u := range uses {
 		g.Go(func() error {
-			results[i].ToolResult, held[i] = t.runTool(ctx, u, approved)
+			results[i].ToolResult, held[i] = t.runTool(ctx, u, approved, &runs[i])
 			if results[i].ToolResult != nil {
 				t.send(Event{ToolResult: results[i].ToolResult})
 			}
@@ -36,17 +37,20 @@ func (t *turn) runTools(ctx context.Context, uses []*ToolUseBlock, approved bool
 	}
 	_ = g.Wait() // the goroutines return no errors
 	var interrupts []Interrupt
-	for _, in := range held {
+	for i, in := range held {
 		if in != nil {
 			interrupts = append(interrupts, *in)
+		} else if runs[i].Name != "" {
+			t.metrics.Tools = append(t.metrics.Tools, runs[i])
 		}
 	}
 	t.metrics.ToolCalls += len(uses) - len(interrupts)
 	return results, interrupts
 }
 
-// runTool runs one use, or returns the interrupt that holds it back.
-func (t *turn) runTool(ctx context.Context, u *ToolUseBlock, approved bool) (*ToolResultBlock, *Interrupt) {
+// runTool runs one use, or returns the interrupt that holds it back. It
+// describes the run in run, when the tool is the agent's.
+func (t *turn) runTool(ctx context.Context, u *ToolUseBlock, approved bool, run *ToolRun) (*ToolResultBlock, *Interrupt) {
 	hooks := &t.a.cfg.Hooks
 	start := time.Now()
 	ev := &BeforeToolCallEvent{Use: u, Approved: approved}
@@ -70,10 +74,13 @@ func (t *turn) runTool(ctx context.Context, u *ToolUseBlock, approved bool) (*To
 
 	aev := &AfterToolCallEvent{Use: u, Result: result, Duration: time.Since(start)}
 	after(ctx, hooks.AfterToolCall, aev)
-	if aev.Result == nil || aev.Result.ToolUseID != u.ToolUseID {
-		return result, nil // a hook may replace the result, not detach it from its use
+	if aev.Result != nil && aev.Result.ToolUseID == u.ToolUseID {
+		result = aev.Result // a hook may replace the result, not detach it from its use
 	}
-	return aev.Result, nil
+	if ev.Tool != nil {
+		*run = ToolRun{Name: u.Name, Duration: aev.Duration, Failed: result.Status == ToolError}
+	}
+	return result, nil
 }
 
 // interruptFor returns the interrupt that holds u back after the
