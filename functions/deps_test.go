@@ -48,3 +48,26 @@ func TestChatLinksNoSchemaSerdeForRemoteTools(t *testing.T) {
 		}
 	}
 }
+
+// TestFunctionsLinkNoProtobufRuntime guards every function's cold start
+// against tracing: the official OTLP exporter links gRPC and the protobuf
+// runtime, whose registries fill when the program starts, and adds
+// megabytes to the binary, whether traces are exported or not.
+// internal/telemetry writes OTLP's encoding itself.
+func TestFunctionsLinkNoProtobufRuntime(t *testing.T) {
+	for _, fn := range []string{"./chat", "./stream", "./structured"} {
+		out, err := exec.Command("go", "list", "-deps", fn).Output()
+		if err != nil {
+			t.Fatalf("go list -deps %s: %v", fn, err)
+		}
+		deps := strings.Fields(string(out))
+		if !slices.Contains(deps, "go.opentelemetry.io/otel/sdk/trace") {
+			t.Fatalf("%s does not link the OpenTelemetry SDK: is the test looking for the right package?", fn)
+		}
+		for _, d := range deps {
+			if strings.HasPrefix(d, "google.golang.org/protobuf/") || strings.HasPrefix(d, "google.golang.org/grpc") {
+				t.Errorf("%s links %s", fn, d)
+			}
+		}
+	}
+}

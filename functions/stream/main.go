@@ -8,17 +8,18 @@ package main
 
 import (
 	"context"
+	"log/slog"
 	"os"
 
-	"github.com/aws/aws-lambda-go/lambdacontext"
 	"github.com/aws/aws-lambda-go/lambdaurl"
 	"github.com/lambda-agent/lambda-agent/internal/app"
 	"github.com/lambda-agent/lambda-agent/internal/httpapi"
+	"github.com/lambda-agent/lambda-agent/internal/telemetry"
 )
 
 func main() {
-	logger := lambdacontext.NewLogger()
-	a, err := app.NewFromEnv(context.Background(), os.Getenv, app.Options{Routes: httpapi.FunctionURLRoutes, Logger: logger})
+	logger := slog.New(telemetry.NewLogHandler(os.Stdout, os.Getenv))
+	a, err := app.NewFromEnv(context.Background(), os.Getenv, app.Options{Routes: httpapi.FunctionURLRoutes, Logger: logger, Metrics: os.Stdout})
 	if err != nil {
 		logger.Error("init failed", "error", err)
 		os.Exit(1)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -24,6 +25,7 @@ import (
 	"github.com/lambda-agent/lambda-agent/internal/pricing"
 	"github.com/lambda-agent/lambda-agent/internal/remote"
 	"github.com/lambda-agent/lambda-agent/internal/sdkhttp"
+	"github.com/lambda-agent/lambda-agent/internal/telemetry"
 	"github.com/lambda-agent/lambda-agent/internal/tools"
 	"github.com/lambda-agent/lambda-agent/internal/turn"
 )
@@ -45,6 +47,9 @@ type Options struct {
 	// Remote reaches the remote tools' services. A client that the
 	// configuration needs is required.
 	Remote Remote
+	// Metrics gets each request's metrics, as lines of CloudWatch's
+	// Embedded Metric Format: stdout, on Lambda. nil records none.
+	Metrics io.Writer
 }
 
 // Remote is how the remote tools are reached.
@@ -61,17 +66,23 @@ type Remote struct {
 // App is what New built: the handler, and the parts it is made of, which
 // tests reach for rather than build the wiring again.
 type App struct {
-	Config  *Config
-	Agent   *agent.Agent
-	Store   *ddbhistory.Store
-	Turns   *turn.Service
-	Handler *httpapi.Handler
+	Config *Config
+	Agent  *agent.Agent
+	Store  *ddbhistory.Store
+	Turns  *turn.Service
+	// Handler serves the routes: the API's handler, whose requests
+	// Tracing traces.
+	Handler http.Handler
+	// Tracing is the functions' tracing; Shutdown sends what it holds.
+	Tracing *telemetry.Tracing
 }
 
 // New builds the application from cfg, calling Bedrock and DynamoDB
 // through the given clients.
 func New(cfg *Config, converse bedrock.ConverseAPI, ddb ddbhistory.DynamoDBAPI, opts Options) (*App, error) {
-	a, err := NewAgent(cfg, converse, opts)
+	opts.Logger = slog.New(telemetry.WithTraceID(cmp.Or(opts.Logger, slog.Default()).Handler()))
+	tracing := telemetry.NewTracing(cfg.Tracing, opts.Logger)
+	a, err := newAgent(cfg, converse, opts, tracing)
 	if err != nil {
 		return nil, err
 	}
@@ -80,12 +91,17 @@ func New(cfg *Config, converse bedrock.ConverseAPI, ddb ddbhistory.DynamoDBAPI, 
 		return nil, err
 	}
 	var turnOpts []turn.Option
-	if prices, ok := pricesOf(cfg); ok {
+	prices, priced := pricesOf(cfg)
+	if priced {
 		turnOpts = append(turnOpts, turn.WithPrices(prices))
 	}
-	turns, err := turn.New(store, a, turnOpts...)
+	turns, err := turn.New(tracing.Store(store, cfg.TableName), a, turnOpts...)
 	if err != nil {
 		return nil, err
+	}
+	metrics := &telemetry.Metrics{Namespace: cfg.MetricsNamespace, Function: cfg.FunctionName, Model: cfg.ModelID, Out: opts.Metrics}
+	if priced {
+		metrics.Prices = &prices
 	}
 	h, err := httpapi.New(httpapi.Config{
 		Turns:           turns,
@@ -95,11 +111,15 @@ func New(cfg *Config, converse bedrock.ConverseAPI, ddb ddbhistory.DynamoDBAPI, 
 		RequireAuth:     cfg.RequireAuth,
 		MaxMessageBytes: cfg.MaxMessageBytes,
 		Logger:          opts.Logger,
+		Record: func(ctx context.Context, r telemetry.Request) {
+			metrics.Record(ctx, r)
+			tracing.Record(ctx, r)
+		},
 	})
 	if err != nil {
 		return nil, err
 	}
-	return &App{Config: cfg, Agent: a, Store: store, Turns: turns, Handler: h}, nil
+	return &App{Config: cfg, Agent: a, Store: store, Turns: turns, Handler: tracing.Handler(h), Tracing: tracing}, nil
 }
 
 // pricesOf returns the prices of cfg's model: MODEL_PRICES, or else the
@@ -127,16 +147,22 @@ func StoreConfig(cfg *Config) ddbhistory.Config {
 type SchemaCompiler = func(json.RawMessage) (agent.Schema, error)
 
 // NewAgent builds the agent from cfg, calling Bedrock through client. It
-// takes the retry policy and the logger from opts.
+// takes the retry policy and the logger from opts, and traces nothing.
 func NewAgent(cfg *Config, client bedrock.ConverseAPI, opts Options) (*agent.Agent, error) {
+	return newAgent(cfg, client, opts, nil)
+}
+
+// newAgent is NewAgent, whose model calls and tool runs tracing traces.
+func newAgent(cfg *Config, client bedrock.ConverseAPI, opts Options, tracing *telemetry.Tracing) (*agent.Agent, error) {
 	bc := bedrock.Config{ModelID: cfg.ModelID, MaxTokens: cfg.MaxTokens, Temperature: cfg.Temperature}
 	if cfg.GuardrailID != "" {
 		bc.Guardrail = &bedrock.Guardrail{ID: cfg.GuardrailID, Version: cfg.GuardrailVersion}
 	}
-	model, err := bedrock.New(client, bc)
+	bm, err := bedrock.New(client, bc)
 	if err != nil {
 		return nil, err
 	}
+	model := tracing.Model(bm, cfg.ModelID)
 	var manager agent.ConversationManager
 	switch cfg.Manager {
 	case "none":
@@ -146,9 +172,11 @@ func NewAgent(cfg *Config, client bedrock.ConverseAPI, opts Options) (*agent.Age
 		if cfg.SummarizerModelID != "" {
 			bc.ModelID = cfg.SummarizerModelID
 			bc.Guardrail = nil // the summary is of text the guardrail already saw
-			if summarizer, err = bedrock.New(client, bc); err != nil {
+			sm, err := bedrock.New(client, bc)
+			if err != nil {
 				return nil, err
 			}
+			summarizer = tracing.Model(sm, cfg.SummarizerModelID)
 		}
 		manager = agent.Summarizing{
 			Model:          agent.Retrying(summarizer, summaryRetry(opts.Retry)),
@@ -194,12 +222,38 @@ func NewAgent(cfg *Config, client bedrock.ConverseAPI, opts Options) (*agent.Age
 		InterruptTTL:        cfg.InterruptTTL,
 		TrimResults:         agent.ResultTrim{KeepTurns: cfg.TrimTurns, MinBytes: cfg.TrimBytes},
 		PromptCache:         cfg.PromptCache,
-		Hooks: agent.Hooks{
-			AfterToolCall: []func(context.Context, *agent.AfterToolCallEvent){
-				logToolErrors(cmp.Or(opts.Logger, slog.Default())),
-			},
-		},
+		Hooks:               hooks(cmp.Or(opts.Logger, slog.Default()), tracing),
 	})
+}
+
+// hooks are the agent's hooks: the warnings of failed tool runs and of
+// retried model calls, and the tool runs' spans.
+func hooks(logger *slog.Logger, tracing *telemetry.Tracing) agent.Hooks {
+	h := agent.Hooks{
+		AfterToolCall: []func(context.Context, *agent.AfterToolCallEvent){logToolErrors(logger)},
+		ModelRetry:    []func(context.Context, *agent.ModelRetryEvent){logRetries(logger)},
+	}
+	if span := tracing.ToolHook(); span != nil {
+		// Registered first, it runs last: its span ends with the result
+		// the model receives.
+		h.AfterToolCall = append([]func(context.Context, *agent.AfterToolCallEvent){span}, h.AfterToolCall...)
+	}
+	return h
+}
+
+// logRetries returns a hook that logs each retry of a model call, at
+// warning level, with its cause: a turn that succeeds after throttling
+// is slower and dearer, and only this line tells why.
+func logRetries(logger *slog.Logger) func(context.Context, *agent.ModelRetryEvent) {
+	return func(ctx context.Context, e *agent.ModelRetryEvent) {
+		logger.LogAttrs(ctx, slog.LevelWarn, "model call retried",
+			slog.Int("attempt", e.Attempt),
+			slog.String("kind", e.Err.Kind.String()),
+			slog.String("code", e.Err.Code),
+			slog.Int64("wait_ms", e.Wait.Milliseconds()),
+			slog.String("error", truncate(e.Err.Error(), maxLoggedError)),
+		)
+	}
 }
 
 // runsTools reports whether the function serves chat turns, which run

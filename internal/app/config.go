@@ -1,9 +1,11 @@
 package app
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -12,6 +14,7 @@ import (
 	"github.com/lambda-agent/lambda-agent/internal/httpapi"
 	"github.com/lambda-agent/lambda-agent/internal/pricing"
 	"github.com/lambda-agent/lambda-agent/internal/remote"
+	"github.com/lambda-agent/lambda-agent/internal/telemetry"
 	"github.com/lambda-agent/lambda-agent/internal/tools"
 )
 
@@ -70,7 +73,20 @@ type Config struct {
 	GuardrailID      string // GUARDRAIL_ID
 	GuardrailVersion string // GUARDRAIL_VERSION
 	RequireAuth      bool   // REQUIRE_AUTH, default false
+	// FunctionName is AWS_LAMBDA_FUNCTION_NAME, which Lambda sets: the
+	// metrics' FunctionName dimension. Empty, it is "local".
+	FunctionName string
+	// MetricsNamespace is METRICS_NAMESPACE, default
+	// telemetry.DefaultNamespace: the CloudWatch namespace of the metrics.
+	MetricsNamespace string
+	// Tracing is read from OpenTelemetry's standard variables (see
+	// telemetry.TracingConfigFromEnv); unset, nothing is traced.
+	Tracing telemetry.TracingConfig
 }
+
+// metricsNamespace is what METRICS_NAMESPACE may be: CloudWatch's
+// characters, and not the AWS/ namespaces, which are AWS's own.
+var metricsNamespace = regexp.MustCompile(`^[A-Za-z0-9._#:/-]{1,255}$`)
 
 // DefaultTrimTurns is TOOL_RESULT_TRIM_TURNS's default.
 const DefaultTrimTurns = 3
@@ -134,6 +150,16 @@ func ConfigFromEnv(getenv func(string) string) (*Config, error) {
 	if (c.GuardrailID == "") != (c.GuardrailVersion == "") {
 		p.fail("GUARDRAIL_ID and GUARDRAIL_VERSION must be set together")
 	}
+	c.FunctionName = cmp.Or(getenv("AWS_LAMBDA_FUNCTION_NAME"), "local")
+	c.MetricsNamespace = cmp.Or(getenv("METRICS_NAMESPACE"), telemetry.DefaultNamespace)
+	if !metricsNamespace.MatchString(c.MetricsNamespace) || strings.HasPrefix(c.MetricsNamespace, "AWS/") {
+		p.fail("METRICS_NAMESPACE=%q: want 1 to 255 letters, digits and ._#:/- characters, not beginning with AWS/", c.MetricsNamespace)
+	}
+	tracing, err := telemetry.TracingConfigFromEnv(getenv)
+	if err != nil {
+		p.errs = append(p.errs, err)
+	}
+	c.Tracing = tracing
 	if err := errors.Join(p.errs...); err != nil {
 		return nil, fmt.Errorf("configuration: %w", err)
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/lambda-agent/lambda-agent/internal/telemetry"
 	"github.com/lambda-agent/lambda-agent/internal/tools"
 )
 
@@ -22,6 +23,7 @@ func TestConfigFromEnvDefaults(t *testing.T) {
 		TableName: "t", ModelID: "m", Manager: "sliding", WindowSize: 40, SummaryRatio: 0.3,
 		PreserveRecent: 10, MaxCycles: 20, Tools: tools.Names, SessionTTLDays: 30, MaxMessageBytes: 262144,
 		InterruptTTL: 24 * time.Hour, TrimTurns: 3, PromptCache: true,
+		FunctionName: "local", MetricsNamespace: "LambdaAgent", Tracing: telemetry.TracingConfig{ServiceName: "lambda-agent"},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("defaults (-want +got):\n%s", diff)
@@ -37,7 +39,11 @@ func TestConfigFromEnvReadsEverything(t *testing.T) {
 		"CONTEXT_WINDOW_TOKENS": "200000", "MAX_CYCLES": "8", "TOOLS": "calculator, recall, ask_user",
 		"APPROVAL_TOOLS": "calculator", "INTERRUPT_TTL": "30m",
 		"SESSION_TTL_DAYS": "0", "MAX_MESSAGE_BYTES": "65536", "GUARDRAIL_ID": "g1",
-		"GUARDRAIL_VERSION": "3", "REQUIRE_AUTH": "true",
+		"GUARDRAIL_VERSION": "3", "REQUIRE_AUTH": "true", "METRICS_NAMESPACE": "Team/Agents",
+		"AWS_LAMBDA_FUNCTION_NAME": "chat-fn", "AWS_REGION": "eu-west-1", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://localhost:4318/",
+		"OTEL_EXPORTER_OTLP_HEADERS": "x-api-key=a%20b,tenant=7", "OTEL_EXPORTER_OTLP_TRACES_COMPRESSION": "gzip",
+		"OTEL_EXPORTER_OTLP_TIMEOUT": "2500", "OTEL_RESOURCE_ATTRIBUTES": "deployment.environment.name=prod",
+		"OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "true",
 	}))
 	if err != nil {
 		t.Fatal(err)
@@ -49,6 +55,15 @@ func TestConfigFromEnvReadsEverything(t *testing.T) {
 		ContextWindowTokens: 200000, MaxCycles: 8, Tools: []string{"calculator", "recall", "ask_user"}, SessionTTLDays: 0,
 		ApprovalTools: []string{"calculator"}, InterruptTTL: 30 * time.Minute,
 		MaxMessageBytes: 65536, GuardrailID: "g1", GuardrailVersion: "3", RequireAuth: true,
+		FunctionName: "chat-fn", MetricsNamespace: "Team/Agents",
+		Tracing: telemetry.TracingConfig{
+			Endpoint: "http://localhost:4318/v1/traces", Headers: map[string]string{"x-api-key": "a b", "tenant": "7"},
+			Gzip: true, Timeout: 2500 * time.Millisecond, ServiceName: "chat-fn", CaptureContent: true,
+			Resource: map[string]string{
+				"deployment.environment.name": "prod", "cloud.provider": "aws", "cloud.platform": "aws_lambda",
+				"cloud.region": "eu-west-1", "faas.name": "chat-fn",
+			},
+		},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
@@ -76,7 +91,11 @@ func TestConfigFromEnvReportsEveryProblem(t *testing.T) {
 		"MAX_MESSAGE_BYTES": "lots", "GUARDRAIL_ID": "g", "REQUIRE_AUTH": "yes please",
 		"CONTEXT_WINDOW_TOKENS": "12", "APPROVAL_TOOLS": "recall", "INTERRUPT_TTL": "forever", "WINDOW_LOW_WATER": "0",
 		"TOOL_RESULT_TRIM_BYTES": "10", "PROMPT_CACHE": "maybe", "MODEL_PRICES": `{"input":3}`,
-		"LAMBDA_TOOLS": `[{"name":"calculator","function":"f","description":"d"}]`,
+		"LAMBDA_TOOLS":                `[{"name":"calculator","function":"f","description":"d"}]`,
+		"METRICS_NAMESPACE":           "AWS/Lambda",
+		"OTEL_EXPORTER_OTLP_ENDPOINT": "localhost:4318", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
+		"OTEL_EXPORTER_OTLP_HEADERS": "novalue", "OTEL_EXPORTER_OTLP_COMPRESSION": "zstd", "OTEL_EXPORTER_OTLP_TIMEOUT": "soon",
+		"OTEL_TRACES_EXPORTER": "console", "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "sometimes",
 	}))
 	if err == nil {
 		t.Fatal("ConfigFromEnv accepted a broken environment")
@@ -88,6 +107,9 @@ func TestConfigFromEnvReportsEveryProblem(t *testing.T) {
 		`APPROVAL_TOOLS: "recall" is not an enabled tool`, "INTERRUPT_TTL", "WINDOW_LOW_WATER", "TOOL_RESULT_TRIM_BYTES", "PROMPT_CACHE",
 		"MODEL_PRICES: input and output are required",
 		`LAMBDA_TOOLS: "calculator" is the name of a built-in tool`,
+		"METRICS_NAMESPACE", `OTLP endpoint "localhost:4318/v1/traces"`, "OTEL_EXPORTER_OTLP_PROTOCOL", "OTEL_EXPORTER_OTLP_HEADERS",
+		"OTEL_EXPORTER_OTLP_COMPRESSION", "OTEL_EXPORTER_OTLP_TIMEOUT", "OTEL_TRACES_EXPORTER",
+		"OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT",
 	} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("the error does not mention %s:\n%v", want, err)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/lambda-agent/lambda-agent/internal/agent"
 	"github.com/lambda-agent/lambda-agent/internal/ddbhistory"
+	"github.com/lambda-agent/lambda-agent/internal/telemetry"
 	"github.com/lambda-agent/lambda-agent/internal/turn"
 )
 
@@ -91,6 +92,10 @@ type Config struct {
 	MaxMessageBytes int
 	// Logger gets one line per request; nil means slog.Default().
 	Logger *slog.Logger
+	// Record, when set, is told of each request once it is answered, after
+	// its line is logged: internal/telemetry counts it in metrics and
+	// describes it on its trace.
+	Record func(context.Context, telemetry.Request)
 }
 
 // DefaultMaxMessageBytes is the default limit on a turn's input.
@@ -287,4 +292,10 @@ func (h *Handler) log(r *http.Request, status int, rec *record, d time.Duration)
 		level = slog.LevelWarn
 	}
 	h.cfg.Logger.LogAttrs(r.Context(), level, "request", attrs...)
+	if h.cfg.Record != nil {
+		h.cfg.Record(r.Context(), telemetry.Request{
+			Route: route, Status: status, Code: rec.outcome, SessionID: rec.sessionID,
+			Result: rec.result, Replayed: rec.replayed, Duration: d,
+		})
+	}
 }

@@ -25,7 +25,7 @@ import (
 // functions' adapter, lambdahttp, as they do in Lambda.
 type api struct {
 	*testkit.Stack
-	h            *httpapi.Handler
+	h            http.Handler
 	model        *conversetest.Server
 	store        *ddbhistory.Store
 	logs         *testkit.Buffer

@@ -60,6 +60,9 @@ type Options struct {
 	Logger *slog.Logger
 	// Remote reaches the remote tools the environment names.
 	Remote app.Remote
+	// Metrics gets the handler's metrics lines (app.Options.Metrics); nil
+	// records none.
+	Metrics io.Writer
 }
 
 // Stack is the application on stand-ins. Its fields are the parts a test
@@ -119,6 +122,7 @@ func New(ctx context.Context, opts Options) (*Stack, error) {
 		Logger:        logger,
 		Retry:         retry,
 		Remote:        opts.Remote,
+		Metrics:       opts.Metrics,
 	})
 	if err != nil {
 		s.Close()

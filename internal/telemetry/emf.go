@@ -1,0 +1,291 @@
+package telemetry
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-lambda-go/lambdacontext"
+	"github.com/lambda-agent/lambda-agent/internal/agent"
+	"github.com/lambda-agent/lambda-agent/internal/pricing"
+)
+
+// DefaultNamespace is the metrics' CloudWatch namespace unless configured.
+const DefaultNamespace = "LambdaAgent"
+
+// The metrics' dimensions. Each line has one of three fixed sets, of values
+// the deployment bounds: the function, its model, and a tool's name or an
+// error code. Session ids, owners and request ids are properties of a line,
+// never dimensions, which would make a billed metric of each.
+const (
+	dimFunction  = "FunctionName"
+	dimModel     = "Model"
+	dimErrorCode = "ErrorCode"
+	dimTool      = "ToolName"
+)
+
+// maxValues is the most values one metric may carry in a line.
+const maxValues = 100
+
+// Metrics writes the metrics of each request to Out, as lines of
+// CloudWatch's Embedded Metric Format: on Lambda, a line on stdout is all
+// it takes for CloudWatch to extract them. A request's line counts it and
+// its outcome, with its turn's tokens, calls, latencies and cost when one
+// ran; each tool the turn used gets a line of its own. It is safe for
+// concurrent use.
+type Metrics struct {
+	// Namespace is the metrics' namespace; empty means DefaultNamespace.
+	Namespace string
+	// Function and Model are the values of the FunctionName and Model
+	// dimensions.
+	Function, Model string
+	// Prices, when set, give each turn's EstimatedCost.
+	Prices *pricing.Prices
+	Out    io.Writer
+	// Now stamps the lines; nil means time.Now.
+	Now func() time.Time
+
+	mu   sync.Mutex
+	warm atomic.Bool
+}
+
+// Request is what the edge knows of a request once it was answered.
+type Request struct {
+	// Route is the route's pattern, such as "POST /chat".
+	Route  string
+	Status int
+	// Code is "ok", or the error code of the answer.
+	Code      string
+	SessionID string
+	// Result is the work of the turn the request ran, failed or not; nil
+	// when none ran.
+	Result *agent.Result
+	// Replayed says that the answer was a stored one: no turn ran.
+	Replayed bool
+	Duration time.Duration
+}
+
+// metric is one metric of a line: its name, unit and values.
+type metric struct {
+	name   string
+	unit   string
+	values []float64
+}
+
+// The units the metrics use, from the format's list.
+const (
+	unitCount = "Count"
+	unitMs    = "Milliseconds"
+	unitNone  = "None"
+)
+
+func count(name string, n int) metric { return metric{name, unitCount, []float64{float64(n)}} }
+
+func millis(name string, ds ...time.Duration) metric {
+	m := metric{name: name, unit: unitMs, values: make([]float64, len(ds))}
+	for i, d := range ds {
+		m.values[i] = float64(d.Microseconds()) / 1000
+	}
+	return m
+}
+
+// Record writes r's lines. A nil Metrics, or one without Out, records
+// nothing.
+func (m *Metrics) Record(ctx context.Context, r Request) {
+	if m == nil || m.Out == nil {
+		return
+	}
+	props := map[string]any{"route": r.Route, "status": r.Status}
+	if r.SessionID != "" {
+		props["session_id"] = r.SessionID
+	}
+	if id := TraceID(ctx); id != "" {
+		props["trace_id"] = id
+	}
+	if lc, ok := lambdacontext.FromContext(ctx); ok {
+		props["requestId"] = lc.AwsRequestID
+	}
+
+	metrics := []metric{
+		count("Requests", 1),
+		count("ServerErrors", b2i(r.Status >= 500)),
+		count("ClientErrors", b2i(r.Status >= 400 && r.Status < 500)),
+	}
+	if !m.warm.Swap(true) {
+		metrics = append(metrics, count("ColdStart", 1))
+	}
+	res := r.Result
+	if r.Replayed {
+		res = nil // the turn ran, and was counted, before
+	}
+	if res != nil {
+		u, w := res.Usage, res.Metrics
+		metrics = append(metrics,
+			count("Turns", 1),
+			count("InputTokens", u.InputTokens),
+			count("OutputTokens", u.OutputTokens),
+			count("CacheReadTokens", u.CacheReadInputTokens),
+			count("CacheWriteTokens", u.CacheWriteInputTokens),
+			count("ModelCalls", w.ModelCalls),
+			count("ToolCalls", w.ToolCalls),
+			count("ModelRetries", w.Retries),
+			count("ModelThrottles", w.Throttles),
+			millis("TurnDuration", r.Duration),
+		)
+		if len(w.ModelLatencies) > 0 {
+			metrics = append(metrics, millis("ModelLatency", w.ModelLatencies...))
+		}
+		if m.Prices != nil {
+			metrics = append(metrics, metric{"EstimatedCost", unitNone, []float64{m.Prices.Cost(u)}})
+		}
+		if sr := res.StopReason; sr != "" {
+			props["stop_reason"] = sr
+		}
+	}
+	sets := []dimensionSet{{names: []string{dimFunction, dimModel}, metrics: metrics}}
+	if r.Code != "" && r.Code != "ok" {
+		props[dimErrorCode] = r.Code
+		sets = append(sets, dimensionSet{names: []string{dimFunction, dimModel, dimErrorCode}, metrics: []metric{count("Errors", 1)}})
+	}
+
+	var buf bytes.Buffer
+	now := m.now()
+	m.encode(&buf, now, props, sets)
+	if res != nil {
+		for _, t := range toolMetrics(res.Metrics.Tools) {
+			p := map[string]any{dimTool: t.name}
+			for _, k := range []string{"session_id", "trace_id", "requestId"} {
+				if v, ok := props[k]; ok {
+					p[k] = v
+				}
+			}
+			m.encode(&buf, now, p, []dimensionSet{{names: []string{dimFunction, dimModel, dimTool}, metrics: t.metrics}})
+		}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	_, _ = m.Out.Write(buf.Bytes()) // a metric that cannot be written is not worth failing a request for
+}
+
+func (m *Metrics) now() time.Time {
+	if m.Now != nil {
+		return m.Now()
+	}
+	return time.Now()
+}
+
+// toolStats are one tool's metrics in a request.
+type toolStats struct {
+	name    string
+	metrics []metric
+}
+
+// toolMetrics sums runs by tool, in the order of each tool's first run.
+func toolMetrics(runs []agent.ToolRun) []toolStats {
+	var out []toolStats
+	index := map[string]int{}
+	var durations [][]time.Duration
+	var failed []int
+	for _, r := range runs {
+		i, ok := index[r.Name]
+		if !ok {
+			i = len(out)
+			index[r.Name] = i
+			out = append(out, toolStats{name: r.Name})
+			durations = append(durations, nil)
+			failed = append(failed, 0)
+		}
+		durations[i] = append(durations[i], r.Duration)
+		failed[i] += b2i(r.Failed)
+	}
+	for i := range out {
+		out[i].metrics = []metric{
+			count("ToolCalls", len(durations[i])),
+			count("ToolErrors", failed[i]),
+			millis("ToolDuration", durations[i]...),
+		}
+	}
+	return out
+}
+
+// dimensionSet is one directive of a line: the metrics, by these
+// dimensions.
+type dimensionSet struct {
+	names   []string
+	metrics []metric
+}
+
+// directive is the format's metric directive.
+type directive struct {
+	Namespace  string       `json:"Namespace"`
+	Dimensions [][]string   `json:"Dimensions"`
+	Metrics    []definition `json:"Metrics"`
+}
+
+type definition struct {
+	Name string `json:"Name"`
+	Unit string `json:"Unit"`
+}
+
+// encode appends to buf the lines of sets, with props as their
+// properties. A metric may carry at most maxValues values in a line, so
+// one with more continues in lines of its own.
+func (m *Metrics) encode(buf *bytes.Buffer, now time.Time, props map[string]any, sets []dimensionSet) {
+	for len(sets) > 0 {
+		root := make(map[string]any, len(props)+8)
+		for k, v := range props {
+			root[k] = v
+		}
+		root[dimFunction] = m.Function
+		root[dimModel] = m.Model
+		directives := make([]directive, 0, len(sets))
+		var rest []dimensionSet
+		for _, s := range sets {
+			d := directive{Namespace: m.namespace(), Dimensions: [][]string{s.names}}
+			var more []metric
+			for _, mt := range s.metrics {
+				d.Metrics = append(d.Metrics, definition{Name: mt.name, Unit: mt.unit})
+				values := mt.values
+				if len(values) > maxValues {
+					more = append(more, metric{mt.name, mt.unit, values[maxValues:]})
+					values = values[:maxValues]
+				}
+				if len(values) == 1 {
+					root[mt.name] = values[0]
+				} else {
+					root[mt.name] = values
+				}
+			}
+			directives = append(directives, d)
+			if len(more) > 0 {
+				rest = append(rest, dimensionSet{names: s.names, metrics: more})
+			}
+		}
+		root["_aws"] = map[string]any{"Timestamp": now.UnixMilli(), "CloudWatchMetrics": directives}
+		line, err := json.Marshal(root)
+		if err != nil {
+			return // the values are numbers and strings; this cannot happen
+		}
+		buf.Write(line)
+		buf.WriteByte('\n')
+		sets = rest
+	}
+}
+
+func (m *Metrics) namespace() string {
+	if m.Namespace == "" {
+		return DefaultNamespace
+	}
+	return m.Namespace
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,309 @@
+package telemetry
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/lambda-agent/lambda-agent/internal/agent"
+	"github.com/lambda-agent/lambda-agent/internal/ddbhistory"
+	"github.com/lambda-agent/lambda-agent/internal/turn"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// Model wraps m, a model of id, so that each of its calls is a chat span:
+// every attempt, a retried one too, since the agent retries around it. It
+// returns m itself when tracing is off.
+func (t *Tracing) Model(m agent.Model, id string) agent.Model {
+	if !t.On() {
+		return m
+	}
+	return &tracedModel{t: t, model: m, id: id}
+}
+
+type tracedModel struct {
+	t     *Tracing
+	model agent.Model
+	id    string
+}
+
+var _ agent.StreamingModel = (*tracedModel)(nil)
+
+func (m *tracedModel) Converse(ctx context.Context, req *agent.ModelRequest) (*agent.ModelResponse, error) {
+	ctx, span := m.start(ctx, req)
+	resp, err := m.model.Converse(ctx, req)
+	m.end(span, resp, err)
+	return resp, err
+}
+
+// ConverseStream streams when the model does, and otherwise emits the
+// answer's text once it has it, as the agent would.
+func (m *tracedModel) ConverseStream(ctx context.Context, req *agent.ModelRequest, emit func(agent.Delta)) (*agent.ModelResponse, error) {
+	ctx, span := m.start(ctx, req)
+	var resp *agent.ModelResponse
+	var err error
+	if sm, ok := m.model.(agent.StreamingModel); ok {
+		resp, err = sm.ConverseStream(ctx, req, emit)
+	} else if resp, err = m.model.Converse(ctx, req); err == nil {
+		for _, b := range resp.Message.Content {
+			if b.Text != "" {
+				emit(agent.Delta{Text: b.Text})
+			}
+		}
+	}
+	m.end(span, resp, err)
+	return resp, err
+}
+
+func (m *tracedModel) start(ctx context.Context, req *agent.ModelRequest) (context.Context, trace.Span) {
+	attrs := []attribute.KeyValue{
+		attribute.String("gen_ai.operation.name", "chat"),
+		attribute.String("gen_ai.provider.name", providerName),
+		attribute.String("gen_ai.request.model", m.id),
+	}
+	if m.t.cfg.CaptureContent {
+		if req.System != "" {
+			attrs = append(attrs, attribute.String("gen_ai.system_instructions", contentJSON([]part{{Type: "text", Content: req.System}})))
+		}
+		attrs = append(attrs, attribute.String("gen_ai.input.messages", messagesJSON(req.Messages)))
+	}
+	return m.t.tracer.Start(ctx, "chat "+m.id, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
+}
+
+func (m *tracedModel) end(span trace.Span, resp *agent.ModelResponse, err error) {
+	defer span.End()
+	if err != nil {
+		kind := "error"
+		var me *agent.ModelError
+		if errors.As(err, &me) {
+			kind = me.Kind.String()
+			if me.Code != "" {
+				kind = me.Code
+			}
+		} else if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+			kind = "timeout"
+		}
+		span.SetAttributes(attribute.String("error.type", kind))
+		span.SetStatus(codes.Error, err.Error())
+		return
+	}
+	u := resp.Usage
+	span.SetAttributes(
+		attribute.String("gen_ai.response.model", m.id),
+		attribute.StringSlice("gen_ai.response.finish_reasons", []string{string(resp.StopReason)}),
+		// The conventions count cached tokens in the input tokens;
+		// Bedrock's inputTokens are only the rest.
+		attribute.Int("gen_ai.usage.input_tokens", u.InputTokens+u.CacheReadInputTokens+u.CacheWriteInputTokens),
+		attribute.Int("gen_ai.usage.output_tokens", u.OutputTokens),
+		attribute.Int("gen_ai.usage.cache_read.input_tokens", u.CacheReadInputTokens),
+		attribute.Int("gen_ai.usage.cache_creation.input_tokens", u.CacheWriteInputTokens),
+	)
+	if m.t.cfg.CaptureContent {
+		span.SetAttributes(attribute.String("gen_ai.output.messages", messagesJSON([]agent.Message{resp.Message}, string(resp.StopReason))))
+	}
+}
+
+// ToolHook returns an AfterToolCall hook that records each tool run as an
+// execute_tool span, or nil when tracing is off. The span ends when the
+// run's result is final, and starts the run's duration before.
+func (t *Tracing) ToolHook() func(context.Context, *agent.AfterToolCallEvent) {
+	if !t.On() {
+		return nil
+	}
+	return func(ctx context.Context, e *agent.AfterToolCallEvent) {
+		end := time.Now()
+		attrs := []attribute.KeyValue{
+			attribute.String("gen_ai.operation.name", "execute_tool"),
+			attribute.String("gen_ai.tool.name", e.Use.Name),
+			attribute.String("gen_ai.tool.call.id", e.Use.ToolUseID),
+			attribute.String("gen_ai.tool.type", "function"),
+		}
+		if t.cfg.CaptureContent {
+			attrs = append(attrs, attribute.String("gen_ai.tool.call.arguments", string(e.Use.Input)))
+			if e.Result != nil {
+				attrs = append(attrs, attribute.String("gen_ai.tool.call.result", contentJSON(resultParts(e.Result))))
+			}
+		}
+		_, span := t.tracer.Start(ctx, "execute_tool "+e.Use.Name, trace.WithSpanKind(trace.SpanKindInternal),
+			trace.WithTimestamp(end.Add(-e.Duration)), trace.WithAttributes(attrs...))
+		if e.Result != nil && e.Result.Status == agent.ToolError {
+			span.SetAttributes(attribute.String("error.type", "tool_error"))
+			span.SetStatus(codes.Error, truncate(resultText(e.Result), 512))
+		}
+		span.End(trace.WithTimestamp(end))
+	}
+}
+
+// Store wraps s so that each of its requests is a span: session.load,
+// session.begin, session.commit and the rest. It returns s itself when
+// tracing is off.
+func (t *Tracing) Store(s turn.Store, table string) turn.Store {
+	if !t.On() {
+		return s
+	}
+	return &tracedStore{t: t, store: s, table: table}
+}
+
+type tracedStore struct {
+	t     *Tracing
+	store turn.Store
+	table string
+}
+
+var _ turn.Store = (*tracedStore)(nil)
+
+// span runs call in a span named name, about the session id.
+func (s *tracedStore) span(ctx context.Context, name, id string, call func(context.Context) error, attrs ...attribute.KeyValue) error {
+	ctx, span := s.t.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(append(attrs,
+		attribute.String("db.system.name", "aws.dynamodb"),
+		attribute.StringSlice("aws.dynamodb.table_names", []string{s.table}),
+		attribute.String("gen_ai.conversation.id", id),
+	)...))
+	defer span.End()
+	err := call(ctx)
+	if err != nil {
+		span.SetAttributes(attribute.String("error.type", errorType(err)))
+		span.SetStatus(codes.Error, err.Error())
+	}
+	return err
+}
+
+// errorType names the store's errors that a trace should tell apart.
+func errorType(err error) string {
+	switch {
+	case errors.Is(err, ddbhistory.ErrConflict):
+		return "conflict"
+	case errors.Is(err, ddbhistory.ErrNotFound):
+		return "not_found"
+	case errors.Is(err, context.DeadlineExceeded):
+		return "timeout"
+	}
+	return "error"
+}
+
+func (s *tracedStore) Load(ctx context.Context, key ddbhistory.Key, idempotencyKey string) (sess *ddbhistory.Session, err error) {
+	err = s.span(ctx, "session.load", key.ID, func(ctx context.Context) error {
+		sess, err = s.store.Load(ctx, key, idempotencyKey)
+		return err
+	})
+	return sess, err
+}
+
+func (s *tracedStore) Begin(ctx context.Context, sess *ddbhistory.Session, idempotencyKey, fingerprint string) (h *ddbhistory.Hold, err error) {
+	err = s.span(ctx, "session.begin", sess.ID, func(ctx context.Context) error {
+		h, err = s.store.Begin(ctx, sess, idempotencyKey, fingerprint)
+		return err
+	})
+	return h, err
+}
+
+func (s *tracedStore) Commit(ctx context.Context, sess *ddbhistory.Session, tn ddbhistory.Turn) error {
+	return s.span(ctx, "session.commit", sess.ID, func(ctx context.Context) error {
+		return s.store.Commit(ctx, sess, tn)
+	}, attribute.Int("lambda_agent.messages", len(tn.Messages)))
+}
+
+func (s *tracedStore) Release(ctx context.Context, h *ddbhistory.Hold) error {
+	return s.span(ctx, "session.release", "", func(ctx context.Context) error { return s.store.Release(ctx, h) })
+}
+
+func (s *tracedStore) ClaimPending(ctx context.Context, sess *ddbhistory.Session) error {
+	return s.span(ctx, "session.claim", sess.ID, func(ctx context.Context) error { return s.store.ClaimPending(ctx, sess) })
+}
+
+func (s *tracedStore) ReleaseClaim(ctx context.Context, sess *ddbhistory.Session) error {
+	return s.span(ctx, "session.release_claim", sess.ID, func(ctx context.Context) error { return s.store.ReleaseClaim(ctx, sess) })
+}
+
+// part is a message part as the conventions record content.
+type part struct {
+	Type      string          `json:"type"`
+	Content   string          `json:"content,omitempty"`
+	ID        string          `json:"id,omitempty"`
+	Name      string          `json:"name,omitempty"`
+	Arguments json.RawMessage `json:"arguments,omitempty"`
+	Response  string          `json:"response,omitempty"`
+}
+
+type chatMessage struct {
+	Role         string `json:"role"`
+	Parts        []part `json:"parts"`
+	FinishReason string `json:"finish_reason,omitempty"`
+}
+
+// maxContent bounds each recorded content attribute, in bytes.
+const maxContent = 32 << 10
+
+// messagesJSON is messages in the conventions' form, for
+// gen_ai.input.messages and gen_ai.output.messages; a finish reason is
+// the last message's.
+func messagesJSON(messages []agent.Message, finish ...string) string {
+	out := make([]chatMessage, len(messages))
+	for i, msg := range messages {
+		out[i] = chatMessage{Role: string(msg.Role), Parts: []part{}}
+		for _, b := range msg.Content {
+			switch {
+			case b.Text != "":
+				out[i].Parts = append(out[i].Parts, part{Type: "text", Content: b.Text})
+			case b.ToolUse != nil:
+				out[i].Parts = append(out[i].Parts, part{Type: "tool_call", ID: b.ToolUse.ToolUseID, Name: b.ToolUse.Name, Arguments: b.ToolUse.Input})
+			case b.ToolResult != nil:
+				out[i].Parts = append(out[i].Parts, part{Type: "tool_call_response", ID: b.ToolResult.ToolUseID, Response: resultText(b.ToolResult)})
+			default:
+				out[i].Parts = append(out[i].Parts, part{Type: "blob"}) // images and documents are not recorded
+			}
+		}
+	}
+	if len(out) > 0 && len(finish) > 0 {
+		out[len(out)-1].FinishReason = finish[0]
+	}
+	raw, _ := json.Marshal(out) // of strings and valid JSON: it always encodes
+	return truncate(string(raw), maxContent)
+}
+
+func contentJSON(parts []part) string {
+	raw, _ := json.Marshal(parts)
+	return truncate(string(raw), maxContent)
+}
+
+func resultParts(r *agent.ToolResultBlock) []part {
+	return []part{{Type: "text", Content: resultText(r)}}
+}
+
+// resultText is a tool result's text and JSON.
+func resultText(r *agent.ToolResultBlock) string {
+	var s []byte
+	for _, c := range r.Content {
+		switch {
+		case c.Text != "":
+			s = append(s, c.Text...)
+		case c.JSON != nil:
+			s = append(s, c.JSON...)
+		}
+	}
+	return string(s)
+}
+
+// truncate cuts s to at most n bytes, on a character boundary.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}
+
+func utf8RuneStart(b byte) bool { return b&0xC0 != 0x80 }
+
+func (s *tracedStore) Transcript(ctx context.Context, key ddbhistory.Key, cursor string, limit int) (p *ddbhistory.Page, err error) {
+	err = s.span(ctx, "session.transcript", key.ID, func(ctx context.Context) error {
+		p, err = s.store.Transcript(ctx, key, cursor, limit)
+		return err
+	})
+	return p, err
+}
