@@ -27,10 +27,11 @@ func main() {
 	off := flag.Bool("offline", false, "use the offline model even when AWS credentials are found")
 	var mcp endpoints
 	flag.Var(&mcp, "mcp", "the URL of an MCP server (streamable HTTP) whose tools the agent may use; repeat for more")
+	otel := flag.String("otel", "", "an OTLP/HTTP endpoint, such as http://localhost:4318, to send traces to")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	err := localrun.Run(ctx, localrun.Options{Addr: *addr, Offline: *off, Getenv: os.Getenv, Out: os.Stderr, MCP: mcp})
+	err := localrun.Run(ctx, localrun.Options{Addr: *addr, Offline: *off, Getenv: os.Getenv, Out: os.Stderr, MCP: mcp, OTel: *otel})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "local:", err)
 		os.Exit(1)

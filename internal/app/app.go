@@ -50,6 +50,9 @@ type Options struct {
 	// Metrics gets each request's metrics, as lines of CloudWatch's
 	// Embedded Metric Format: stdout, on Lambda. nil records none.
 	Metrics io.Writer
+	// Summary gets a line a person reads for each turn (see
+	// telemetry.Summary): the local run's. nil writes none.
+	Summary io.Writer
 }
 
 // Remote is how the remote tools are reached.
@@ -100,8 +103,9 @@ func New(cfg *Config, converse bedrock.ConverseAPI, ddb ddbhistory.DynamoDBAPI, 
 		return nil, err
 	}
 	metrics := &telemetry.Metrics{Namespace: cfg.MetricsNamespace, Function: cfg.FunctionName, Model: cfg.ModelID, Out: opts.Metrics}
+	summary := &telemetry.Summary{Out: opts.Summary}
 	if priced {
-		metrics.Prices = &prices
+		metrics.Prices, summary.Prices = &prices, &prices
 	}
 	h, err := httpapi.New(httpapi.Config{
 		Turns:           turns,
@@ -114,6 +118,7 @@ func New(cfg *Config, converse bedrock.ConverseAPI, ddb ddbhistory.DynamoDBAPI, 
 		Record: func(ctx context.Context, r telemetry.Request) {
 			metrics.Record(ctx, r)
 			tracing.Record(ctx, r)
+			summary.Record(r)
 		},
 	})
 	if err != nil {

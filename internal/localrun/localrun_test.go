@@ -18,19 +18,21 @@ import (
 // returns its URL.
 func start(t *testing.T, env map[string]string) string {
 	t.Helper()
+	url, _ := startRun(t, localrun.Options{Getenv: func(k string) string { return env[k] }})
+	return url
+}
+
+// startRun starts a local run with opts, offline and on a free port, and
+// returns its URL and what it prints.
+func startRun(t *testing.T, opts localrun.Options) (string, *testkit.Buffer) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan string, 1)
 	done := make(chan error, 1)
 	var out testkit.Buffer // the server's goroutines write to it
-	go func() {
-		done <- localrun.Run(ctx, localrun.Options{
-			Addr:    "127.0.0.1:0",
-			Offline: true,
-			Getenv:  func(k string) string { return env[k] },
-			Out:     &out,
-			Ready:   func(url string) { ready <- url },
-		})
-	}()
+	opts.Addr, opts.Offline, opts.Out = "127.0.0.1:0", true, &out
+	opts.Ready = func(url string) { ready <- url }
+	go func() { done <- localrun.Run(ctx, opts) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
@@ -39,11 +41,11 @@ func start(t *testing.T, env map[string]string) string {
 	})
 	select {
 	case url := <-ready:
-		return url
+		return url, &out
 	case err := <-done:
 		t.Fatalf("Run ended before serving: %v", err)
 	}
-	return ""
+	return "", nil
 }
 
 // curl is one curl command of the README.

@@ -60,6 +60,10 @@ type Options struct {
 	// beside those MCP_SERVERS names: each is a server named mcp, mcp2 and
 	// on, whose tools' names start with that name and _.
 	MCP []string
+	// OTel, when set, is an OTLP/HTTP endpoint, such as a local Jaeger's
+	// http://localhost:4318, that the turns' traces are sent to, as
+	// OTEL_EXPORTER_OTLP_ENDPOINT would.
+	OTel string
 }
 
 // Defaults of the local run, for the variables a deployment must set.
@@ -144,6 +148,10 @@ func Run(ctx context.Context, opts Options) error {
 			return env(k, DefaultTable)
 		case "MODEL_ID":
 			return env(k, modelDefault)
+		case "OTEL_EXPORTER_OTLP_ENDPOINT":
+			return cmp.Or(opts.OTel, getenv(k))
+		case "OTEL_SERVICE_NAME":
+			return env(k, "lambda-agent-local")
 		}
 		return getenv(k)
 	})
@@ -158,7 +166,7 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	a, err := app.New(cfg, bedrock, ddb, app.Options{
 		Routes: httpapi.AllRoutes, CompileSchema: schema.Compile, Logger: logger,
-		Remote: remoteClients(ctx, cfg, awsCfg),
+		Remote: remoteClients(ctx, cfg, awsCfg), Summary: opts.Out,
 	})
 	if err != nil {
 		return err
@@ -178,6 +186,10 @@ func Run(ctx context.Context, opts Options) error {
 `, url, modelWhere, cfg.ModelID, ddbWhere, cfg.TableName)
 	for _, s := range cfg.MCPServers {
 		fmt.Fprintf(opts.Out, "  mcp:      %s at %s, tools named %s* (listed in the background; /tool NAME {JSON} calls one offline)\n", s.Name, s.URL, s.ToolPrefix())
+	}
+	if a.Tracing.On() {
+		fmt.Fprintf(opts.Out, "  traces:   OTLP/HTTP to %s, service %s\n", cfg.Tracing.Endpoint, cfg.Tracing.ServiceName)
+		defer func() { _ = a.Tracing.Shutdown(context.Background()) }() // each request's spans were sent already
 	}
 
 	info.ModelID = cfg.ModelID
