@@ -59,6 +59,11 @@ func coldStart(ctx context.Context, cfg config, b *strings.Builder) error {
 	mcp := mcptest.NewServer()
 	defer mcp.Close()
 	withMCP := fmt.Sprintf(`MCP_SERVERS=[{"name":"tickets","url":%q}]`, mcp.URL)
+	// And with tracing on: its spans go to a collector in this process
+	// before the invocation completes.
+	collector := newCollector()
+	defer collector.Close()
+	withOTel := "OTEL_EXPORTER_OTLP_ENDPOINT=" + collector.URL
 	measure := func(bin string, event []byte, extra ...string) (sample, error) {
 		var s sample
 		fn, err := lambdatest.Start(ctx, bin, lambdatest.Config{Env: slices.Concat(env, extra), MemoryMB: 512})
@@ -86,8 +91,8 @@ func coldStart(ctx context.Context, cfg config, b *strings.Builder) error {
 		s.rss, err = fn.PeakRSS()
 		return s, err
 	}
-	// The four alternate, so that a busy moment on the machine falls on all.
-	var chatSamples, mcpSamples, echoSamples, floorSamples []sample
+	// The five alternate, so that a busy moment on the machine falls on all.
+	var chatSamples, mcpSamples, otelSamples, echoSamples, floorSamples []sample
 	for i := range cfg.coldRuns {
 		ev, err := chatEvent(fmt.Sprintf("cold-%d", i), "Hello", "")
 		if err != nil {
@@ -106,6 +111,11 @@ func coldStart(ctx context.Context, cfg config, b *strings.Builder) error {
 		if err != nil {
 			return err
 		}
+		o, err := measure(chat, event, withOTel)
+		if err != nil {
+			return err
+		}
+		otelSamples = append(otelSamples, o)
 		e, err := measure(echo, []byte(`{"hello":"world"}`))
 		if err != nil {
 			return err
@@ -127,6 +137,7 @@ func coldStart(ctx context.Context, cfg config, b *strings.Builder) error {
 	}
 	ci, cm, c90, crss := stats(chatSamples)
 	mi, mm, m90, mrss := stats(mcpSamples)
+	oi, om, o90, orss := stats(otelSamples)
 	ei, em, e90, erss := stats(echoSamples)
 	fi, fm, f90, frss := stats(floorSamples)
 	ratio := float64(cm) / float64(em)
@@ -134,6 +145,7 @@ func coldStart(ctx context.Context, cfg config, b *strings.Builder) error {
 	b.WriteString("| function | binary | init (median) | first response, median | p90 | peak RSS |\n|---|---|---|---|---|---|\n")
 	fmt.Fprintf(b, "| chat (whole turn) | %.1f MB | %s | %s | %s | %.1f MB |\n", size(chat), ms(ci), ms(cm), ms(c90), float64(crss)/(1<<20))
 	fmt.Fprintf(b, "| chat, one MCP server configured | %.1f MB | %s | %s | %s | %.1f MB |\n", size(chat), ms(mi), ms(mm), ms(m90), float64(mrss)/(1<<20))
+	fmt.Fprintf(b, "| chat, traces exported over OTLP | %.1f MB | %s | %s | %s | %.1f MB |\n", size(chat), ms(oi), ms(om), ms(o90), float64(orss)/(1<<20))
 	fmt.Fprintf(b, "| SDK floor (the same four requests) | %.1f MB | %s | %s | %s | %.1f MB |\n", size(floor), ms(fi), ms(fm), ms(f90), float64(frss)/(1<<20))
 	fmt.Fprintf(b, "| echo (baseline) | %.1f MB | %s | %s | %s | %.1f MB |\n\n", size(echo), ms(ei), ms(em), ms(e90), float64(erss)/(1<<20))
 	verdict := func(ok bool) string {
@@ -145,6 +157,10 @@ func coldStart(ctx context.Context, cfg config, b *strings.Builder) error {
 	fmt.Fprintf(b, "Ratio of medians, chat / echo: **%.2f** (target ≤ 3: %s). Peak RSS: **%.1f MB** (target ≤ 40 MB: %s).\n\n",
 		ratio, verdict(ratio <= 3), float64(crss)/(1<<20), verdict(crss <= 40<<20))
 	fmt.Fprintf(b, "With one MCP server configured (an in-process server built with the official SDK, answering at once), the first turn waits for the server's tools, which init began to list: **%s**, %s more than without.\n\n", ms(mm), ms(mm-cm))
+	if spans := collector.spans.Load(); spans == 0 {
+		return fmt.Errorf("tracing was on, and the collector received no spans")
+	}
+	fmt.Fprintf(b, "With tracing on (`OTEL_EXPORTER_OTLP_ENDPOINT` set to a collector in the bench process, which the invocation's spans reach before it completes), the first turn takes **%s**: %+.1f%% against tracing off. Off, the chat function starts no exporter and records no span; its figure is the first row.\n\n", ms(om), 100*(float64(om)/float64(cm)-1))
 	fmt.Fprintf(b, "The SDK floor alone is **%.2f×** echo, so the target is out of reach of any function that makes these requests through the AWS SDK for Go v2. What lambda-agent adds on top of the floor is %s (chat / floor: %.2f×).\n\n",
 		float64(fm)/float64(em), ms(cm-fm), float64(cm)/float64(fm))
 

@@ -65,7 +65,7 @@ func run(ctx context.Context, cfg config) (string, error) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Machine: %d CPUs, %s/%s, %s. Date: %s. Command: `go run ./cmd/bench`.\n\n",
 		runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runtime.Version(), time.Now().UTC().Format("2006-01-02"))
-	for _, section := range []func(context.Context, config, *strings.Builder) error{coldStart, warmTurns, costs, toolConcurrency, tokenCost} {
+	for _, section := range []func(context.Context, config, *strings.Builder) error{coldStart, warmTurns, tracingOverhead, costs, toolConcurrency, tokenCost} {
 		if err := section(ctx, cfg, &b); err != nil {
 			return "", err
 		}

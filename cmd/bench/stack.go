@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"maps"
 	"net/http"
@@ -71,6 +72,8 @@ func newStack(ctx context.Context, env map[string]string) (*stack, error) {
 		DynamoDB: tm.wrap,
 		Bedrock:  mt.wrap,
 		Logger:   slog.New(slog.DiscardHandler),
+		// Metrics are encoded as the functions encode them, for stdout.
+		Metrics: io.Discard,
 	})
 	if err != nil {
 		return nil, err

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -84,9 +83,21 @@ type Config struct {
 	Tracing telemetry.TracingConfig
 }
 
-// metricsNamespace is what METRICS_NAMESPACE may be: CloudWatch's
-// characters, and not the AWS/ namespaces, which are AWS's own.
-var metricsNamespace = regexp.MustCompile(`^[A-Za-z0-9._#:/-]{1,255}$`)
+// validNamespace says whether ns may be METRICS_NAMESPACE: 1 to 255 of
+// CloudWatch's characters, and not one of the AWS/ namespaces, which are
+// AWS's own. (A loop, not a regexp: a regexp compiled at init would cost
+// every cold start.)
+func validNamespace(ns string) bool {
+	if len(ns) == 0 || len(ns) > 255 || strings.HasPrefix(ns, "AWS/") {
+		return false
+	}
+	for _, r := range ns {
+		if !('a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' || strings.ContainsRune("._#:/-", r)) {
+			return false
+		}
+	}
+	return true
+}
 
 // DefaultTrimTurns is TOOL_RESULT_TRIM_TURNS's default.
 const DefaultTrimTurns = 3
@@ -152,7 +163,7 @@ func ConfigFromEnv(getenv func(string) string) (*Config, error) {
 	}
 	c.FunctionName = cmp.Or(getenv("AWS_LAMBDA_FUNCTION_NAME"), "local")
 	c.MetricsNamespace = cmp.Or(getenv("METRICS_NAMESPACE"), telemetry.DefaultNamespace)
-	if !metricsNamespace.MatchString(c.MetricsNamespace) || strings.HasPrefix(c.MetricsNamespace, "AWS/") {
+	if !validNamespace(c.MetricsNamespace) {
 		p.fail("METRICS_NAMESPACE=%q: want 1 to 255 letters, digits and ._#:/- characters, not beginning with AWS/", c.MetricsNamespace)
 	}
 	tracing, err := telemetry.TracingConfigFromEnv(getenv)

@@ -3,6 +3,7 @@ package localrun_test
 import (
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"regexp"
 	"strings"
 	"sync"
@@ -55,5 +56,35 @@ func TestLocalRunSendsTracesWithOtel(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "traces:   OTLP/HTTP to "+collector.URL+"/v1/traces, service lambda-agent-local") {
 		t.Errorf("the banner does not say where traces go:\n%s", out)
+	}
+}
+
+// TestREADMESummaryLine runs the README's example of the summary line:
+// offline, "what is 6*7?" in session demo. Only the duration may differ.
+func TestREADMESummaryLine(t *testing.T) {
+	raw, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, _ := strings.Cut(string(raw), "\n### Locally\n")
+	var example string
+	for line := range strings.Lines(section) {
+		if strings.HasPrefix(line, "turn POST /chat") {
+			example = strings.TrimSpace(line)
+			break
+		}
+	}
+	if example == "" {
+		t.Fatal("no summary line in the README's Locally section")
+	}
+	want := regexp.MustCompile(`(?m)^` + regexp.MustCompile(` \d+ms `).ReplaceAllLiteralString(regexp.QuoteMeta(example), ` \d+ms `) + `$`)
+	url, out := startRun(t, localrun.Options{Getenv: func(string) string { return "" }})
+	resp, err := http.Post(url+"/chat", "application/json", strings.NewReader(`{"session_id":"demo","message":"what is 6*7?"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if !want.MatchString(out.String()) {
+		t.Errorf("the README's line\n%s\nis not what the local run printed:\n%s", example, out)
 	}
 }
