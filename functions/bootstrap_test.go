@@ -178,7 +178,45 @@ func TestEveryEventThroughTheBuiltFunctions(t *testing.T) {
 		if rec["requestId"] == "" || rec["route"] == nil || rec["status"] == nil || rec["duration_ms"] == nil || rec["level"] == nil {
 			t.Errorf("log line lacks fields: %s", l)
 		}
+		// Lambda gives every invocation an X-Ray trace id, which the line
+		// carries in the W3C form.
+		if id, _ := rec["trace_id"].(string); len(id) != 32 {
+			t.Errorf("log line has no trace id: %s", l)
+		}
 	}
+	// And a metrics line per request, with the function's name, on the same
+	// stdout. The tool runs of chat-tool.json (calculator) and
+	// chat-jwt.json (remember) add a line each.
+	emf := metricLines(d.logs())
+	if len(emf) != want+2 {
+		t.Errorf("%d metrics lines for %d invocations and 2 tool runs:\n%s", len(emf), want, strings.Join(emf, "\n"))
+	}
+	byFunction := map[string]int{}
+	for _, l := range emf {
+		var rec map[string]any
+		_ = json.Unmarshal([]byte(l), &rec)
+		if rec["Model"] == nil || rec["requestId"] == nil {
+			t.Errorf("metrics line lacks fields: %s", l)
+		}
+		if rec["ToolName"] == nil {
+			byFunction[rec["FunctionName"].(string)]++
+		}
+	}
+	if byFunction["chat"] != want-1 || byFunction["structured"] != 1 {
+		t.Errorf("request metrics lines by function: %v", byFunction)
+	}
+}
+
+// metricLines returns the lines in CloudWatch's Embedded Metric Format.
+func metricLines(logs string) []string {
+	var out []string
+	for _, l := range strings.Split(logs, "\n") {
+		var rec map[string]any
+		if json.Unmarshal([]byte(l), &rec) == nil && rec["_aws"] != nil {
+			out = append(out, l)
+		}
+	}
+	return out
 }
 
 // requestLines returns the JSON log lines that report a request.
