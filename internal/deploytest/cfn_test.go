@@ -275,14 +275,49 @@ func merge(global, local any) any {
 }
 
 // fullMatch reports whether s matches a CloudFormation AllowedPattern, which
-// must match the whole value.
+// must match the whole value. AllowedPattern is a Java regular expression;
+// Go's have no lookahead, so a leading negative lookahead, ^(?!X), is
+// checked on its own: s must not begin with a match of X.
 func fullMatch(t *testing.T, pattern, s string) bool {
 	t.Helper()
+	if rest, ok := strings.CutPrefix(pattern, "^(?!"); ok {
+		ahead, rest, ok := cutGroup(rest)
+		if !ok {
+			t.Fatalf("AllowedPattern %q: unterminated lookahead", pattern)
+		}
+		if fullMatch(t, `(?:`+ahead+`)[\s\S]*`, s) {
+			return false
+		}
+		pattern = "^" + rest
+	}
 	re, err := regexp.Compile(`^(?:` + pattern + `)$`)
 	if err != nil {
 		t.Fatalf("AllowedPattern %q: %v", pattern, err)
 	}
 	return re.MatchString(s)
+}
+
+// cutGroup splits s, which follows a group's opening parenthesis, at the
+// parenthesis that closes the group.
+func cutGroup(s string) (inside, after string, ok bool) {
+	depth, class := 1, false
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '\\':
+			i++
+		case class:
+			class = c != ']'
+		case c == '[':
+			class = true
+		case c == '(':
+			depth++
+		case c == ')':
+			if depth--; depth == 0 {
+				return s[:i], s[i+1:], true
+			}
+		}
+	}
+	return "", "", false
 }
 
 // allowed reports whether value is one that parameter p accepts.

@@ -54,6 +54,10 @@ var envVars = []string{
 	"GUARDRAIL_ID",
 	"GUARDRAIL_VERSION",
 	"REQUIRE_AUTH",
+	// Metrics and traces: see observability_test.go.
+	"METRICS_NAMESPACE",
+	"OTEL_EXPORTER_OTLP_ENDPOINT",
+	"OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT",
 	// The SDK's, empty: declared for sam local's --env-vars (see
 	// TestSamLocalInvoke).
 	"AWS_ENDPOINT_URL_DYNAMODB",

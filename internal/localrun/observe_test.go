@@ -3,13 +3,13 @@ package localrun_test
 import (
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"regexp"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/lambda-agent/lambda-agent/internal/localrun"
+	"github.com/lambda-agent/lambda-agent/internal/testkit"
 )
 
 // TestLocalRunSummarizesEachTurn checks the line the local run prints per
@@ -62,11 +62,10 @@ func TestLocalRunSendsTracesWithOtel(t *testing.T) {
 // TestREADMESummaryLine runs the README's example of the summary line:
 // offline, "what is 6*7?" in session demo. Only the duration may differ.
 func TestREADMESummaryLine(t *testing.T) {
-	raw, err := os.ReadFile("../../README.md")
+	section, err := testkit.READMESection("### Locally")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, section, _ := strings.Cut(string(raw), "\n### Locally\n")
 	var example string
 	for line := range strings.Lines(section) {
 		if strings.HasPrefix(line, "turn POST /chat") {
