@@ -43,7 +43,7 @@ func readmeCommands(t *testing.T, heading string) []string {
 func TestDeployOverrides(t *testing.T) {
 	tp := loadTemplate(t)
 	n := 0
-	commands := append(readmeCommands(t, "## Deploy"), readmeCommands(t, "## Remote tools: MCP servers and Lambda functions")...)
+	commands := slices.Concat(readmeCommands(t, "## Deploy"), readmeCommands(t, "## Remote tools: MCP servers and Lambda functions"), readmeCommands(t, "## Observability"))
 	for _, c := range commands {
 		_, overrides, ok := strings.Cut(c, "--parameter-overrides ")
 		if !ok {
