@@ -47,7 +47,7 @@ func tracingOverhead(ctx context.Context, cfg config, b *strings.Builder) error 
 	defer on.Close()
 	stacks := []*stack{off, on}
 	own := make([][]time.Duration, 2)
-	for i, s := range stacks {
+	for _, s := range stacks {
 		if err := s.fill(ctx, "tracing", 40); err != nil {
 			return err
 		}

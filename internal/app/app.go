@@ -98,7 +98,8 @@ func New(cfg *Config, converse bedrock.ConverseAPI, ddb ddbhistory.DynamoDBAPI, 
 	if priced {
 		turnOpts = append(turnOpts, turn.WithPrices(prices))
 	}
-	turns, err := turn.New(tracing.Store(store, cfg.TableName), a, turnOpts...)
+	traced := tracing.Store(store, cfg.TableName)
+	turns, err := turn.New(traced, a, turnOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -109,7 +110,7 @@ func New(cfg *Config, converse bedrock.ConverseAPI, ddb ddbhistory.DynamoDBAPI, 
 	}
 	h, err := httpapi.New(httpapi.Config{
 		Turns:           turns,
-		Sessions:        store,
+		Sessions:        traced,
 		Routes:          opts.Routes,
 		CompileSchema:   opts.CompileSchema,
 		RequireAuth:     cfg.RequireAuth,

@@ -137,10 +137,21 @@ func (t *Tracing) ToolHook() func(context.Context, *agent.AfterToolCallEvent) {
 	}
 }
 
+// Store is the session store as the turns and the session routes use it:
+// turn.Store, and the listing and deleting of sessions. *ddbhistory.Store
+// implements it.
+type Store interface {
+	turn.Store
+	List(ctx context.Context, owner, cursor string, limit int) (*ddbhistory.SessionList, error)
+	Delete(ctx context.Context, key ddbhistory.Key) error
+}
+
+var _ Store = (*ddbhistory.Store)(nil)
+
 // Store wraps s so that each of its requests is a span: session.load,
 // session.begin, session.commit and the rest. It returns s itself when
 // tracing is off.
-func (t *Tracing) Store(s turn.Store, table string) turn.Store {
+func (t *Tracing) Store(s Store, table string) Store {
 	if !t.On() {
 		return s
 	}
@@ -149,19 +160,22 @@ func (t *Tracing) Store(s turn.Store, table string) turn.Store {
 
 type tracedStore struct {
 	t     *Tracing
-	store turn.Store
+	store Store
 	table string
 }
 
-var _ turn.Store = (*tracedStore)(nil)
+var _ Store = (*tracedStore)(nil)
 
 // span runs call in a span named name, about the session id.
 func (s *tracedStore) span(ctx context.Context, name, id string, call func(context.Context) error, attrs ...attribute.KeyValue) error {
-	ctx, span := s.t.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(append(attrs,
+	attrs = append(attrs,
 		attribute.String("db.system.name", "aws.dynamodb"),
 		attribute.StringSlice("aws.dynamodb.table_names", []string{s.table}),
-		attribute.String("gen_ai.conversation.id", id),
-	)...))
+	)
+	if id != "" {
+		attrs = append(attrs, attribute.String("gen_ai.conversation.id", id))
+	}
+	ctx, span := s.t.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
 	defer span.End()
 	err := call(ctx)
 	if err != nil {
@@ -184,12 +198,32 @@ func errorType(err error) string {
 	return "error"
 }
 
-func (s *tracedStore) Load(ctx context.Context, key ddbhistory.Key, idempotencyKey string) (sess *ddbhistory.Session, err error) {
-	err = s.span(ctx, "session.load", key.ID, func(ctx context.Context) error {
-		sess, err = s.store.Load(ctx, key, idempotencyKey)
+// Load's span is no failure when the session does not exist: that is how
+// every new session starts.
+func (s *tracedStore) Load(ctx context.Context, key ddbhistory.Key, idempotencyKey string) (*ddbhistory.Session, error) {
+	var sess *ddbhistory.Session
+	var loadErr error
+	_ = s.span(ctx, "session.load", key.ID, func(ctx context.Context) error {
+		sess, loadErr = s.store.Load(ctx, key, idempotencyKey)
+		if errors.Is(loadErr, ddbhistory.ErrNotFound) && !errors.Is(loadErr, ddbhistory.ErrIDTaken) {
+			trace.SpanFromContext(ctx).SetAttributes(attribute.Bool("lambda_agent.session.new", true))
+			return nil
+		}
+		return loadErr
+	})
+	return sess, loadErr
+}
+
+func (s *tracedStore) List(ctx context.Context, owner, cursor string, limit int) (l *ddbhistory.SessionList, err error) {
+	err = s.span(ctx, "session.list", "", func(ctx context.Context) error {
+		l, err = s.store.List(ctx, owner, cursor, limit)
 		return err
 	})
-	return sess, err
+	return l, err
+}
+
+func (s *tracedStore) Delete(ctx context.Context, key ddbhistory.Key) error {
+	return s.span(ctx, "session.delete", key.ID, func(ctx context.Context) error { return s.store.Delete(ctx, key) })
 }
 
 func (s *tracedStore) Begin(ctx context.Context, sess *ddbhistory.Session, idempotencyKey, fingerprint string) (h *ddbhistory.Hold, err error) {

@@ -148,7 +148,8 @@ func encodeRequest(spans []sdktrace.ReadOnlySpan) []byte {
 			}
 			for _, k := range order {
 				rs = rs.msg(2, func(ss pb) pb { // ScopeSpans
-					ss = ss.msg(1, func(is pb) pb { return is.str(1, k.name).str(2, k.version) })
+					sc := byScope[k][0].InstrumentationScope()
+					ss = ss.msg(1, func(is pb) pb { return keyValues(is.str(1, k.name).str(2, k.version), 3, sc.Attributes.ToSlice()) })
 					for _, s := range byScope[k] {
 						ss = ss.msg(2, func(sp pb) pb { return encodeSpan(sp, s) })
 					}
@@ -180,15 +181,23 @@ func encodeSpan(b pb, s sdktrace.ReadOnlySpan) pb {
 			return keyValues(ev, 3, e.Attributes).varint(4, uint64(e.DroppedAttributeCount))
 		})
 	}
-	b = b.varint(12, uint64(s.DroppedEvents())).varint(14, uint64(s.DroppedLinks()))
+	b = b.varint(12, uint64(s.DroppedEvents()))
+	for _, l := range s.Links() {
+		b = b.msg(13, func(m pb) pb {
+			lsc := l.SpanContext
+			ltid, lsid := lsc.TraceID(), lsc.SpanID()
+			m = m.bytes(1, ltid[:]).bytes(2, lsid[:]).str(3, lsc.TraceState().String())
+			m = keyValues(m, 4, l.Attributes).varint(5, uint64(l.DroppedAttributeCount))
+			return m.fixed32(6, uint32(lsc.TraceFlags())|0x100|b2u(lsc.IsRemote())<<9)
+		})
+	}
+	b = b.varint(14, uint64(s.DroppedLinks()))
 	if st := s.Status(); st.Code != codes.Unset {
 		b = b.msg(15, func(m pb) pb { return m.str(2, st.Description).varint(3, uint64(statusCode(st.Code))) })
 	}
-	flags := uint32(sc.TraceFlags()) | 0x100 // SPAN_FLAGS_CONTEXT_HAS_IS_REMOTE_MASK
-	if s.Parent().IsRemote() {
-		flags |= 0x200 // SPAN_FLAGS_CONTEXT_IS_REMOTE_MASK
-	}
-	return b.fixed32(16, flags)
+	// SPAN_FLAGS_CONTEXT_HAS_IS_REMOTE_MASK, and _IS_REMOTE_MASK when the
+	// parent is remote.
+	return b.fixed32(16, uint32(sc.TraceFlags())|0x100|b2u(s.Parent().IsRemote())<<9)
 }
 
 // statusCode is OTLP's number for c: OTel's Go API orders Error and Ok the
@@ -251,3 +260,5 @@ func array[T any](b pb, vs []T, value func(T) attribute.Value) pb {
 		return a
 	})
 }
+
+func b2u(b bool) uint32 { return uint32(b2i(b)) }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/sdk"
@@ -227,6 +228,11 @@ func NewTracing(cfg TracingConfig, logger *slog.Logger) *Tracing {
 			attrs = append(attrs, attribute.String(k, v))
 		}
 	}
+	// An export the batch processor starts on its own, between flushes,
+	// reports its failure to OpenTelemetry's global handler: the log's.
+	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
+		logger.LogAttrs(context.Background(), slog.LevelWarn, "traces not exported", slog.String("error", err.Error()))
+	}))
 	exp := &exporter{url: cfg.Endpoint, headers: cfg.Headers, gzip: cfg.Gzip, client: &http.Client{Timeout: timeout}}
 	t.provider = sdktrace.NewTracerProvider(
 		sdktrace.WithBatcher(exp),

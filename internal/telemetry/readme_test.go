@@ -1,0 +1,64 @@
+package telemetry_test
+
+import (
+	"bytes"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/lambda-agent/lambda-agent/internal/agent"
+	"github.com/lambda-agent/lambda-agent/internal/pricing"
+	"github.com/lambda-agent/lambda-agent/internal/telemetry"
+	"github.com/lambda-agent/lambda-agent/internal/testkit"
+)
+
+// readmeSection returns a subsection of the README, up to the next.
+func readmeSection(t *testing.T, heading string) string {
+	t.Helper()
+	section, err := testkit.READMESection(heading)
+	if err != nil {
+		t.Fatal(err)
+	}
+	section, _, _ = strings.Cut(section, "\n### ")
+	return section
+}
+
+// TestREADMEListsTheMetrics checks the README's table of metrics against
+// the lines the functions write: every metric with its unit and dimension
+// set, and no other.
+func TestREADMEListsTheMetrics(t *testing.T) {
+	var want []string
+	for line := range strings.Lines(readmeSection(t, "### Metrics")) {
+		cells := strings.Split(strings.TrimSpace(line), "|")
+		if len(cells) < 5 || !strings.HasPrefix(strings.TrimSpace(cells[1]), "`") {
+			continue
+		}
+		name := strings.Trim(strings.TrimSpace(cells[1]), "`")
+		dims := strings.ReplaceAll(strings.Trim(strings.TrimSpace(cells[3]), "`"), " ", "")
+		want = append(want, name+" "+strings.TrimSpace(cells[2])+" "+dims)
+	}
+	if len(want) == 0 {
+		t.Fatal("no metrics in the README's table")
+	}
+
+	var out bytes.Buffer
+	prices := pricing.Prices{Input: 3, Output: 15}
+	m := &telemetry.Metrics{Function: "f", Model: "m", Prices: &prices, Out: &out}
+	res := &agent.Result{Metrics: agent.Metrics{ModelCalls: 1, ModelLatencies: []time.Duration{time.Millisecond}, Tools: []agent.ToolRun{{Name: "calculator"}}}}
+	m.Record(t.Context(), telemetry.Request{Route: "POST /chat", Status: 504, Code: "timeout", Result: res})
+	var got []string
+	for _, l := range parseEMFLines(t, out.Bytes()) {
+		for _, d := range l.directives {
+			for _, mt := range d.Metrics {
+				got = append(got, mt.Name+" "+mt.Unit+" "+strings.Join(d.Dimensions[0], ","))
+			}
+		}
+	}
+	slices.Sort(want)
+	slices.Sort(got)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("metrics: the README (-) and the lines (+):\n%s", diff)
+	}
+}
