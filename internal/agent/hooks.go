@@ -90,7 +90,10 @@ type BeforeToolCallEvent struct {
 // AfterToolCallEvent follows each tool run. A callback may replace Result,
 // which is what the model receives.
 type AfterToolCallEvent struct {
-	Use      *ToolUseBlock
+	Use *ToolUseBlock
+	// Tool is the tool that ran, nil when the model named a tool the agent
+	// does not have.
+	Tool     Tool
 	Result   *ToolResultBlock
 	Duration time.Duration
 }

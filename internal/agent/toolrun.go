@@ -72,7 +72,7 @@ func (t *turn) runTool(ctx context.Context, u *ToolUseBlock, approved bool, run 
 		result = t.invoke(ctx, ev.Tool, u)
 	}
 
-	aev := &AfterToolCallEvent{Use: u, Result: result, Duration: time.Since(start)}
+	aev := &AfterToolCallEvent{Use: u, Tool: ev.Tool, Result: result, Duration: time.Since(start)}
 	after(ctx, hooks.AfterToolCall, aev)
 	if aev.Result != nil && aev.Result.ToolUseID == u.ToolUseID {
 		result = aev.Result // a hook may replace the result, not detach it from its use

@@ -365,5 +365,10 @@ func NewFromEnv(ctx context.Context, getenv func(string) string, opts Options) (
 	if len(cfg.MCPServers) > 0 && runsTools(opts) && opts.Remote.SSM == nil {
 		opts.Remote.SSM = ssm.NewFromConfig(awsCfg)
 	}
-	return New(cfg, bedrockruntime.NewFromConfig(awsCfg), dynamodb.NewFromConfig(awsCfg), opts)
+	a, err := New(cfg, bedrockruntime.NewFromConfig(awsCfg), dynamodb.NewFromConfig(awsCfg), opts)
+	if err == nil && opts.Metrics != nil && telemetry.MetricsDropped(getenv) {
+		cmp.Or(opts.Logger, slog.Default()).Warn("metrics dropped: Lambda filters logs below " + getenv("AWS_LAMBDA_LOG_LEVEL") +
+			", and counts the metrics lines, which have no level, as INFO; set the log level to INFO or lower")
+	}
+	return a, err
 }

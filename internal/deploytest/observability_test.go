@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/lambda-agent/lambda-agent/internal/telemetry"
 	"github.com/lambda-agent/lambda-agent/internal/testkit"
 	"gopkg.in/yaml.v3"
 )
@@ -38,7 +39,7 @@ var emfMetrics = map[string][]string{
 
 // lambdaMetrics are the AWS/Lambda metrics they may read, with the
 // dimension set [FunctionName].
-var lambdaMetrics = []string{"Throttles"}
+var lambdaMetrics = []string{"Throttles", "Errors"}
 
 // pseudo are the pseudo parameters' values in these tests.
 var pseudo = map[string]string{
@@ -691,7 +692,7 @@ func TestAlarms(t *testing.T) {
 			id:         "ServerErrorRateAlarm",
 			comparison: "GreaterThanThreshold",
 			threshold:  "ServerErrorRateThreshold",
-			inputs:     []string{ns + " ServerErrors", ns + " Requests"},
+			inputs:     []string{ns + " ServerErrors", ns + " Requests", "AWS/Lambda Errors"},
 			samples: []sample{
 				{values: map[string]float64{
 					"ServerErrors ChatFunction": 1, "ServerErrors StructuredFunction": 0, "ServerErrors ChatStreamFunction": 1,
@@ -703,6 +704,10 @@ func TestAlarms(t *testing.T) {
 				}, want: 10},
 				{values: map[string]float64{"ServerErrors ChatStreamFunction": 3, "Requests ChatStreamFunction": 3, "Requests ChatFunction": 3}, want: 50},
 				{values: map[string]float64{"Requests StructuredFunction": 7}, want: 0},
+				// Invocations that crashed or timed out wrote no line:
+				// Lambda's Errors add them, to both sides.
+				{values: map[string]float64{"Errors ChatFunction": 2, "Requests ChatFunction": 8}, want: 20},
+				{values: map[string]float64{"Errors ChatStreamFunction": 1}, want: 100},
 				// No requests is no error rate to alarm on.
 				{values: map[string]float64{}, want: 0},
 			},
@@ -1143,5 +1148,21 @@ func TestDashboardReadsTheREADMEsMetrics(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("metrics by dimension set: emfMetrics (-) and the README (+):\n%s", diff)
+	}
+}
+
+// TestLogLevelKeepsTheMetrics checks that no log level the template allows
+// makes Lambda drop the metrics lines, which carry no level and count as
+// INFO: the functions log JSON, which Lambda filters.
+func TestLogLevelKeepsTheMetrics(t *testing.T) {
+	p := loadTemplate(t).Parameters["LogLevel"]
+	if len(p.AllowedValues) == 0 {
+		t.Fatal("LogLevel allows any value")
+	}
+	for _, v := range p.AllowedValues {
+		env := map[string]string{"AWS_LAMBDA_LOG_FORMAT": "JSON", "AWS_LAMBDA_LOG_LEVEL": v}
+		if telemetry.MetricsDropped(func(k string) string { return env[k] }) {
+			t.Errorf("LogLevel=%s drops the metrics", v)
+		}
 	}
 }

@@ -160,6 +160,9 @@ type record struct {
 	result    *agent.Result
 	outcome   string // "ok", or the error code
 	err       error  // the cause of a failure, which callers do not see
+	// errorStatus is the status of a failure reported in a stream that
+	// had begun with 200.
+	errorStatus int
 }
 
 // noteCost keeps in rec what a failed turn did, whose tokens are billed too.
@@ -249,12 +252,16 @@ func writeError(w http.ResponseWriter, e *Error, rec *record) int {
 // log writes the request's one line: who, what, the outcome and the cost.
 func (h *Handler) log(r *http.Request, status int, rec *record, d time.Duration) {
 	route := r.Pattern
+	matched := true
 	switch route {
 	case routeURLStream: // the function URL's stream is the same route
 		route = RouteChatStream
 	case "/", "": // no route matched: say what was asked for
-		route = r.Method + " " + r.URL.Path
+		route, matched = r.Method+" "+r.URL.Path, false
 	}
+	// A stream's failure counts as its error's status, though the stream
+	// began with 200.
+	effective := cmp.Or(rec.errorStatus, status)
 	attrs := []slog.Attr{
 		slog.String("route", route),
 		slog.Int("status", status),
@@ -262,7 +269,10 @@ func (h *Handler) log(r *http.Request, status int, rec *record, d time.Duration)
 		slog.String("session_id", rec.sessionID),
 		slog.Int64("duration_ms", d.Milliseconds()),
 	}
-	if rec.err != nil && status >= 500 {
+	if rec.errorStatus != 0 {
+		attrs = append(attrs, slog.Int("error_status", rec.errorStatus))
+	}
+	if rec.err != nil && effective >= 500 {
 		attrs = append(attrs, slog.String("error", rec.err.Error()))
 	}
 	if rec.replayed {
@@ -286,16 +296,21 @@ func (h *Handler) log(r *http.Request, status int, rec *record, d time.Duration)
 		)
 	}
 	level := slog.LevelInfo
-	if status >= 500 {
+	if effective >= 500 {
 		level = slog.LevelError
-	} else if status >= 400 {
+	} else if effective >= 400 {
 		level = slog.LevelWarn
 	}
 	h.cfg.Logger.LogAttrs(r.Context(), level, "request", attrs...)
 	if h.cfg.Record != nil {
-		h.cfg.Record(r.Context(), telemetry.Request{
-			Route: route, Status: status, Code: rec.outcome, SessionID: rec.sessionID,
+		req := telemetry.Request{
+			Method: r.Method, Status: effective, Code: rec.outcome, SessionID: rec.sessionID,
+			Turn:   route == RouteChat || route == RouteChatStream || route == RouteStructured,
 			Result: rec.result, Replayed: rec.replayed, Duration: d,
-		})
+		}
+		if matched { // a path that matched no route is the caller's, of any length
+			req.Route = route
+		}
+		h.cfg.Record(r.Context(), req)
 	}
 }

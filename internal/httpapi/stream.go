@@ -132,6 +132,9 @@ func (s *sse) fail(e *Error, rec *record) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.started {
+		// The stream answered 200; what failed is as grave as its own
+		// status, for the log and the metrics.
+		rec.errorStatus = e.Status
 		s.write(EventError, map[string]*Error{"error": e})
 		return
 	}

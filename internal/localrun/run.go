@@ -150,6 +150,11 @@ func Run(ctx context.Context, opts Options) error {
 			return env(k, modelDefault)
 		case "OTEL_EXPORTER_OTLP_ENDPOINT":
 			return cmp.Or(opts.OTel, getenv(k))
+		case "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT":
+			if opts.OTel != "" {
+				return "" // -otel wins over the environment
+			}
+			return getenv(k)
 		case "OTEL_SERVICE_NAME":
 			return env(k, "lambda-agent-local")
 		}

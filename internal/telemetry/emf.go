@@ -2,6 +2,7 @@ package telemetry
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"io"
@@ -55,8 +56,13 @@ type Metrics struct {
 
 // Request is what the edge knows of a request once it was answered.
 type Request struct {
-	// Route is the route's pattern, such as "POST /chat".
-	Route  string
+	// Method is the request's method, and Route the pattern of the route
+	// it matched, such as "POST /chat", or "" when it matched none.
+	Method, Route string
+	// Turn says that the route runs turns.
+	Turn bool
+	// Status is the answer's status; for a stream that failed after it
+	// began with 200, the failure's.
 	Status int
 	// Code is "ok", or the error code of the answer.
 	Code      string
@@ -99,7 +105,7 @@ func (m *Metrics) Record(ctx context.Context, r Request) {
 	if m == nil || m.Out == nil {
 		return
 	}
-	props := map[string]any{"route": r.Route, "status": r.Status}
+	props := map[string]any{"route": cmp.Or(r.Route, "unmatched"), "status": r.Status}
 	if r.SessionID != "" {
 		props["session_id"] = r.SessionID
 	}
@@ -156,14 +162,15 @@ func (m *Metrics) Record(ctx context.Context, r Request) {
 	now := m.now()
 	m.encode(&buf, now, props, sets)
 	if res != nil {
-		for _, t := range toolMetrics(res.Metrics.Tools) {
+		for _, t := range byTool(res.Metrics.Tools) {
 			p := map[string]any{dimTool: t.name}
 			for _, k := range []string{"session_id", "trace_id", "requestId"} {
 				if v, ok := props[k]; ok {
 					p[k] = v
 				}
 			}
-			m.encode(&buf, now, p, []dimensionSet{{names: []string{dimFunction, dimModel, dimTool}, metrics: t.metrics}})
+			metrics := []metric{count("ToolCalls", len(t.durations)), count("ToolErrors", t.failed), millis("ToolDuration", t.durations...)}
+			m.encode(&buf, now, p, []dimensionSet{{names: []string{dimFunction, dimModel, dimTool}, metrics: metrics}})
 		}
 	}
 	m.mu.Lock()
@@ -178,36 +185,26 @@ func (m *Metrics) now() time.Time {
 	return time.Now()
 }
 
-// toolStats are one tool's metrics in a request.
-type toolStats struct {
-	name    string
-	metrics []metric
+// toolRuns are one tool's runs in a request.
+type toolRuns struct {
+	name      string
+	durations []time.Duration
+	failed    int
 }
 
-// toolMetrics sums runs by tool, in the order of each tool's first run.
-func toolMetrics(runs []agent.ToolRun) []toolStats {
-	var out []toolStats
-	index := map[string]int{}
-	var durations [][]time.Duration
-	var failed []int
+// byTool groups runs by tool, in the order of each tool's first run.
+func byTool(runs []agent.ToolRun) []*toolRuns {
+	var out []*toolRuns
+	index := map[string]*toolRuns{}
 	for _, r := range runs {
-		i, ok := index[r.Name]
+		t, ok := index[r.Name]
 		if !ok {
-			i = len(out)
-			index[r.Name] = i
-			out = append(out, toolStats{name: r.Name})
-			durations = append(durations, nil)
-			failed = append(failed, 0)
+			t = &toolRuns{name: r.Name}
+			index[r.Name] = t
+			out = append(out, t)
 		}
-		durations[i] = append(durations[i], r.Duration)
-		failed[i] += b2i(r.Failed)
-	}
-	for i := range out {
-		out[i].metrics = []metric{
-			count("ToolCalls", len(durations[i])),
-			count("ToolErrors", failed[i]),
-			millis("ToolDuration", durations[i]...),
-		}
+		t.durations = append(t.durations, r.Duration)
+		t.failed += b2i(r.Failed)
 	}
 	return out
 }

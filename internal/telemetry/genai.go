@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"time"
+	"unicode/utf8"
 
 	"github.com/lambda-agent/lambda-agent/internal/agent"
 	"github.com/lambda-agent/lambda-agent/internal/ddbhistory"
@@ -92,7 +93,6 @@ func (m *tracedModel) end(span trace.Span, resp *agent.ModelResponse, err error)
 	}
 	u := resp.Usage
 	span.SetAttributes(
-		attribute.String("gen_ai.response.model", m.id),
 		attribute.StringSlice("gen_ai.response.finish_reasons", []string{string(resp.StopReason)}),
 		// The conventions count cached tokens in the input tokens;
 		// Bedrock's inputTokens are only the rest.
@@ -115,6 +115,10 @@ func (t *Tracing) ToolHook() func(context.Context, *agent.AfterToolCallEvent) {
 	}
 	return func(ctx context.Context, e *agent.AfterToolCallEvent) {
 		end := time.Now()
+		name := "execute_tool"
+		if e.Tool != nil { // not a name the model made up
+			name += " " + e.Use.Name
+		}
 		attrs := []attribute.KeyValue{
 			attribute.String("gen_ai.operation.name", "execute_tool"),
 			attribute.String("gen_ai.tool.name", e.Use.Name),
@@ -122,16 +126,20 @@ func (t *Tracing) ToolHook() func(context.Context, *agent.AfterToolCallEvent) {
 			attribute.String("gen_ai.tool.type", "function"),
 		}
 		if t.cfg.CaptureContent {
-			attrs = append(attrs, attribute.String("gen_ai.tool.call.arguments", string(e.Use.Input)))
+			attrs = append(attrs, attribute.String("gen_ai.tool.call.arguments", truncate(string(e.Use.Input), maxPart)))
 			if e.Result != nil {
 				attrs = append(attrs, attribute.String("gen_ai.tool.call.result", contentJSON(resultParts(e.Result))))
 			}
 		}
-		_, span := t.tracer.Start(ctx, "execute_tool "+e.Use.Name, trace.WithSpanKind(trace.SpanKindInternal),
+		_, span := t.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindInternal),
 			trace.WithTimestamp(end.Add(-e.Duration)), trace.WithAttributes(attrs...))
 		if e.Result != nil && e.Result.Status == agent.ToolError {
 			span.SetAttributes(attribute.String("error.type", "tool_error"))
-			span.SetStatus(codes.Error, truncate(resultText(e.Result), 512))
+			desc := "tool_error" // the result's text is content, recorded only on request
+			if t.cfg.CaptureContent {
+				desc = truncate(resultText(e.Result), 512)
+			}
+			span.SetStatus(codes.Error, desc)
 		}
 		span.End(trace.WithTimestamp(end))
 	}
@@ -268,8 +276,13 @@ type chatMessage struct {
 	FinishReason string `json:"finish_reason,omitempty"`
 }
 
-// maxContent bounds each recorded content attribute, in bytes.
-const maxContent = 32 << 10
+// maxPart bounds the text of each part of recorded content, in bytes, and
+// maxParts the parts of an attribute, the latest kept: the attribute stays
+// valid JSON, of at most about 64 KB.
+const (
+	maxPart  = 4 << 10
+	maxParts = 16
+)
 
 // messagesJSON is messages in the conventions' form, for
 // gen_ai.input.messages and gen_ai.output.messages; a finish reason is
@@ -281,11 +294,15 @@ func messagesJSON(messages []agent.Message, finish ...string) string {
 		for _, b := range msg.Content {
 			switch {
 			case b.Text != "":
-				out[i].Parts = append(out[i].Parts, part{Type: "text", Content: b.Text})
+				out[i].Parts = append(out[i].Parts, part{Type: "text", Content: truncate(b.Text, maxPart)})
 			case b.ToolUse != nil:
-				out[i].Parts = append(out[i].Parts, part{Type: "tool_call", ID: b.ToolUse.ToolUseID, Name: b.ToolUse.Name, Arguments: b.ToolUse.Input})
+				p := part{Type: "tool_call", ID: b.ToolUse.ToolUseID, Name: b.ToolUse.Name}
+				if len(b.ToolUse.Input) <= maxPart {
+					p.Arguments = b.ToolUse.Input
+				}
+				out[i].Parts = append(out[i].Parts, p)
 			case b.ToolResult != nil:
-				out[i].Parts = append(out[i].Parts, part{Type: "tool_call_response", ID: b.ToolResult.ToolUseID, Response: resultText(b.ToolResult)})
+				out[i].Parts = append(out[i].Parts, part{Type: "tool_call_response", ID: b.ToolResult.ToolUseID, Response: truncate(resultText(b.ToolResult), maxPart)})
 			default:
 				out[i].Parts = append(out[i].Parts, part{Type: "blob"}) // images and documents are not recorded
 			}
@@ -294,17 +311,20 @@ func messagesJSON(messages []agent.Message, finish ...string) string {
 	if len(out) > 0 && len(finish) > 0 {
 		out[len(out)-1].FinishReason = finish[0]
 	}
+	if len(out) > maxParts {
+		out = out[len(out)-maxParts:]
+	}
 	raw, _ := json.Marshal(out) // of strings and valid JSON: it always encodes
-	return truncate(string(raw), maxContent)
+	return string(raw)
 }
 
 func contentJSON(parts []part) string {
 	raw, _ := json.Marshal(parts)
-	return truncate(string(raw), maxContent)
+	return string(raw)
 }
 
 func resultParts(r *agent.ToolResultBlock) []part {
-	return []part{{Type: "text", Content: resultText(r)}}
+	return []part{{Type: "text", Content: truncate(resultText(r), maxPart)}}
 }
 
 // resultText is a tool result's text and JSON.
@@ -326,13 +346,11 @@ func truncate(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
-	for n > 0 && !utf8RuneStart(s[n]) {
+	for n > 0 && !utf8.RuneStart(s[n]) {
 		n--
 	}
 	return s[:n] + "…"
 }
-
-func utf8RuneStart(b byte) bool { return b&0xC0 != 0x80 }
 
 func (s *tracedStore) Transcript(ctx context.Context, key ddbhistory.Key, cursor string, limit int) (p *ddbhistory.Page, err error) {
 	err = s.span(ctx, "session.transcript", key.ID, func(ctx context.Context) error {

@@ -16,7 +16,7 @@ import (
 // line carries the invocation's request id and the trace id (TraceID), so
 // that a line leads to its trace and a trace to its lines.
 func NewLogHandler(w io.Writer, getenv func(string) string) slog.Handler {
-	opts := &slog.HandlerOptions{Level: LogLevel(getenv("AWS_LAMBDA_LOG_LEVEL")), ReplaceAttr: lambdacontext.ReplaceAttr}
+	opts := &slog.HandlerOptions{Level: LogLevel(getenv("AWS_LAMBDA_LOG_LEVEL")), ReplaceAttr: replaceAttr}
 	if getenv("AWS_LAMBDA_LOG_FORMAT") == "JSON" {
 		return WithTraceID(slog.NewJSONHandler(w, opts))
 	}
@@ -43,9 +43,36 @@ func LogLevel(name string) slog.Level {
 	}
 }
 
+// replaceAttr names the keys as Lambda's JSON logs do, and the levels
+// beyond slog's as Lambda's: TRACE and FATAL.
+func replaceAttr(groups []string, a slog.Attr) slog.Attr {
+	if len(groups) == 0 && a.Key == slog.LevelKey {
+		switch level, _ := a.Value.Any().(slog.Level); {
+		case level < slog.LevelDebug:
+			a.Value = slog.StringValue("TRACE")
+		case level > slog.LevelError:
+			a.Value = slog.StringValue("FATAL")
+		}
+	}
+	return lambdacontext.ReplaceAttr(groups, a)
+}
+
+// MetricsDropped says whether Lambda's log-level filtering, as getenv
+// describes it, drops the metrics lines: they carry no level, which Lambda
+// takes for INFO, and it filters JSON logs below the level it was given.
+func MetricsDropped(getenv func(string) string) bool {
+	return getenv("AWS_LAMBDA_LOG_FORMAT") == "JSON" && LogLevel(getenv("AWS_LAMBDA_LOG_LEVEL")) > slog.LevelInfo
+}
+
 // WithTraceID wraps h so that each record logged with a context adds the
-// Lambda request id and the trace id the context carries.
-func WithTraceID(h slog.Handler) slog.Handler { return &logHandler{h} }
+// Lambda request id and the trace id the context carries. A handler it
+// wrapped already is returned as it is.
+func WithTraceID(h slog.Handler) slog.Handler {
+	if _, ok := h.(*logHandler); ok {
+		return h
+	}
+	return &logHandler{h}
+}
 
 type logHandler struct{ slog.Handler }
 

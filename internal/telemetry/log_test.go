@@ -89,3 +89,49 @@ func TestLogLinesNameTheirRequestAndTrace(t *testing.T) {
 		t.Errorf("text line: %q", got)
 	}
 }
+
+// TestLogLinesNameLambdasLevels checks the levels beyond slog's: Lambda
+// reads TRACE and FATAL, and takes any other name for INFO. It also checks
+// that a handler wrapped twice adds its ids once.
+func TestLogLinesNameLambdasLevels(t *testing.T) {
+	var out bytes.Buffer
+	env := map[string]string{"AWS_LAMBDA_LOG_LEVEL": "TRACE", "AWS_LAMBDA_LOG_FORMAT": "JSON"}
+	h := telemetry.WithTraceID(telemetry.NewLogHandler(&out, func(k string) string { return env[k] }))
+	logger := slog.New(h)
+	ctx := lambdacontext.NewContext(t.Context(), &lambdacontext.LambdaContext{AwsRequestID: "req-1"})
+	logger.Log(ctx, slog.LevelDebug-4, "trace")
+	logger.Log(ctx, slog.LevelError+4, "fatal")
+	var got []string
+	for line := range strings.Lines(out.String()) {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, rec["level"].(string))
+		if n := strings.Count(line, `"requestId"`); n != 1 {
+			t.Errorf("requestId %d times: %s", n, line)
+		}
+	}
+	if diff := cmp.Diff([]string{"TRACE", "FATAL"}, got); diff != "" {
+		t.Errorf("levels (-want +got):\n%s", diff)
+	}
+}
+
+// TestMetricsDroppedAboveInfo checks when Lambda's log-level filtering
+// drops the metrics lines, which have no level and count as INFO: only
+// with JSON logs, at WARN and above.
+func TestMetricsDroppedAboveInfo(t *testing.T) {
+	for _, tt := range []struct {
+		format, level string
+		want          bool
+	}{
+		{"JSON", "", false}, {"JSON", "TRACE", false}, {"JSON", "INFO", false},
+		{"JSON", "WARN", true}, {"JSON", "ERROR", true}, {"JSON", "FATAL", true},
+		{"", "WARN", false}, // text logs are not filtered
+	} {
+		env := map[string]string{"AWS_LAMBDA_LOG_FORMAT": tt.format, "AWS_LAMBDA_LOG_LEVEL": tt.level}
+		if got := telemetry.MetricsDropped(func(k string) string { return env[k] }); got != tt.want {
+			t.Errorf("%s at %q: %v, want %v", tt.format, tt.level, got, tt.want)
+		}
+	}
+}

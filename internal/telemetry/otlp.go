@@ -5,10 +5,12 @@ import (
 	"compress/gzip"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"math"
 	"net/http"
+	"net/url"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -52,19 +54,43 @@ func (e *exporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpa
 		req.Header.Set(k, v)
 	}
 	req.Header.Set("Content-Type", "application/x-protobuf")
+	// A sandbox thawed after a while may find its kept connection gone;
+	// with this header Go's transport may send the request again on a new
+	// one, rather than lose the export.
+	req.Header.Set("Idempotency-Key", newSpanID().String())
 	if e.gzip {
 		req.Header.Set("Content-Encoding", "gzip")
 	}
 	resp, err := e.client.Do(req)
 	if err != nil {
-		return fmt.Errorf("telemetry: export %d spans: %w", len(spans), err)
+		return fmt.Errorf("telemetry: export %d spans: %w", len(spans), redact(err))
 	}
 	defer resp.Body.Close()
 	msg, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("telemetry: export %d spans: %s: %s: %q", len(spans), e.url, resp.Status, msg)
+		return fmt.Errorf("telemetry: export %d spans: %s: %s: %q", len(spans), withoutQuery(e.url), resp.Status, msg)
 	}
 	return nil
+}
+
+// withoutQuery is rawURL without its query, where some backends take a
+// key, for an error message.
+func withoutQuery(rawURL string) string {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return "the OTLP endpoint"
+	}
+	u.RawQuery, u.User = "", nil
+	return u.String()
+}
+
+// redact takes the URL's query out of a transport error, which quotes it.
+func redact(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return &url.Error{Op: ue.Op, URL: withoutQuery(ue.URL), Err: ue.Err}
+	}
+	return err
 }
 
 // Shutdown implements sdktrace.SpanExporter; there is nothing to release.

@@ -39,14 +39,13 @@ func (s *Summary) Record(r Request) {
 		fmt.Fprintf(&b, " retries=%d", n)
 	}
 	var tools []string
-	for _, t := range toolMetrics(res.Metrics.Tools) {
-		calls, failed := t.metrics[0].values[0], t.metrics[1].values[0]
+	for _, t := range byTool(res.Metrics.Tools) {
 		s := t.name
-		if calls > 1 {
-			s += fmt.Sprintf("×%d", int(calls))
+		if len(t.durations) > 1 {
+			s += fmt.Sprintf("×%d", len(t.durations))
 		}
-		if failed > 0 {
-			s += fmt.Sprintf("(%d failed)", int(failed))
+		if t.failed > 0 {
+			s += fmt.Sprintf("(%d failed)", t.failed)
 		}
 		tools = append(tools, s)
 	}

@@ -1,10 +1,13 @@
 package telemetry
 
 import (
+	"cmp"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -24,7 +27,7 @@ import (
 // SemconvVersion is the version of the OpenTelemetry semantic conventions
 // the spans follow: those for generative AI, for the agent, model and tool
 // spans.
-const SemconvVersion = "1.38.0"
+const SemconvVersion = "1.40.0"
 
 // scope is the instrumentation scope of the spans.
 var scope = instrumentation.Scope{Name: "github.com/lambda-agent/lambda-agent", SchemaURL: "https://opentelemetry.io/schemas/" + SemconvVersion}
@@ -66,7 +69,8 @@ type TracingConfig struct {
 //     separated, the values URL-encoded;
 //   - OTEL_EXPORTER_OTLP_COMPRESSION (and _TRACES_): gzip or none;
 //   - OTEL_EXPORTER_OTLP_TIMEOUT (and _TRACES_), in milliseconds;
-//   - OTEL_SERVICE_NAME, else AWS_LAMBDA_FUNCTION_NAME, else lambda-agent;
+//   - OTEL_SERVICE_NAME, else OTEL_RESOURCE_ATTRIBUTES' service.name, else
+//     AWS_LAMBDA_FUNCTION_NAME, else lambda-agent;
 //   - OTEL_RESOURCE_ATTRIBUTES;
 //   - OTEL_SDK_DISABLED=true and OTEL_TRACES_EXPORTER=none, which turn
 //     tracing off;
@@ -82,10 +86,15 @@ func TracingConfigFromEnv(getenv func(string) string) (TracingConfig, error) {
 		}
 		return "OTEL_EXPORTER_OTLP_" + name, getenv("OTEL_EXPORTER_OTLP_" + name)
 	}
-	c := TracingConfig{ServiceName: getenv("OTEL_SERVICE_NAME")}
-	if c.ServiceName == "" {
-		c.ServiceName = cmpOr(getenv("AWS_LAMBDA_FUNCTION_NAME"), "lambda-agent")
+	c := TracingConfig{}
+	if v := getenv("OTEL_RESOURCE_ATTRIBUTES"); v != "" {
+		r, err := pairs(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("OTEL_RESOURCE_ATTRIBUTES: %w", err))
+		}
+		c.Resource = r
 	}
+	c.ServiceName = cmp.Or(getenv("OTEL_SERVICE_NAME"), c.Resource["service.name"], getenv("AWS_LAMBDA_FUNCTION_NAME"), "lambda-agent")
 	switch v := strings.ToLower(getenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT")); v {
 	case "", "false":
 	case "true":
@@ -127,13 +136,6 @@ func TracingConfigFromEnv(getenv func(string) string) (TracingConfig, error) {
 		}
 		c.Timeout = time.Duration(ms) * time.Millisecond
 	}
-	if v := getenv("OTEL_RESOURCE_ATTRIBUTES"); v != "" {
-		r, err := pairs(v)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("OTEL_RESOURCE_ATTRIBUTES: %w", err))
-		}
-		c.Resource = r
-	}
 	c.Resource = withLambda(c.Resource, getenv)
 	if strings.EqualFold(getenv("OTEL_SDK_DISABLED"), "true") || getenv("OTEL_TRACES_EXPORTER") == "none" {
 		c.Endpoint = ""
@@ -170,29 +172,25 @@ func withLambda(attrs map[string]string, getenv func(string) string) map[string]
 }
 
 // pairs parses OTel's key=value,key=value lists, whose values are
-// URL-encoded.
+// URL-encoded. Its errors never quote a value: the headers' hold
+// credentials.
 func pairs(s string) (map[string]string, error) {
 	out := map[string]string{}
+	i := 0
 	for item := range strings.SplitSeq(s, ",") {
+		i++
 		k, v, ok := strings.Cut(item, "=")
 		k = strings.TrimSpace(k)
 		if !ok || k == "" {
-			return nil, fmt.Errorf("%q is not key=value", item)
+			return nil, fmt.Errorf("item %d is not key=value", i)
 		}
 		value, err := url.PathUnescape(strings.TrimSpace(v))
 		if err != nil {
-			return nil, fmt.Errorf("the value of %s: %w", k, err)
+			return nil, fmt.Errorf("the value of %s is not URL-encoded", k)
 		}
 		out[k] = value
 	}
 	return out, nil
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 // Tracing traces invocations with OpenTelemetry. With an endpoint, it
@@ -228,14 +226,16 @@ func NewTracing(cfg TracingConfig, logger *slog.Logger) *Tracing {
 			attrs = append(attrs, attribute.String(k, v))
 		}
 	}
-	// An export the batch processor starts on its own, between flushes,
-	// reports its failure to OpenTelemetry's global handler: the log's.
+	// The SDK reports what fails outside a call, such as an export the
+	// batch processor starts on its own between flushes, to OpenTelemetry's
+	// global handler: the log's.
 	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
-		logger.LogAttrs(context.Background(), slog.LevelWarn, "traces not exported", slog.String("error", err.Error()))
+		logger.LogAttrs(context.Background(), slog.LevelWarn, "OpenTelemetry failed", slog.String("error", err.Error()))
 	}))
 	exp := &exporter{url: cfg.Endpoint, headers: cfg.Headers, gzip: cfg.Gzip, client: &http.Client{Timeout: timeout}}
 	t.provider = sdktrace.NewTracerProvider(
 		sdktrace.WithBatcher(exp),
+		sdktrace.WithIDGenerator(xrayIDs{}),
 		sdktrace.WithResource(resource.NewSchemaless(attrs...)),
 	)
 	t.tracer = t.provider.Tracer(scope.Name, trace.WithSchemaURL(scope.SchemaURL))
@@ -256,16 +256,25 @@ func (t *Tracing) Shutdown(ctx context.Context) error {
 // Handler wraps next, the functions' HTTP handler, so that each request is
 // one invocation span, invoke_agent, whose children are the model calls,
 // tool runs and store requests of its turn. On Lambda the span continues
-// the invocation's X-Ray trace: its trace id is the X-Ray trace's and its
-// parent the function's segment, so a collector that exports to X-Ray
-// shows it under the function. The request's context carries that trace id
-// even with tracing off, for the log lines. The spans are sent before
-// Handler returns, within FlushTimeout.
+// the invocation's X-Ray trace: its trace id is the X-Ray trace's, and when
+// X-Ray samples the invocation its parent is the function's segment, so a
+// collector that exports to X-Ray shows it under the function. (Unsampled,
+// that segment is never recorded, and the span is a root.) The request's
+// context carries the trace id even with tracing off, for the log lines.
+// The spans are sent before Handler returns, within FlushTimeout and before
+// the invocation's deadline.
 func (t *Tracing) Handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx := r.Context()
-		if sc, ok := xrayParent(ctx); ok {
+		sc, ok := xrayContext(ctx)
+		switch {
+		case !ok:
+		case !t.On() || sc.IsSampled():
 			ctx = trace.ContextWithRemoteSpanContext(ctx, sc)
+		default:
+			// X-Ray records no segment to be the parent: the invocation's
+			// span is a root, with the X-Ray trace's id (xrayIDs).
+			ctx = context.WithValue(ctx, xrayTraceKey{}, sc.TraceID())
 		}
 		if !t.On() {
 			next.ServeHTTP(w, r.WithContext(ctx))
@@ -281,21 +290,26 @@ func (t *Tracing) Handler(next http.Handler) http.Handler {
 // flush sends the invocation's spans, within FlushTimeout and before the
 // invocation's deadline.
 func (t *Tracing) flush(ctx context.Context) {
-	timeout := t.cfg.FlushTimeout
-	if timeout == 0 {
-		timeout = DefaultFlushTimeout
-	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	ctx, cancel := flushContext(ctx, cmp.Or(t.cfg.FlushTimeout, DefaultFlushTimeout))
 	defer cancel()
-	if d, ok := ctx.Deadline(); ok {
-		if parent, ok := context.WithoutCancel(ctx).Deadline(); ok && parent.Before(d) {
-			ctx, cancel = context.WithDeadline(ctx, parent)
-			defer cancel()
-		}
-	}
 	if err := t.provider.ForceFlush(ctx); err != nil {
 		t.logger.LogAttrs(ctx, slog.LevelWarn, "traces not exported", slog.String("error", err.Error()))
 	}
+}
+
+// flushMargin is the time a flush leaves before the invocation's deadline,
+// for the answer to go out.
+const flushMargin = 100 * time.Millisecond
+
+// flushContext is the context of an invocation's flush: timeout long, and
+// ending flushMargin before ctx's deadline. It outlives ctx's
+// cancellation: a client that left does not stop the spans.
+func flushContext(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
+	end := time.Now().Add(timeout)
+	if d, ok := ctx.Deadline(); ok && d.Add(-flushMargin).Before(end) {
+		end = d.Add(-flushMargin)
+	}
+	return context.WithDeadline(context.WithoutCancel(ctx), end)
 }
 
 // Record describes the request r on its invocation span: the route, the
@@ -307,20 +321,25 @@ func (t *Tracing) Record(ctx context.Context, r Request) {
 		return
 	}
 	attrs := []attribute.KeyValue{
-		attribute.String("http.route", r.Route),
+		attribute.String("http.request.method", r.Method),
 		attribute.Int("http.response.status_code", r.Status),
+	}
+	if r.Route != "" {
+		attrs = append(attrs, attribute.String("http.route", r.Route))
 	}
 	if r.SessionID != "" {
 		attrs = append(attrs, attribute.String("gen_ai.conversation.id", r.SessionID))
 	}
-	if res := r.Result; res != nil || isTurnRoute(r.Route) {
+	if r.Result != nil || r.Turn {
 		attrs = append(attrs,
 			attribute.String("gen_ai.operation.name", "invoke_agent"),
 			attribute.String("gen_ai.provider.name", providerName),
 			attribute.String("gen_ai.agent.name", t.cfg.ServiceName),
 		)
 	} else {
-		span.SetName(r.Route) // no turn: a session route
+		// No turn: a session route, or, as HTTP's conventions name a
+		// request that matched no route, its method.
+		span.SetName(cmp.Or(r.Route, r.Method))
 	}
 	if res := r.Result; res != nil {
 		u := res.Usage
@@ -344,25 +363,16 @@ func (t *Tracing) Record(ctx context.Context, r Request) {
 	span.SetAttributes(attrs...)
 }
 
-// isTurnRoute says whether route runs turns.
-func isTurnRoute(route string) bool {
-	switch route {
-	case "POST /chat", "POST /chat/stream", "POST /structured":
-		return true
-	}
-	return false
-}
-
 // providerName is gen_ai.provider.name's value for Bedrock.
 const providerName = "aws.bedrock"
 
-// xrayParent returns the span context of the X-Ray trace header Lambda
-// gives an invocation (Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1).
-// The spans are sampled whatever the header says: whether to trace is the
-// OTLP endpoint's decision, and the X-Ray trace only lends its ids.
-func xrayParent(ctx context.Context) (trace.SpanContext, bool) {
+// xrayContext returns the span context of the X-Ray trace header Lambda
+// gives an invocation (Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1),
+// remote, and sampled as the header says.
+func xrayContext(ctx context.Context) (trace.SpanContext, bool) {
 	header, _ := ctx.Value("x-amzn-trace-id").(string) // aws-lambda-go's key
 	var root, parent string
+	var flags trace.TraceFlags
 	for part := range strings.SplitSeq(header, ";") {
 		k, v, _ := strings.Cut(strings.TrimSpace(part), "=")
 		switch k {
@@ -370,6 +380,10 @@ func xrayParent(ctx context.Context) (trace.SpanContext, bool) {
 			root = v
 		case "Parent":
 			parent = v
+		case "Sampled":
+			if v == "1" {
+				flags = trace.FlagsSampled
+			}
 		}
 	}
 	// Root is 1-{8 hex digits of time}-{24 hex digits}.
@@ -384,5 +398,35 @@ func xrayParent(ctx context.Context) (trace.SpanContext, bool) {
 	if err != nil {
 		return trace.SpanContext{}, false
 	}
-	return trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid, TraceFlags: trace.FlagsSampled, Remote: true}), true
+	return trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid, TraceFlags: flags, Remote: true}), true
+}
+
+// xrayTraceKey keys the X-Ray trace id that an invocation's root span
+// takes.
+type xrayTraceKey struct{}
+
+// xrayIDs makes random ids, but for a root span in an X-Ray trace, which
+// keeps the trace's id, so that its spans and log lines share one.
+type xrayIDs struct{}
+
+var _ sdktrace.IDGenerator = xrayIDs{}
+
+func (xrayIDs) NewIDs(ctx context.Context) (trace.TraceID, trace.SpanID) {
+	tid, ok := ctx.Value(xrayTraceKey{}).(trace.TraceID)
+	for !ok || !tid.IsValid() {
+		binary.BigEndian.PutUint64(tid[:8], rand.Uint64())
+		binary.BigEndian.PutUint64(tid[8:], rand.Uint64())
+		ok = true
+	}
+	return tid, newSpanID()
+}
+
+func (xrayIDs) NewSpanID(context.Context, trace.TraceID) trace.SpanID { return newSpanID() }
+
+func newSpanID() trace.SpanID {
+	var sid trace.SpanID
+	for !sid.IsValid() {
+		binary.BigEndian.PutUint64(sid[:], rand.Uint64())
+	}
+	return sid
 }

@@ -54,8 +54,8 @@ func (s *Service) resume(ctx context.Context, c Chat) (*Outcome[ChatAnswer], err
 			// earlier are the turn's messages stored before its end: the
 			// results, by this request's checkpoint or an earlier attempt's.
 			var earlier []agent.Message
-			var toolCalls int
-			var took time.Duration
+			// What the answering did, which the turn's metrics include.
+			var answering agent.Metrics
 			switch {
 			case sess.Version == 0:
 				return nil, ddbhistory.ErrNotFound
@@ -80,7 +80,7 @@ func (s *Service) resume(ctx context.Context, c Chat) (*Outcome[ChatAnswer], err
 				}
 				checkpointed = true
 				conv.Messages = window
-				earlier, toolCalls, took = first.Messages, first.Metrics.ToolCalls, first.Metrics.Duration
+				earlier, answering = first.Messages, first.Metrics
 			case !answered(conv.Messages, c.Responses):
 				return nil, ErrNothingPending
 			default:
@@ -91,8 +91,9 @@ func (s *Service) resume(ctx context.Context, c Chat) (*Outcome[ChatAnswer], err
 			if err != nil {
 				return nil, err
 			}
-			res.Metrics.ToolCalls += toolCalls
-			res.Metrics.Duration += took
+			res.Metrics.ToolCalls += answering.ToolCalls
+			res.Metrics.Duration += answering.Duration
+			res.Metrics.Tools = append(slices.Clip(answering.Tools), res.Metrics.Tools...)
 			answer := s.chatAnswer(sess.ID, res)
 			answer.Messages = append(slices.Clip(earlier), res.Messages...)
 			return &done[ChatAnswer]{Result: res, Answer: answer, Earlier: len(earlier)}, nil
