@@ -46,3 +46,32 @@ func TestFailedToolRunsAreLogged(t *testing.T) {
 		t.Errorf("the unknown tool's line = %v", l)
 	}
 }
+
+// A retried model call does not fail the turn, but it makes it slower and
+// dearer: the operator gets a warning per retry, with its cause.
+func TestRetriedModelCallsAreLogged(t *testing.T) {
+	s := testkit.Start(t, testkit.Options{})
+	s.Model.Enqueue(conversetest.Throttle(), conversetest.Throttle(), conversetest.Text("at last"))
+	r := httptest.NewRequest(http.MethodPost, "/chat", strings.NewReader(`{"session_id":"retries","message":"go"}`))
+	if w := s.Serve(r); w.Code != http.StatusOK {
+		t.Fatalf("status %d: %s", w.Code, w.Body)
+	}
+	var retries []map[string]any
+	for line := range strings.Lines(s.Logs.String()) {
+		var l map[string]any
+		if err := json.Unmarshal([]byte(line), &l); err != nil {
+			t.Fatalf("a log line is not JSON: %q", line)
+		}
+		if l["msg"] == "model call retried" {
+			retries = append(retries, l)
+		}
+	}
+	if len(retries) != 2 {
+		t.Fatalf("%d retry lines, want 2:\n%s", len(retries), s.Logs)
+	}
+	for i, l := range retries {
+		if l["level"] != "WARN" || l["attempt"] != float64(i+1) || l["kind"] != "throttled" || l["code"] != "ThrottlingException" || l["wait_ms"] == nil {
+			t.Errorf("retry line %d = %v", i, l)
+		}
+	}
+}
