@@ -132,6 +132,11 @@ func TestEveryEventThroughTheBuiltFunctions(t *testing.T) {
 			data, _ := b["data"].(map[string]any)
 			return data["name"] != nil && data["born"] != nil && b["attempts"] == 1.0
 		}},
+		{"chat", "tool-call.json", 200, func(b map[string]any) bool {
+			content, _ := b["content"].([]any)
+			return b["session_id"] == "demo-session" && b["recorded"] == true && len(content) == 1 &&
+				content[0].(map[string]any)["json"].(map[string]any)["result"] == 437.0
+		}},
 		{"chat", "sessions-list.json", 200, func(b map[string]any) bool {
 			ids := map[string]bool{}
 			for _, s := range b["sessions"].([]any) {
@@ -140,7 +145,7 @@ func TestEveryEventThroughTheBuiltFunctions(t *testing.T) {
 			return ids["demo-session"] && !ids["jwt-session"] // the JWT's is its subject's
 		}},
 		{"chat", "session-get.json", 200, func(b map[string]any) bool {
-			return b["session_id"] == "demo-session" && len(b["messages"].([]any)) == 2
+			return b["session_id"] == "demo-session" && len(b["messages"].([]any)) == 6 // a turn and a direct call
 		}},
 		{"chat", "session-delete.json", 204, func(b map[string]any) bool { return b == nil }},
 		{"chat", "session-get.json", 404, func(b map[string]any) bool {
@@ -185,11 +190,11 @@ func TestEveryEventThroughTheBuiltFunctions(t *testing.T) {
 		}
 	}
 	// And a metrics line per request, with the function's name, on the same
-	// stdout. The tool runs of chat-tool.json (calculator) and
-	// chat-jwt.json (remember) add a line each.
+	// stdout. The tool runs of chat-tool.json (calculator), chat-jwt.json
+	// (remember) and tool-call.json (calculator) add a line each.
 	emf := metricLines(d.logs())
-	if len(emf) != want+2 {
-		t.Errorf("%d metrics lines for %d invocations and 2 tool runs:\n%s", len(emf), want, strings.Join(emf, "\n"))
+	if len(emf) != want+3 {
+		t.Errorf("%d metrics lines for %d invocations and 3 tool runs:\n%s", len(emf), want, strings.Join(emf, "\n"))
 	}
 	byFunction := map[string]int{}
 	for _, l := range emf {

@@ -485,6 +485,7 @@ func TestRoutes(t *testing.T) {
 		httpapi.RouteListSessions:  "ChatFunction",
 		httpapi.RouteGetSession:    "ChatFunction",
 		httpapi.RouteDeleteSession: "ChatFunction",
+		httpapi.RouteCallTool:      "ChatFunction",
 		httpapi.RouteStructured:    "StructuredFunction",
 	}
 	got := map[string]string{}

@@ -59,10 +59,13 @@ func errorFor(err error) *Error {
 		return &Error{Status: http.StatusConflict, Code: "conflict", Message: "another request is resuming this session's interrupted turn; nothing was done, so retry shortly to see its outcome", RetryAfter: 2, err: err}
 	case errors.Is(err, turn.ErrNothingPending):
 		return &Error{Status: http.StatusConflict, Code: "no_interrupt_pending", Message: "the session has no pending interrupts to respond to: the turn was resumed already, or never paused; GET the session to see where it stands", err: err}
+	case errors.Is(err, agent.ErrUnknownTool):
+		return &Error{Status: http.StatusNotFound, Code: "unknown_tool", Message: err.Error(), err: err}
 	case errors.Is(err, turn.ErrReplayGone):
 		return &Error{Status: http.StatusNotFound, Code: "not_found", Message: "the request with this Idempotency-Key was answered, but the session it went to has been deleted since", err: err}
 	}
 	var (
+		ti *agent.ToolInputError
 		pe *turn.PendingError
 		re *agent.ResponsesError
 		ie *agent.InputError
@@ -73,6 +76,14 @@ func errorFor(err error) *Error {
 		te *ddbhistory.TableError
 	)
 	switch {
+	case errors.As(err, &ti):
+		return &Error{
+			Status:  http.StatusBadRequest,
+			Code:    "invalid_tool_input",
+			Message: fmt.Sprintf("input does not match the input schema of tool %s", ti.Tool),
+			Details: map[string][]string{"problems": ti.Problems},
+			err:     err,
+		}
 	case errors.As(err, &pe):
 		return &Error{
 			Status:  http.StatusConflict,

@@ -24,6 +24,7 @@ import (
 type Turns interface {
 	Chat(ctx context.Context, c turn.Chat) (*turn.Outcome[turn.ChatAnswer], error)
 	Structured(ctx context.Context, s turn.Structured) (*turn.Outcome[turn.StructuredAnswer], error)
+	CallTool(ctx context.Context, c turn.ToolCall) (*turn.Outcome[turn.ToolAnswer], error)
 }
 
 // Sessions is the session store, as the session routes use it.
@@ -46,8 +47,9 @@ type Routes uint8
 
 // The route sets.
 const (
-	// ChatRoutes: POST /chat, GET /sessions, and GET and DELETE
-	// /sessions/{sessionId}; the chat function.
+	// ChatRoutes: POST /chat, GET /sessions, GET and DELETE
+	// /sessions/{sessionId}, and POST /sessions/{sessionId}/tools/{name};
+	// the chat function.
 	ChatRoutes Routes = 1 << iota
 	// StructuredRoutes: POST /structured; the structured function.
 	StructuredRoutes
@@ -71,6 +73,7 @@ const (
 	RouteListSessions  = "GET /sessions"
 	RouteGetSession    = "GET /sessions/{sessionId}"
 	RouteDeleteSession = "DELETE /sessions/{sessionId}"
+	RouteCallTool      = "POST /sessions/{sessionId}/tools/{name}"
 	RouteStructured    = "POST /structured"
 	routeURLStream     = "POST /"
 )
@@ -129,6 +132,7 @@ func New(cfg Config) (*Handler, error) {
 		h.handle(RouteListSessions, h.listSessions)
 		h.handle(RouteGetSession, h.getSession)
 		h.handle(RouteDeleteSession, h.deleteSession)
+		h.handle(RouteCallTool, h.callTool)
 	}
 	if cfg.Routes&ChatRoutes != 0 {
 		h.handle(RouteChat, h.chat)

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -137,6 +138,61 @@ func namedSession(id *string, rec *record) (string, *Error) {
 		return "", badRequest("invalid_session_id", "session_id %q must be 1 to 128 letters, digits, '.', '_', ':' or '-', starting with a letter or digit", *id)
 	}
 	return *id, nil
+}
+
+// ToolCallRequest is the body of POST /sessions/{sessionId}/tools/{name}:
+// a direct call of one of the agent's tools, without the model.
+type ToolCallRequest struct {
+	// Input is the tool's input, a JSON object; absent means {}.
+	Input json.RawMessage `json:"input,omitempty"`
+	// Record adds the call to the conversation, so that the model knows of
+	// it; absent means true.
+	Record *bool `json:"record,omitempty"`
+}
+
+// ToolCallResponse is the answer to a direct tool call.
+type ToolCallResponse = turn.ToolAnswer
+
+func (h *Handler) callTool(r *http.Request, rec *record) (int, []byte, error) {
+	id, name := r.PathValue("sessionId"), r.PathValue("name")
+	var in ToolCallRequest
+	// The session and the tool are in the path, which the fingerprint
+	// must cover too.
+	req, e := h.turnRequest(r, "POST /sessions/"+id+"/tools/"+name, &in)
+	if e != nil {
+		return 0, nil, e
+	}
+	if req.SessionID, e = namedSession(&id, rec); e != nil {
+		return 0, nil, e
+	}
+	input := bytes.TrimSpace(in.Input)
+	switch {
+	case len(input) == 0 || string(input) == "null":
+		input = []byte("{}")
+	case input[0] != '{':
+		return 0, nil, badRequest("invalid_request", "input must be a JSON object, the tool's input; got %s", jsonValue(kindOf(input[0])))
+	}
+	out, err := h.cfg.Turns.CallTool(r.Context(), turn.ToolCall{
+		Request: req,
+		Name:    name,
+		Input:   input,
+		Record:  in.Record == nil || *in.Record,
+	})
+	return answer(out, err, rec)
+}
+
+// kindOf names the JSON type of a value that starts with c, as jsonValue
+// takes it.
+func kindOf(c byte) string {
+	switch c {
+	case '[':
+		return "array"
+	case '"':
+		return "string"
+	case 't', 'f':
+		return "bool"
+	}
+	return "number"
 }
 
 // StructuredRequest is the body of POST /structured.

@@ -184,6 +184,7 @@ func Run(ctx context.Context, opts Options) error {
 	fmt.Fprintf(opts.Out, `lambda-agent local run on %s
   chat page: %[1]s/
   routes:   POST /chat   POST /chat/stream   GET /sessions   GET /sessions/{sessionId}
+            POST /sessions/{sessionId}/tools/{name}
             DELETE /sessions/{sessionId}   POST /structured
   model:    %s (MODEL_ID=%s)
   dynamodb: %s, table %s

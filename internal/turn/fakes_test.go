@@ -226,3 +226,12 @@ func (a *fakeAgent) Continue(ctx context.Context, conv *agent.Conversation, _ fu
 }
 
 func (f *fakeStore) ReleaseClaim(context.Context, *ddbhistory.Session) error { return nil }
+
+func (a *fakeAgent) CallTool(ctx context.Context, conv *agent.Conversation, call agent.DirectCall) (*agent.DirectResult, error) {
+	res, err := a.result(ctx, conv, []agent.ContentBlock{agent.Text("call " + call.Name)})
+	if err != nil {
+		return nil, err
+	}
+	use := &agent.ToolUseBlock{ToolUseID: "direct_1", Name: call.Name, Input: call.Input}
+	return &agent.DirectResult{Result: *res, Use: use, Output: agent.TextResult(use.ToolUseID, agent.ToolSuccess, "done")}, nil
+}

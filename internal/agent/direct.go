@@ -1,0 +1,114 @@
+package agent
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// ErrUnknownTool is a direct call of a tool the agent does not have.
+var ErrUnknownTool = errors.New("the agent has no tool by that name")
+
+// ToolInputError is a direct call whose input does not match the tool's
+// input schema. Nothing ran.
+type ToolInputError struct {
+	Tool     string
+	Problems []string
+}
+
+func (e *ToolInputError) Error() string {
+	return fmt.Sprintf("the input does not match the schema of tool %s: %s", e.Tool, strings.Join(e.Problems, "; "))
+}
+
+// DirectCall is a call of one tool by the person, without the model: a
+// button such as "refresh my orders".
+type DirectCall struct {
+	Name string
+	// Input is the tool's input, a JSON object; empty means {}.
+	Input json.RawMessage
+	// Record adds the call to the conversation, so that the model knows
+	// of it on the next turn. Without it no message is added; what the
+	// tool changes in the agent state is kept either way.
+	Record bool
+}
+
+// DirectResult is what a direct call did.
+type DirectResult struct {
+	Result
+	// Use is the call, as the model would have made it, and Output the
+	// tool's result, an error result when the tool failed.
+	Use    *ToolUseBlock
+	Output *ToolResultBlock
+}
+
+// Texts of a recorded direct call.
+const (
+	directCallText   = "[I called the tool %s myself, not through you, with the input %s.]"
+	directResultText = "[The tool %s was called directly; its result is above.]"
+	directFailedText = "[The tool %s was called directly, and failed; its error is above.]"
+)
+
+// CallTool runs one of the agent's tools as the model would, with its
+// schema check, hooks, timeout and error results, but with no model call.
+// The caller is the person, so a tool that needs approval runs without
+// it. A name the agent does not know is ErrUnknownTool, and an input its
+// schema refuses a *ToolInputError, before anything runs.
+//
+// With Record, the Result's messages record the call as a valid history:
+// the person's note of the call, the assistant's tool use, the user's tool
+// result and the assistant's short note of it. CallTool leaves conv
+// unchanged.
+func (a *Agent) CallTool(ctx context.Context, conv *Conversation, call DirectCall) (*DirectResult, error) {
+	box := a.toolbox(ctx)
+	r, ok := box.tools[call.Name]
+	if !ok {
+		return nil, fmt.Errorf("%w: %q (the tools are: %s)", ErrUnknownTool, call.Name, box.names())
+	}
+	input := call.Input
+	if len(input) == 0 {
+		input = json.RawMessage("{}")
+	}
+	if problems := r.schema.validate(input); problems != nil {
+		return nil, &ToolInputError{Tool: call.Name, Problems: problems}
+	}
+	work, cancel := a.workContext(ctx)
+	defer cancel()
+	t := a.newTurn(conv)
+	t.box = box
+	use := &ToolUseBlock{ToolUseID: directID(), Name: call.Name, Input: input}
+	var run ToolRun
+	out, _ := t.runTool(work, use, true, &run) // approved: nothing interrupts
+	if err := ctx.Err(); err != nil {
+		return nil, t.fail(ctx, work, err)
+	}
+	t.metrics.ToolCalls = 1
+	if run.Name != "" {
+		t.metrics.Tools = []ToolRun{run}
+	}
+	if call.Record {
+		if n := len(t.conv.Messages); n > 0 && t.conv.Messages[n-1].Role == RoleUser {
+			t.add(ctx, AssistantText(unansweredText))
+		}
+		note := directResultText
+		if out.Status == ToolError {
+			note = directFailedText
+		}
+		t.add(ctx, UserText(fmt.Sprintf(directCallText, call.Name, input)))
+		t.add(ctx, Message{Role: RoleAssistant, Content: []ContentBlock{{ToolUse: use}}})
+		t.add(ctx, Message{Role: RoleUser, Content: []ContentBlock{{ToolResult: out}}})
+		t.add(ctx, AssistantText(fmt.Sprintf(note, call.Name)))
+	}
+	return &DirectResult{Result: *t.finish("", ""), Use: use, Output: out}, nil
+}
+
+// directID returns a tool use id for a direct call, in the form Bedrock
+// takes.
+func directID() string {
+	b := make([]byte, 12)
+	_, _ = rand.Read(b) // crypto/rand does not fail
+	return "direct_" + hex.EncodeToString(b)
+}
