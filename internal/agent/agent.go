@@ -68,6 +68,9 @@ type Config struct {
 	// InterruptTTL is how long a paused turn's interrupts wait for a
 	// person; past it they count as denied. 0 means DefaultInterruptTTL.
 	InterruptTTL time.Duration
+	// DirectTools are the tools CallTool may run: a person may call these
+	// without the model. None when empty.
+	DirectTools []string
 	// Now is the clock that interrupts expire by; nil means time.Now.
 	Now func() time.Time
 }

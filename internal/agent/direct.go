@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -47,13 +48,15 @@ type DirectResult struct {
 
 // Texts of a recorded direct call.
 const (
-	directCallText   = "[I called the tool %s myself, not through you, with the input %s.]"
+	directCallText   = "[I called the tool %s myself, not through you, with the input %s; the call and its result follow.]"
 	directResultText = "[The tool %s was called directly; its result is above.]"
 	directFailedText = "[The tool %s was called directly, and failed; its error is above.]"
 )
 
 // CallTool runs one of the agent's tools as the model would, with its
-// schema check, hooks, timeout and error results, but with no model call.
+// schema check, tool hooks, timeout and error results, but with no model
+// call. Only Config.DirectTools may be called, and never ask_user, which
+// asks the person.
 // The caller is the person, so a tool that needs approval runs without
 // it. A name the agent does not know is ErrUnknownTool, and an input its
 // schema refuses a *ToolInputError, before anything runs.
@@ -65,8 +68,13 @@ const (
 func (a *Agent) CallTool(ctx context.Context, conv *Conversation, call DirectCall) (*DirectResult, error) {
 	box := a.toolbox(ctx)
 	r, ok := box.tools[call.Name]
-	if !ok {
-		return nil, fmt.Errorf("%w: %q (the tools are: %s)", ErrUnknownTool, call.Name, box.names())
+	if !ok || !slices.Contains(a.cfg.DirectTools, call.Name) {
+		return nil, fmt.Errorf("%w: %q", ErrUnknownTool, call.Name)
+	}
+	if _, asks := r.tool.(askUser); asks {
+		// ask_user asks the person, who is the caller here: no one would
+		// answer.
+		return nil, fmt.Errorf("%w: %q asks the person, and cannot be called by the person", ErrUnknownTool, call.Name)
 	}
 	input := call.Input
 	if len(input) == 0 {
@@ -82,27 +90,45 @@ func (a *Agent) CallTool(ctx context.Context, conv *Conversation, call DirectCal
 	use := &ToolUseBlock{ToolUseID: directID(), Name: call.Name, Input: input}
 	var run ToolRun
 	out, _ := t.runTool(work, use, true, &run) // approved: nothing interrupts
-	if err := ctx.Err(); err != nil {
+	if err := work.Err(); err != nil {
+		// The reserve began: as a turn would, this one fails and stores
+		// nothing, rather than a result the deadline, not the tool, made.
 		return nil, t.fail(ctx, work, err)
 	}
 	t.metrics.ToolCalls = 1
 	if run.Name != "" {
 		t.metrics.Tools = []ToolRun{run}
 	}
-	if call.Record {
-		if n := len(t.conv.Messages); n > 0 && t.conv.Messages[n-1].Role == RoleUser {
-			t.add(ctx, AssistantText(unansweredText))
-		}
-		note := directResultText
-		if out.Status == ToolError {
-			note = directFailedText
-		}
-		t.add(ctx, UserText(fmt.Sprintf(directCallText, call.Name, input)))
-		t.add(ctx, Message{Role: RoleAssistant, Content: []ContentBlock{{ToolUse: use}}})
-		t.add(ctx, Message{Role: RoleUser, Content: []ContentBlock{{ToolResult: out}}})
-		t.add(ctx, AssistantText(fmt.Sprintf(note, call.Name)))
+	if !call.Record {
+		res := t.finish("", "")
+		// What the session waits for, such as the results of tools that
+		// ran before an interrupt expired, stays for the next turn.
+		res.Pending = conv.Pending
+		return &DirectResult{Result: *res, Use: use, Output: out}, nil
 	}
+	note := directResultText
+	if out.Status == ToolError {
+		note = directFailedText
+	}
+	// As a turn begins: after a note when the history ends with a user
+	// message, and answering the tool uses an expired interrupt left open.
+	t.begin(ctx, []ContentBlock{Text(fmt.Sprintf(directCallText, call.Name, truncateText(string(input), maxNotedInput)))})
+	t.add(ctx, Message{Role: RoleAssistant, Content: []ContentBlock{{ToolUse: use}}})
+	t.add(ctx, Message{Role: RoleUser, Content: []ContentBlock{{ToolResult: out}}})
+	t.add(ctx, AssistantText(fmt.Sprintf(note, call.Name)))
 	return &DirectResult{Result: *t.finish("", ""), Use: use, Output: out}, nil
+}
+
+// maxNotedInput bounds the input the note of a recorded call quotes: the
+// tool use holds it whole.
+const maxNotedInput = 1 << 10
+
+// truncateText cuts s to at most n bytes, on a character boundary.
+func truncateText(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n], "") + "…"
 }
 
 // directID returns a tool use id for a direct call, in the form Bedrock

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -21,7 +22,8 @@ func TestCallToolRecordsAValidHistory(t *testing.T) {
 	s := newServer(t)
 	var approved []bool
 	a := newAgent(t, s, agent.Config{
-		Tools: []agent.Tool{tools.Calculator()},
+		Tools:       []agent.Tool{tools.Calculator()},
+		DirectTools: []string{"calculator"},
 		Hooks: agent.Hooks{BeforeToolCall: []func(context.Context, *agent.BeforeToolCallEvent){
 			func(_ context.Context, e *agent.BeforeToolCallEvent) { approved = append(approved, e.Approved) },
 		}},
@@ -78,16 +80,68 @@ func TestCallToolFailures(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := newAgent(t, s, agent.Config{Tools: []agent.Tool{tools.Calculator(), stuck}, ToolTimeout: 20 * time.Millisecond})
+	a := newAgent(t, s, agent.Config{Tools: []agent.Tool{tools.Calculator(), tools.CurrentTime(time.Now), stuck}, DirectTools: []string{"calculator", "stuck"}, ToolTimeout: 20 * time.Millisecond})
 	res, err := a.CallTool(t.Context(), &agent.Conversation{}, agent.DirectCall{Name: "stuck"})
 	if err != nil || res.Output.Status != agent.ToolError || !strings.Contains(res.Output.Content[0].Text, "did not finish") || len(res.Messages) != 0 {
 		t.Errorf("a stuck tool: %+v, %v", res, err)
 	}
-	if _, err := a.CallTool(t.Context(), &agent.Conversation{}, agent.DirectCall{Name: "shell"}); !errors.Is(err, agent.ErrUnknownTool) {
-		t.Errorf("an unknown tool: %v", err)
+	for _, name := range []string{"shell", "current_time"} { // unknown; not among DirectTools
+		if _, err := a.CallTool(t.Context(), &agent.Conversation{}, agent.DirectCall{Name: name}); !errors.Is(err, agent.ErrUnknownTool) {
+			t.Errorf("%s: %v", name, err)
+		}
 	}
 	var ie *agent.ToolInputError
 	if _, err := a.CallTool(t.Context(), &agent.Conversation{}, agent.DirectCall{Name: "calculator", Input: json.RawMessage(`{"expression":7}`)}); !errors.As(err, &ie) || len(ie.Problems) == 0 {
 		t.Errorf("a refused input: %v", err)
+	}
+}
+
+// TestCallToolAfterAnExpiredInterrupt: a session whose interrupt expired
+// ends with the paused answer's tool uses, and keeps the results of the
+// tools that ran. A recorded call answers those uses first, with the kept
+// result and the expiry; an unrecorded one keeps them for the next turn.
+func TestCallToolAfterAnExpiredInterrupt(t *testing.T) {
+	s := newServer(t)
+	a := newAgent(t, s, agent.Config{Tools: []agent.Tool{tools.Calculator()}, DirectTools: []string{"calculator"}})
+	paused := agent.Message{Role: agent.RoleAssistant, Content: []agent.ContentBlock{
+		{ToolUse: &agent.ToolUseBlock{ToolUseID: "ran", Name: "calculator", Input: json.RawMessage(`{"expression":"1+1"}`)}},
+		{ToolUse: &agent.ToolUseBlock{ToolUseID: "held", Name: "calculator", Input: json.RawMessage(`{"expression":"2+2"}`)}},
+	}}
+	pending := &agent.Pending{
+		Interrupts: []agent.Interrupt{{ID: "held", Kind: agent.KindApproval, Tool: "calculator", ExpiresAt: time.Now().Add(-time.Hour)}},
+		Results:    []*agent.ToolResultBlock{agent.TextResult("ran", agent.ToolSuccess, "2")},
+	}
+	conv := &agent.Conversation{Messages: []agent.Message{agent.UserText("sums"), paused}, Pending: pending}
+
+	kept, err := a.CallTool(t.Context(), conv, agent.DirectCall{Name: "calculator", Input: json.RawMessage(`{"expression":"3+3"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(kept.Messages) != 0 || kept.Pending != pending {
+		t.Errorf("an unrecorded call: %d messages, pending %v", len(kept.Messages), kept.Pending)
+	}
+
+	res, err := a.CallTool(t.Context(), conv, agent.DirectCall{Name: "calculator", Input: json.RawMessage(`{"expression":"3+3"}`), Record: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := res.Messages[0]
+	if first.Role != agent.RoleUser || len(first.Content) != 3 {
+		t.Fatalf("the first message: %+v", first)
+	}
+	if r := first.Content[0].ToolResult; r == nil || r.ToolUseID != "ran" || r.Content[0].Text != "2" {
+		t.Errorf("the kept result: %+v", first.Content[0])
+	}
+	if r := first.Content[1].ToolResult; r == nil || r.ToolUseID != "held" || r.Status != agent.ToolError || !strings.Contains(r.Content[0].Text, "expired") {
+		t.Errorf("the expired use's result: %+v", first.Content[1])
+	}
+	if res.Pending != nil {
+		t.Errorf("a recorded call left pending %v", res.Pending)
+	}
+	// Bedrock takes the history it leaves.
+	s.Enqueue(conversetest.Text("fine"))
+	next := &agent.Conversation{Messages: append(slices.Clone(conv.Messages), res.Messages...)}
+	if _, err := a.Run(t.Context(), next, input("and now?")); err != nil {
+		t.Errorf("the turn after the call: %v", err)
 	}
 }

@@ -197,6 +197,12 @@ func newAgent(cfg *Config, client bedrock.ConverseAPI, opts Options, tracing *te
 	if err != nil {
 		return nil, err
 	}
+	direct := cfg.DirectTools
+	if direct == nil { // the enabled built-ins
+		for _, t := range builtins {
+			direct = append(direct, t.Spec().Name)
+		}
+	}
 	if len(cfg.LambdaTools) > 0 && runsTools(opts) {
 		if opts.Remote.Lambda == nil {
 			return nil, errors.New("app: LAMBDA_TOOLS is set, and no Lambda client was given")
@@ -226,6 +232,7 @@ func newAgent(cfg *Config, client bedrock.ConverseAPI, opts Options, tracing *te
 		ContextWindowTokens: cfg.ContextWindowTokens,
 		Retry:               opts.Retry,
 		InterruptTTL:        cfg.InterruptTTL,
+		DirectTools:         direct,
 		TrimResults:         agent.ResultTrim{KeepTurns: cfg.TrimTurns, MinBytes: cfg.TrimBytes},
 		PromptCache:         cfg.PromptCache,
 		Hooks:               hooks(cmp.Or(opts.Logger, slog.Default()), tracing),

@@ -57,6 +57,11 @@ type Config struct {
 	// ApprovalTools is APPROVAL_TOOLS, a comma-separated list of enabled
 	// tools whose every use waits for a person's approval.
 	ApprovalTools []string
+	// DirectTools is DIRECT_TOOLS, the tools a person may call directly
+	// (POST /sessions/{id}/tools/{name}): a comma-separated list, or none.
+	// nil, when unset, means the enabled built-in tools; remote tools only
+	// when named.
+	DirectTools []string
 	// InterruptTTL is INTERRUPT_TTL, a duration such as 30m or 24h, default
 	// 24h: how long interrupts wait for a response before they count as
 	// denied.
@@ -157,6 +162,7 @@ func ConfigFromEnv(getenv func(string) string) (*Config, error) {
 		}
 	}
 	c.ApprovalTools = p.approvalTools("APPROVAL_TOOLS", c)
+	c.DirectTools = p.toolNames("DIRECT_TOOLS")
 	c.InterruptTTL = p.duration("INTERRUPT_TTL", agent.DefaultInterruptTTL, time.Second, 365*24*time.Hour)
 	if (c.GuardrailID == "") != (c.GuardrailVersion == "") {
 		p.fail("GUARDRAIL_ID and GUARDRAIL_VERSION must be set together")
@@ -289,6 +295,39 @@ func (p *parser) approvalTools(name string, c *Config) []string {
 		}
 	}
 	return names
+}
+
+// toolNames reads a comma-separated list of tool names, or "none"; nil
+// when unset. A name need not be enabled: a tool that is not cannot be
+// called, and the list stays valid whatever TOOLS says.
+func (p *parser) toolNames(name string) []string {
+	v := strings.TrimSpace(p.getenv(name))
+	switch v {
+	case "":
+		return nil
+	case "none":
+		return []string{}
+	}
+	names := list(v)
+	for _, n := range names {
+		if !validToolName(n) {
+			p.fail("%s: %q is not a tool name: 1 to 64 letters, digits, _ or -", name, n)
+		}
+	}
+	return names
+}
+
+// validToolName says whether n is a name Bedrock takes for a tool.
+func validToolName(n string) bool {
+	if len(n) == 0 || len(n) > 64 {
+		return false
+	}
+	for _, r := range n {
+		if !('a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' || r == '_' || r == '-') {
+			return false
+		}
+	}
+	return true
 }
 
 // jsonList reads a variable that holds a JSON list, with parse.

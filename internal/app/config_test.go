@@ -43,7 +43,7 @@ func TestConfigFromEnvReadsEverything(t *testing.T) {
 		"AWS_LAMBDA_FUNCTION_NAME": "chat-fn", "AWS_REGION": "eu-west-1", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://localhost:4318/",
 		"OTEL_EXPORTER_OTLP_HEADERS": "x-api-key=a%20b,tenant=7", "OTEL_EXPORTER_OTLP_TRACES_COMPRESSION": "gzip",
 		"OTEL_EXPORTER_OTLP_TIMEOUT": "2500", "OTEL_RESOURCE_ATTRIBUTES": "deployment.environment.name=prod",
-		"OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "true",
+		"OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "true", "DIRECT_TOOLS": "recall,orders_refresh",
 	}))
 	if err != nil {
 		t.Fatal(err)
@@ -55,7 +55,7 @@ func TestConfigFromEnvReadsEverything(t *testing.T) {
 		ContextWindowTokens: 200000, MaxCycles: 8, Tools: []string{"calculator", "recall", "ask_user"}, SessionTTLDays: 0,
 		ApprovalTools: []string{"calculator"}, InterruptTTL: 30 * time.Minute,
 		MaxMessageBytes: 65536, GuardrailID: "g1", GuardrailVersion: "3", RequireAuth: true,
-		FunctionName: "chat-fn", MetricsNamespace: "Team/Agents",
+		FunctionName: "chat-fn", MetricsNamespace: "Team/Agents", DirectTools: []string{"recall", "orders_refresh"},
 		Tracing: telemetry.TracingConfig{
 			Endpoint: "http://localhost:4318/v1/traces", Headers: map[string]string{"x-api-key": "a b", "tenant": "7"},
 			Gzip: true, Timeout: 2500 * time.Millisecond, ServiceName: "chat-fn", CaptureContent: true,
@@ -96,6 +96,7 @@ func TestConfigFromEnvReportsEveryProblem(t *testing.T) {
 		"OTEL_EXPORTER_OTLP_ENDPOINT": "localhost:4318", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
 		"OTEL_EXPORTER_OTLP_HEADERS": "novalue", "OTEL_EXPORTER_OTLP_COMPRESSION": "zstd", "OTEL_EXPORTER_OTLP_TIMEOUT": "soon",
 		"OTEL_TRACES_EXPORTER": "console", "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "sometimes",
+		"DIRECT_TOOLS": "calculator,rm -rf",
 	}))
 	if err == nil {
 		t.Fatal("ConfigFromEnv accepted a broken environment")
@@ -109,7 +110,7 @@ func TestConfigFromEnvReportsEveryProblem(t *testing.T) {
 		`LAMBDA_TOOLS: "calculator" is the name of a built-in tool`,
 		"METRICS_NAMESPACE", `OTLP endpoint "localhost:4318/v1/traces"`, "OTEL_EXPORTER_OTLP_PROTOCOL", "OTEL_EXPORTER_OTLP_HEADERS",
 		"OTEL_EXPORTER_OTLP_COMPRESSION", "OTEL_EXPORTER_OTLP_TIMEOUT", "OTEL_TRACES_EXPORTER",
-		"OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT",
+		"OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", `DIRECT_TOOLS: "rm -rf" is not a tool name`,
 	} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("the error does not mention %s:\n%v", want, err)

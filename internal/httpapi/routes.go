@@ -168,9 +168,11 @@ func (h *Handler) callTool(r *http.Request, rec *record) (int, []byte, error) {
 	input := bytes.TrimSpace(in.Input)
 	switch {
 	case len(input) == 0 || string(input) == "null":
-		input = []byte("{}")
+		input = nil // the agent's {} for none
 	case input[0] != '{':
 		return 0, nil, badRequest("invalid_request", "input must be a JSON object, the tool's input; got %s", jsonValue(kindOf(input[0])))
+	case len(input) > h.cfg.MaxMessageBytes:
+		return 0, nil, &Error{Status: http.StatusRequestEntityTooLarge, Code: "message_too_large", Message: fmt.Sprintf("input is %d bytes; at most %d (MAX_MESSAGE_BYTES)", len(input), h.cfg.MaxMessageBytes)}
 	}
 	out, err := h.cfg.Turns.CallTool(r.Context(), turn.ToolCall{
 		Request: req,

@@ -134,13 +134,15 @@ func TestDirectToolCallUnrecorded(t *testing.T) {
 // the schema refuses, input that is not an object, a bad session id, and a
 // session whose turn waits for a person.
 func TestDirectToolCallRefusals(t *testing.T) {
-	s := testkit.Start(t, testkit.Options{Env: map[string]string{"TOOLS": "calculator,ask_user"}})
+	s := testkit.Start(t, testkit.Options{Env: map[string]string{"TOOLS": "calculator,ask_user", "DIRECT_TOOLS": "calculator,ask_user"}})
 	tests := []struct {
 		name, session, tool, body string
 		status                    int
 		code                      string
 	}{
 		{"unknown tool", "refused-1", "shell", `{"input":{"cmd":"ls"}}`, 404, "unknown_tool"},
+		{"a tool that asks the person", "refused-1", "ask_user", `{"input":{"question":"who?"}}`, 404, "unknown_tool"},
+		{"input over MAX_MESSAGE_BYTES", "refused-1", "calculator", `{"input":{"expression":"` + strings.Repeat("1", 300<<10) + `"}}`, 413, "message_too_large"},
 		{"input the schema refuses", "refused-1", "calculator", `{"input":{"expr":"1+1"}}`, 400, "invalid_tool_input"},
 		{"input not an object", "refused-1", "calculator", `{"input":"1+1"}`, 400, "invalid_request"},
 		{"unknown field", "refused-1", "calculator", `{"input":{},"recrd":false}`, 400, "invalid_json"},
@@ -211,9 +213,22 @@ func TestDirectToolCallKeysAndOwners(t *testing.T) {
 	if got := transcriptOf(t, s, "alice", "keyed-1"); len(got) != 4 {
 		t.Errorf("%d messages after a call and its replay, want 4", len(got))
 	}
-	reused := toolCall(t, s, "alice", "keyed-1", "calculator", `{"input":{"expression":"4*4"}}`, "k-1")
-	if reused.Code != http.StatusUnprocessableEntity {
-		t.Errorf("the key with another input: %d %s", reused.Code, reused.Body)
+	// The key names one request: another input, tool or session, or a
+	// chat turn, is a reuse.
+	for name, w := range map[string]*httptest.ResponseRecorder{
+		"another input":   toolCall(t, s, "alice", "keyed-1", "calculator", `{"input":{"expression":"4*4"}}`, "k-1"),
+		"another tool":    toolCall(t, s, "alice", "keyed-1", "recall", body, "k-1"),
+		"another session": toolCall(t, s, "alice", "keyed-2", "calculator", body, "k-1"),
+	} {
+		if w.Code != http.StatusUnprocessableEntity {
+			t.Errorf("the key with %s: %d %s", name, w.Code, w.Body)
+		}
+	}
+	r := httptest.NewRequestWithContext(t.Context(), http.MethodPost, "/chat", strings.NewReader(`{"session_id":"keyed-1","message":"hi"}`))
+	r.Header.Set("Content-Type", "application/json")
+	r.Header.Set("Idempotency-Key", "k-1")
+	if w := s.Serve(testkit.As(r, "alice")); w.Code != http.StatusUnprocessableEntity {
+		t.Errorf("the key on POST /chat: %d %s", w.Code, w.Body)
 	}
 
 	before := transcriptOf(t, s, "alice", "keyed-1")
@@ -232,4 +247,27 @@ func postJSON(t *testing.T, s *testkit.Stack, path, body string) *httptest.Respo
 	r := httptest.NewRequestWithContext(t.Context(), http.MethodPost, path, strings.NewReader(body))
 	r.Header.Set("Content-Type", "application/json")
 	return s.Serve(r)
+}
+
+// TestDirectToolsAreChosen: DIRECT_TOOLS chooses what may be called
+// directly; unset, the enabled built-ins; none, nothing.
+func TestDirectToolsAreChosen(t *testing.T) {
+	for _, tt := range []struct {
+		direct string
+		want   map[string]int
+	}{
+		{"", map[string]int{"calculator": 200, "recall": 200}},
+		{"none", map[string]int{"calculator": 404, "recall": 404}},
+		{"recall", map[string]int{"calculator": 404, "recall": 200}},
+	} {
+		t.Run("DIRECT_TOOLS="+tt.direct, func(t *testing.T) {
+			s := testkit.Start(t, testkit.Options{Env: map[string]string{"DIRECT_TOOLS": tt.direct}})
+			bodies := map[string]string{"calculator": `{"input":{"expression":"1+1"},"record":false}`, "recall": `{"record":false}`}
+			for tool, status := range tt.want {
+				if w := toolCall(t, s, "", "chosen", tool, bodies[tool], ""); w.Code != status {
+					t.Errorf("%s: %d %s; want %d", tool, w.Code, w.Body, status)
+				}
+			}
+		})
+	}
 }

@@ -83,6 +83,26 @@ func TestTelemetryOfTheEdges(t *testing.T) {
 		}
 	})
 
+	t.Run("a direct tool call", func(t *testing.T) {
+		c.Reset()
+		r := httptest.NewRequestWithContext(t.Context(), http.MethodPost, "/sessions/edges-4/tools/calculator", strings.NewReader(`{"input":{"expression":"1+2"}}`))
+		r.Header.Set("Content-Type", "application/json")
+		if w := s.Serve(r); w.Code != http.StatusOK {
+			t.Fatalf("%d %s", w.Code, w.Body)
+		}
+		l := lastLine()
+		if l.metric("Turns") != nil || l.metric("ToolCalls")[0] != 1 || l.metric("ModelCalls")[0] != 0 {
+			t.Errorf("the direct call's line: %v", l.root)
+		}
+		tr := oneTrace(t, c.Spans())
+		if tr.root.Name != "POST /sessions/{sessionId}/tools/{name}" || len(tr.named("execute_tool calculator")) != 1 {
+			t.Errorf("the direct call's trace: %v", tr.tree())
+		}
+		if _, ok := attrs(tr.root.Attributes)["gen_ai.operation.name"]; ok {
+			t.Error("the direct call's span is an agent invocation")
+		}
+	})
+
 	t.Run("a resume whose approved tool ran", func(t *testing.T) {
 		s.Model.Enqueue(conversetest.ToolUse("calc-1", "calculator", map[string]any{"expression": "2+2"}), conversetest.Text("4"))
 		if w := postChat(t.Context(), s, `{"session_id":"edges-3","message":"2+2?"}`); w.Code != http.StatusOK || !strings.Contains(w.Body.String(), "interrupt") {

@@ -130,8 +130,10 @@ func (m *Metrics) Record(ctx context.Context, r Request) {
 	}
 	if res != nil {
 		u, w := res.Usage, res.Metrics
+		if r.Turn { // a direct tool call did its work without a turn
+			metrics = append(metrics, count("Turns", 1))
+		}
 		metrics = append(metrics,
-			count("Turns", 1),
 			count("InputTokens", u.InputTokens),
 			count("OutputTokens", u.OutputTokens),
 			count("CacheReadTokens", u.CacheReadInputTokens),

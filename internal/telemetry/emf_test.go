@@ -189,7 +189,7 @@ func TestMetricsOfATurn(t *testing.T) {
 			},
 		},
 	}
-	m.Record(t.Context(), telemetry.Request{Route: "POST /chat", Status: 200, Code: "ok", SessionID: "s-1", Result: res, Duration: 1500 * time.Millisecond})
+	m.Record(t.Context(), telemetry.Request{Route: "POST /chat", Turn: true, Status: 200, Code: "ok", SessionID: "s-1", Result: res, Duration: 1500 * time.Millisecond})
 	lines := parseEMFLines(t, out.Bytes())
 	if len(lines) != 4 {
 		t.Fatalf("%d lines, want the turn's, its latencies' continuation and one per tool:\n%s", len(lines), out.String())
@@ -238,7 +238,7 @@ func TestMetricsOfATurn(t *testing.T) {
 
 	// The next request is warm, failed, and a replay counts no turn.
 	out.Reset()
-	m.Record(t.Context(), telemetry.Request{Route: "POST /chat", Status: 409, Code: "conflict", SessionID: "s-1", Result: res, Replayed: true})
+	m.Record(t.Context(), telemetry.Request{Route: "POST /chat", Turn: true, Status: 409, Code: "conflict", SessionID: "s-1", Result: res, Replayed: true})
 	lines = parseEMFLines(t, out.Bytes())
 	if len(lines) != 1 {
 		t.Fatalf("%d lines for a replay:\n%s", len(lines), out.String())

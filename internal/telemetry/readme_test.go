@@ -47,7 +47,7 @@ func TestREADMEListsTheMetrics(t *testing.T) {
 	prices := pricing.Prices{Input: 3, Output: 15}
 	m := &telemetry.Metrics{Function: "f", Model: "m", Prices: &prices, Out: &out}
 	res := &agent.Result{Metrics: agent.Metrics{ModelCalls: 1, ModelLatencies: []time.Duration{time.Millisecond}, Tools: []agent.ToolRun{{Name: "calculator"}}}}
-	m.Record(t.Context(), telemetry.Request{Route: "POST /chat", Status: 504, Code: "timeout", Result: res})
+	m.Record(t.Context(), telemetry.Request{Route: "POST /chat", Turn: true, Status: 504, Code: "timeout", Result: res})
 	var got []string
 	for _, l := range parseEMFLines(t, out.Bytes()) {
 		for _, d := range l.directives {

@@ -330,15 +330,15 @@ func (t *Tracing) Record(ctx context.Context, r Request) {
 	if r.SessionID != "" {
 		attrs = append(attrs, attribute.String("gen_ai.conversation.id", r.SessionID))
 	}
-	if r.Result != nil || r.Turn {
+	if r.Turn {
 		attrs = append(attrs,
 			attribute.String("gen_ai.operation.name", "invoke_agent"),
 			attribute.String("gen_ai.provider.name", providerName),
 			attribute.String("gen_ai.agent.name", t.cfg.ServiceName),
 		)
 	} else {
-		// No turn: a session route, or, as HTTP's conventions name a
-		// request that matched no route, its method.
+		// No turn: a session route or a direct tool call, or, as HTTP's
+		// conventions name a request that matched no route, its method.
 		span.SetName(cmp.Or(r.Route, r.Method))
 	}
 	if res := r.Result; res != nil {

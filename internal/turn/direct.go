@@ -68,19 +68,12 @@ func (s *Service) CallTool(ctx context.Context, c ToolCall) (*Outcome[ToolAnswer
 		},
 		replay: func(ctx context.Context, key ddbhistory.Key, r *ddbhistory.Replay) (ToolAnswer, error) {
 			var a ToolAnswer
-			if err := json.Unmarshal(r.Response, &a); err != nil {
+			err := json.Unmarshal(r.Response, &a)
+			if err != nil {
 				return a, fmt.Errorf("turn: decode a stored answer: %w", err)
 			}
-			a.Messages = []agent.Message{}
-			if r.Count == 0 {
-				return a, nil
-			}
-			page, err := s.store.Transcript(ctx, key, ddbhistory.CursorAt(r.First), r.Count)
-			if err != nil {
-				return a, err
-			}
-			a.Messages = page.Messages
-			return a, nil
+			a.Messages, err = s.replayedMessages(ctx, key, r)
+			return a, err
 		},
 	})
 }

@@ -427,15 +427,25 @@ func storedChat(a ChatAnswer) any {
 // turn's messages from the transcript.
 func (s *Service) replayChat(ctx context.Context, key ddbhistory.Key, r *ddbhistory.Replay) (ChatAnswer, error) {
 	var a ChatAnswer
-	if err := json.Unmarshal(r.Response, &a); err != nil {
+	err := json.Unmarshal(r.Response, &a)
+	if err != nil {
 		return a, fmt.Errorf("turn: decode a stored answer: %w", err)
 	}
-	page, err := s.store.Transcript(ctx, key, ddbhistory.CursorAt(r.First), max(r.Count, 1))
-	if err != nil {
-		return a, err
+	a.Messages, err = s.replayedMessages(ctx, key, r)
+	return a, err
+}
+
+// replayedMessages reads from the transcript the messages of the request
+// whose key r recorded: its answer's, which the store keeps without them.
+func (s *Service) replayedMessages(ctx context.Context, key ddbhistory.Key, r *ddbhistory.Replay) ([]agent.Message, error) {
+	if r.Count == 0 {
+		return []agent.Message{}, nil
 	}
-	a.Messages = page.Messages
-	return a, nil
+	page, err := s.store.Transcript(ctx, key, ddbhistory.CursorAt(r.First), r.Count)
+	if err != nil {
+		return nil, err
+	}
+	return page.Messages, nil
 }
 
 // CommitError is a turn that ran but whose commit failed: nothing was
