@@ -56,10 +56,11 @@ const (
 // CallTool runs one of the agent's tools as the model would, with its
 // schema check, tool hooks, timeout and error results, but with no model
 // call. Only Config.DirectTools may be called, and never ask_user, which
-// asks the person.
-// The caller is the person, so a tool that needs approval runs without
-// it. A name the agent does not know is ErrUnknownTool, and an input its
-// schema refuses a *ToolInputError, before anything runs.
+// asks the person. The caller is the person, so a tool that needs approval
+// runs without it. Any other name is ErrUnknownTool, and an input the
+// tool's schema refuses a *ToolInputError, before anything runs; when the
+// reserve before the deadline begins during the run, the call fails as a
+// turn would.
 //
 // With Record, the Result's messages record the call as a valid history:
 // the person's note of the call, the assistant's tool use, the user's tool
