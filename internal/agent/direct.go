@@ -113,7 +113,7 @@ func (a *Agent) CallTool(ctx context.Context, conv *Conversation, call DirectCal
 	}
 	// As a turn begins: after a note when the history ends with a user
 	// message, and answering the tool uses an expired interrupt left open.
-	t.begin(ctx, []ContentBlock{Text(fmt.Sprintf(directCallText, call.Name, truncateText(string(input), maxNotedInput)))})
+	t.begin(ctx, []ContentBlock{Text(fmt.Sprintf(directCallText, call.Name, Clip(string(input), maxNotedInput)))})
 	t.add(ctx, Message{Role: RoleAssistant, Content: []ContentBlock{{ToolUse: use}}})
 	t.add(ctx, Message{Role: RoleUser, Content: []ContentBlock{{ToolResult: out}}})
 	t.add(ctx, AssistantText(fmt.Sprintf(note, call.Name)))
@@ -123,14 +123,6 @@ func (a *Agent) CallTool(ctx context.Context, conv *Conversation, call DirectCal
 // maxNotedInput bounds the input the note of a recorded call quotes: the
 // tool use holds it whole.
 const maxNotedInput = 1 << 10
-
-// truncateText cuts s to at most n bytes, on a character boundary.
-func truncateText(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return strings.ToValidUTF8(s[:n], "") + "…"
-}
 
 // directID returns a tool use id for a direct call, in the form Bedrock
 // takes.

@@ -3,6 +3,7 @@ package agent
 import (
 	"encoding/json"
 	"strings"
+	"unicode/utf8"
 )
 
 // Role is the author of a message.
@@ -185,4 +186,16 @@ func (r *ToolResultBlock) size() int {
 		}
 	}
 	return n
+}
+
+// Clip cuts s to at most n bytes, never within a character, and marks the
+// cut with an ellipsis: for texts quoted in logs, notes and traces.
+func Clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }

@@ -62,3 +62,16 @@ func TestJSONRoundTrip(t *testing.T) {
 		t.Errorf("image bytes in JSON = %v, want base64 %q", got, want)
 	}
 }
+
+func TestClip(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"short", "short"},
+		{"exactly10!", "exactly10!"},
+		{"eleven byte", "eleven byt…"},
+		{"123456789é", "123456789…"}, // é is two bytes: not cut in half
+	} {
+		if got := Clip(c.in, 10); got != c.want {
+			t.Errorf("Clip(%q, 10) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}

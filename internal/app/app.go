@@ -264,7 +264,7 @@ func logRetries(logger *slog.Logger) func(context.Context, *agent.ModelRetryEven
 			slog.String("kind", e.Err.Kind.String()),
 			slog.String("code", e.Err.Code),
 			slog.Int64("wait_ms", e.Wait.Milliseconds()),
-			slog.String("error", truncate(e.Err.Error(), maxLoggedError)),
+			slog.String("error", agent.Clip(e.Err.Error(), maxLoggedError)),
 		)
 	}
 }
@@ -325,7 +325,7 @@ func logToolErrors(logger *slog.Logger) func(context.Context, *agent.AfterToolCa
 			slog.String("tool", e.Use.Name),
 			slog.String("tool_use_id", e.Use.ToolUseID),
 			slog.Int64("duration_ms", e.Duration.Milliseconds()),
-			slog.String("error", truncate(text.String(), maxLoggedError)),
+			slog.String("error", agent.Clip(text.String(), maxLoggedError)),
 		)
 	}
 }
@@ -333,14 +333,6 @@ func logToolErrors(logger *slog.Logger) func(context.Context, *agent.AfterToolCa
 // maxLoggedError bounds the error text of a tool line, in bytes: enough for
 // any message of ours, while a tool's own error may quote its whole input.
 const maxLoggedError = 512
-
-// truncate cuts s to at most n bytes, dropping a character cut in half.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return strings.ToValidUTF8(s[:n], "") + "…"
-}
 
 // summaryRetry is the policy of the summarizer's calls: the turn's, but
 // fewer, since a summary that fails leaves the turn to reduce otherwise.

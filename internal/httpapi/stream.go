@@ -8,7 +8,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/lambda-agent/lambda-agent/internal/agent"
 	"github.com/lambda-agent/lambda-agent/internal/turn"
@@ -175,12 +174,5 @@ func preview(r *agent.ToolResultBlock) string {
 		b.WriteByte(' ')
 	}
 	p := strings.TrimSpace(b.String())
-	if len(p) <= maxPreview {
-		return p
-	}
-	cut := maxPreview
-	for cut > 0 && !utf8.RuneStart(p[cut]) {
-		cut--
-	}
-	return p[:cut] + "…"
+	return agent.Clip(p, maxPreview)
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"time"
-	"unicode/utf8"
 
 	"github.com/lambda-agent/lambda-agent/internal/agent"
 	"github.com/lambda-agent/lambda-agent/internal/ddbhistory"
@@ -126,7 +125,7 @@ func (t *Tracing) ToolHook() func(context.Context, *agent.AfterToolCallEvent) {
 			attribute.String("gen_ai.tool.type", "function"),
 		}
 		if t.cfg.CaptureContent {
-			attrs = append(attrs, attribute.String("gen_ai.tool.call.arguments", truncate(string(e.Use.Input), maxPart)))
+			attrs = append(attrs, attribute.String("gen_ai.tool.call.arguments", agent.Clip(string(e.Use.Input), maxPart)))
 			if e.Result != nil {
 				attrs = append(attrs, attribute.String("gen_ai.tool.call.result", contentJSON(resultParts(e.Result))))
 			}
@@ -137,7 +136,7 @@ func (t *Tracing) ToolHook() func(context.Context, *agent.AfterToolCallEvent) {
 			span.SetAttributes(attribute.String("error.type", "tool_error"))
 			desc := "tool_error" // the result's text is content, recorded only on request
 			if t.cfg.CaptureContent {
-				desc = truncate(resultText(e.Result), 512)
+				desc = agent.Clip(resultText(e.Result), 512)
 			}
 			span.SetStatus(codes.Error, desc)
 		}
@@ -294,7 +293,7 @@ func messagesJSON(messages []agent.Message, finish ...string) string {
 		for _, b := range msg.Content {
 			switch {
 			case b.Text != "":
-				out[i].Parts = append(out[i].Parts, part{Type: "text", Content: truncate(b.Text, maxPart)})
+				out[i].Parts = append(out[i].Parts, part{Type: "text", Content: agent.Clip(b.Text, maxPart)})
 			case b.ToolUse != nil:
 				p := part{Type: "tool_call", ID: b.ToolUse.ToolUseID, Name: b.ToolUse.Name}
 				if len(b.ToolUse.Input) <= maxPart {
@@ -302,7 +301,7 @@ func messagesJSON(messages []agent.Message, finish ...string) string {
 				}
 				out[i].Parts = append(out[i].Parts, p)
 			case b.ToolResult != nil:
-				out[i].Parts = append(out[i].Parts, part{Type: "tool_call_response", ID: b.ToolResult.ToolUseID, Response: truncate(resultText(b.ToolResult), maxPart)})
+				out[i].Parts = append(out[i].Parts, part{Type: "tool_call_response", ID: b.ToolResult.ToolUseID, Response: agent.Clip(resultText(b.ToolResult), maxPart)})
 			default:
 				out[i].Parts = append(out[i].Parts, part{Type: "blob"}) // images and documents are not recorded
 			}
@@ -324,7 +323,7 @@ func contentJSON(parts []part) string {
 }
 
 func resultParts(r *agent.ToolResultBlock) []part {
-	return []part{{Type: "text", Content: truncate(resultText(r), maxPart)}}
+	return []part{{Type: "text", Content: agent.Clip(resultText(r), maxPart)}}
 }
 
 // resultText is a tool result's text and JSON.
@@ -339,17 +338,6 @@ func resultText(r *agent.ToolResultBlock) string {
 		}
 	}
 	return string(s)
-}
-
-// truncate cuts s to at most n bytes, on a character boundary.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
 }
 
 func (s *tracedStore) Transcript(ctx context.Context, key ddbhistory.Key, cursor string, limit int) (p *ddbhistory.Page, err error) {
