@@ -31,7 +31,13 @@ type ToolCall struct {
 	State *State
 }
 
-var toolNamePattern = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+// ToolNameRule is the pattern a tool's name must match, Bedrock's.
+const ToolNameRule = `^[a-zA-Z0-9_-]{1,64}$`
+
+var toolNamePattern = regexp.MustCompile(ToolNameRule)
+
+// ValidToolName reports whether name is one Bedrock takes for a tool.
+func ValidToolName(name string) bool { return toolNamePattern.MatchString(name) }
 
 // FuncTool is a Tool made from a Go function with a typed input.
 type FuncTool[In, Out any] struct {

@@ -310,24 +310,11 @@ func (p *parser) toolNames(name string) []string {
 	}
 	names := list(v)
 	for _, n := range names {
-		if !validToolName(n) {
+		if !agent.ValidToolName(n) {
 			p.fail("%s: %q is not a tool name: 1 to 64 letters, digits, _ or -", name, n)
 		}
 	}
 	return names
-}
-
-// validToolName says whether n is a name Bedrock takes for a tool.
-func validToolName(n string) bool {
-	if len(n) == 0 || len(n) > 64 {
-		return false
-	}
-	for _, r := range n {
-		if !('a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' || r == '_' || r == '-') {
-			return false
-		}
-	}
-	return true
 }
 
 // jsonList reads a variable that holds a JSON list, with parse.

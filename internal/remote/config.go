@@ -9,6 +9,8 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
+
+	"github.com/lambda-agent/lambda-agent/internal/agent"
 )
 
 // MCPServer is an entry of MCP_SERVERS: an MCP server whose tools the agent
@@ -54,7 +56,6 @@ type LambdaTool struct {
 
 var (
 	serverNamePattern = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,32}$`)
-	toolNamePattern   = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
 	headerNamePattern = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 )
 
@@ -101,7 +102,7 @@ func ParseMCPServers(v string) ([]MCPServer, error) {
 				fail("secret header %q names no SSM parameter", k)
 			}
 		}
-		if p := s.ToolPrefix(); p != "" && !toolNamePattern.MatchString(p) {
+		if p := s.ToolPrefix(); p != "" && !agent.ValidToolName(p) {
 			fail("prefix %q may hold only letters, digits, _ and -", p)
 		}
 	}
@@ -147,8 +148,8 @@ func ParseLambdaTools(v string) ([]LambdaTool, error) {
 			errs = append(errs, fmt.Errorf("[%d] %s: %s", i, t.Name, fmt.Sprintf(format, args...)))
 		}
 		switch {
-		case !toolNamePattern.MatchString(t.Name):
-			fail("name must match %s", toolNamePattern)
+		case !agent.ValidToolName(t.Name):
+			fail("name must match %s", agent.ToolNameRule)
 		case names[t.Name]:
 			fail("a second tool has this name")
 		}

@@ -216,7 +216,7 @@ func (s *mcpServer) list(ctx context.Context) ([]agent.Tool, error) {
 	if err != nil {
 		return nil, err
 	}
-	valid := func(t *mcp.Tool) bool { return toolNamePattern.MatchString(s.cfg.ToolPrefix() + t.Name) }
+	valid := func(t *mcp.Tool) bool { return agent.ValidToolName(s.cfg.ToolPrefix() + t.Name) }
 	ordered := append(slices.DeleteFunc(slices.Clone(listed), func(t *mcp.Tool) bool { return !valid(t) }),
 		slices.DeleteFunc(slices.Clone(listed), valid)...)
 	var tools []agent.Tool
@@ -244,7 +244,7 @@ func (s *mcpServer) list(ctx context.Context) ([]agent.Tool, error) {
 func (s *mcpServer) tool(t *mcp.Tool) (agent.Tool, string) {
 	name, ok := validName(s.cfg.ToolPrefix() + t.Name)
 	if !ok {
-		return nil, fmt.Sprintf("%q cannot be made a tool name Bedrock accepts (%s)", s.cfg.ToolPrefix()+t.Name, toolNamePattern)
+		return nil, fmt.Sprintf("%q cannot be made a tool name Bedrock accepts (%s)", s.cfg.ToolPrefix()+t.Name, agent.ToolNameRule)
 	}
 	schema, err := json.Marshal(t.InputSchema)
 	if err != nil || string(schema) == "null" {
