@@ -555,7 +555,7 @@ func (t *turn) call(ctx context.Context, req *ModelRequest) (*ModelResponse, err
 		resp, err = t.a.model.Converse(ctx, req)
 	} else {
 		t.emitted = false
-		resp, err = converseStream(ctx, t.a.model, req, func(d Delta) {
+		resp, err = ConverseStream(ctx, t.a.model, req, func(d Delta) {
 			t.emitted = true
 			t.emit(Event{Text: d.Text})
 		})

@@ -24,9 +24,9 @@ type Delta struct {
 	Text string
 }
 
-// converseStream calls m's ConverseStream, or, for a model that cannot
+// ConverseStream calls m's ConverseStream, or, for a model that cannot
 // stream, Converse, emitting each text block of the answer whole.
-func converseStream(ctx context.Context, m Model, req *ModelRequest, emit func(Delta)) (*ModelResponse, error) {
+func ConverseStream(ctx context.Context, m Model, req *ModelRequest, emit func(Delta)) (*ModelResponse, error) {
 	if sm, ok := m.(StreamingModel); ok {
 		return sm.ConverseStream(ctx, req, emit)
 	}
@@ -47,7 +47,7 @@ func converseStream(ctx context.Context, m Model, req *ModelRequest, emit func(D
 func (r *retrying) ConverseStream(ctx context.Context, req *ModelRequest, emit func(Delta)) (*ModelResponse, error) {
 	emitted := false
 	return r.retry(ctx, func() (*ModelResponse, error) {
-		return converseStream(ctx, r.model, req, func(d Delta) {
+		return ConverseStream(ctx, r.model, req, func(d Delta) {
 			emitted = true
 			emit(d)
 		})

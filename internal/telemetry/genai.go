@@ -43,17 +43,7 @@ func (m *tracedModel) Converse(ctx context.Context, req *agent.ModelRequest) (*a
 // answer's text once it has it, as the agent would.
 func (m *tracedModel) ConverseStream(ctx context.Context, req *agent.ModelRequest, emit func(agent.Delta)) (*agent.ModelResponse, error) {
 	ctx, span := m.start(ctx, req)
-	var resp *agent.ModelResponse
-	var err error
-	if sm, ok := m.model.(agent.StreamingModel); ok {
-		resp, err = sm.ConverseStream(ctx, req, emit)
-	} else if resp, err = m.model.Converse(ctx, req); err == nil {
-		for _, b := range resp.Message.Content {
-			if b.Text != "" {
-				emit(agent.Delta{Text: b.Text})
-			}
-		}
-	}
+	resp, err := agent.ConverseStream(ctx, m.model, req, emit)
 	m.end(span, resp, err)
 	return resp, err
 }
