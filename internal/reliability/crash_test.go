@@ -76,6 +76,18 @@ func (b *sandbox) invoke(t *testing.T, message string, timeout time.Duration) (e
 	return resp, time.Since(start)
 }
 
+// kill kills the function while inv is in flight, and fails the test, at
+// what, if inv finished anyway: the kill must have cut it short.
+func (b *sandbox) kill(t *testing.T, inv *lambdatest.Invocation, what string) {
+	t.Helper()
+	if err := b.fn.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := inv.Wait(t.Context()); err == nil {
+		t.Fatalf("%s: the invocation finished despite the kill", what)
+	}
+}
+
 // chatEvent is an API Gateway event that posts message to the session
 // "crashy".
 func chatEvent(t *testing.T, message string) []byte {
@@ -124,12 +136,7 @@ func TestCrashMidTurn(t *testing.T) {
 			t.Fatal(err)
 		}
 		when(calls)
-		if err := b.fn.Kill(); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := inv.Wait(t.Context()); err == nil {
-			t.Fatalf("%s: the invocation finished despite the kill", where)
-		}
+		b.kill(t, inv, where)
 		kills[where]++
 		if after := storedIn(t, b.store, "", "crashy"); !after.sameAs(before) {
 			damaged++

@@ -151,12 +151,7 @@ func TestCrashDuringADirectCall(t *testing.T) {
 			t.Fatal(err)
 		}
 		time.Sleep(100 * time.Millisecond) // the call is loaded and the tool started
-		if err := b.fn.Kill(); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := inv.Wait(t.Context()); err == nil {
-			t.Fatal("the invocation finished despite the kill")
-		}
+		b.kill(t, inv, fmt.Sprintf("kill %d", i))
 		if after := storedIn(t, b.store, "", "crashy"); !after.sameAs(before) {
 			lost++
 			t.Errorf("kill %d: the killed call changed the session", i)

@@ -177,12 +177,7 @@ func TestCrashLosesOnlyTheKilledInvocationsTelemetry(t *testing.T) {
 			t.Fatal(err)
 		}
 		waitFor(t, "the model call", func() bool { return b.model.Calls() == calls+1 })
-		if err := b.fn.Kill(); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := inv.Wait(t.Context()); err == nil {
-			t.Fatal("the invocation finished despite the kill")
-		}
+		b.kill(t, inv, fmt.Sprintf("kill %d", i))
 		if after := storedIn(t, b.store, "", "crashy"); !after.sameAs(before) {
 			lost++
 			t.Error("the killed turn changed the session")

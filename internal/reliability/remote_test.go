@@ -450,12 +450,7 @@ func TestCrashWhileARemoteToolRuns(t *testing.T) {
 			t.Fatal(err)
 		}
 		wait()
-		if err := b.fn.Kill(); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := inv.Wait(t.Context()); err == nil {
-			t.Fatalf("%s: the invocation finished despite the kill", where)
-		}
+		b.kill(t, inv, where)
 		kills[where]++
 		after := storedIn(t, b.store, "", "crashy")
 		if diff := before.diff(after); diff != "" {
