@@ -87,3 +87,18 @@ func TestREADMESummaryLine(t *testing.T) {
 		t.Errorf("the README's line\n%s\nis not what the local run printed:\n%s", example, out)
 	}
 }
+
+// TestLocalRunSummarizesADirectCall: a direct tool call's line says it was
+// a call, not a turn, with no model call.
+func TestLocalRunSummarizesADirectCall(t *testing.T) {
+	url, out := startRun(t, localrun.Options{Getenv: func(string) string { return "" }})
+	resp, err := http.Post(url+"/sessions/sum-2/tools/calculator", "application/json", strings.NewReader(`{"input":{"expression":"2+2"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	want := regexp.MustCompile(`(?m)^call POST /sessions/\{sessionId\}/tools/\{name\} 200 ok session=sum-2 \d+ms tokens: in=0 out=0 model_calls=0 tools=calculator$`)
+	if !want.MatchString(out.String()) {
+		t.Errorf("no summary line matching %s in:\n%s", want, out)
+	}
+}

@@ -9,7 +9,8 @@ import (
 	"github.com/lambda-agent/lambda-agent/internal/pricing"
 )
 
-// Summary writes a line a person reads for each request that ran a turn:
+// Summary writes a line a person reads for each request that ran a turn, or
+// a direct tool call:
 // its outcome, duration, tokens, estimated cost and tools. The local run
 // prints it; a function has its metrics instead.
 type Summary struct {
@@ -18,14 +19,18 @@ type Summary struct {
 	Prices *pricing.Prices
 }
 
-// Record writes r's line, when r ran a turn.
+// Record writes r's line, when r ran a turn or a direct tool call.
 func (s *Summary) Record(r Request) {
 	res := r.Result
 	if s == nil || s.Out == nil || res == nil || r.Replayed {
 		return
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "turn %s %d %s session=%s %s", r.Route, r.Status, r.Code, r.SessionID, r.Duration.Round(time.Millisecond))
+	kind := "turn"
+	if !r.Turn {
+		kind = "call" // a direct tool call: no turn, no model
+	}
+	fmt.Fprintf(&b, "%s %s %d %s session=%s %s", kind, r.Route, r.Status, r.Code, r.SessionID, r.Duration.Round(time.Millisecond))
 	u := res.Usage
 	fmt.Fprintf(&b, " tokens: in=%d out=%d", u.InputTokens, u.OutputTokens)
 	if u.CacheReadInputTokens+u.CacheWriteInputTokens > 0 {
