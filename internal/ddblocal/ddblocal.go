@@ -10,6 +10,10 @@
 // an update removed, where DynamoDB drops it from the sparse index: a session
 // whose delete stopped half-way stays listed here, not in DynamoDB. It also sends no X-Amz-Crc32 header, which DynamoDB
 // puts on every response and the SDK checks; Server adds it.
+//
+// minidyn guards its items with a lock but not its table map: a CreateTable
+// racing any other request is a data race. Server serves one request at a
+// time, which DynamoDB's per-request atomicity allows.
 package ddblocal
 
 import (
@@ -23,6 +27,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -57,9 +62,23 @@ func NewServer(addr string) (*Server, error) {
 		URL:    "http://" + ln.Addr().String(),
 		client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}},
 	}
-	s.srv = &http.Server{Handler: withCRC32(s.hooked(strictBetween(server.NewServer()))), ReadHeaderTimeout: 10 * time.Second}
+	s.srv = &http.Server{Handler: withCRC32(s.hooked(strictBetween(serialized(server.NewServer())))), ReadHeaderTimeout: 10 * time.Second}
 	go s.srv.Serve(ln) // returns ErrServerClosed after Close
 	return s, nil
+}
+
+// serialized serves h's requests one at a time. The hook stays outside it,
+// so that a request the hook holds does not hold the others.
+func serialized(h http.Handler) http.Handler {
+	var mu sync.Mutex
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, ok := readBody(r); !ok { // never wait on a client with the lock held
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		h.ServeHTTP(w, r)
+	})
 }
 
 // strictBetween refuses a Query whose key condition has a BETWEEN with its

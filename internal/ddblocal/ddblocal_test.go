@@ -2,6 +2,8 @@ package ddblocal_test
 
 import (
 	"errors"
+	"fmt"
+	"sync"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -45,5 +47,44 @@ func TestBetweenBoundsAreChecked(t *testing.T) {
 	var api smithy.APIError
 	if err := query("m#9999999999", "m#10000000098"); !errors.As(err, &api) || api.ErrorCode() != "ValidationException" {
 		t.Errorf("bounds the wrong way round: %v, want ValidationException", err)
+	}
+}
+
+// TestTablesCreatedWhileOthersAreServed creates tables while other requests
+// are served, as parallel tests sharing one server do. minidyn's table map
+// has no lock of its own; under -race this fails unless the server guards it.
+func TestTablesCreatedWhileOthersAreServed(t *testing.T) {
+	srv, err := ddblocal.NewServer("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	client := srv.Client()
+	if err := ddbhistory.CreateTable(t.Context(), client, "busy"); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	for i := range 8 {
+		wg.Go(func() {
+			errs <- ddbhistory.CreateTable(t.Context(), client, fmt.Sprintf("t%d", i))
+		})
+		wg.Go(func() {
+			_, err := client.GetItem(t.Context(), &dynamodb.GetItemInput{
+				TableName: aws.String("busy"),
+				Key: map[string]types.AttributeValue{
+					ddbhistory.PartitionKey: &types.AttributeValueMemberS{Value: "p"},
+					ddbhistory.SortKey:      &types.AttributeValueMemberS{Value: "s"},
+				},
+			})
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
 	}
 }
