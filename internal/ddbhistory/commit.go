@@ -37,6 +37,20 @@ type Turn struct {
 	// Resuming keeps the claim that ClaimPending took: the turn is the
 	// checkpoint of a resume, whose claim lasts until its last commit.
 	Resuming bool
+	// Rewind, when set, makes the turn replace the session's messages
+	// from index From on, in the same commit: regenerating or editing a
+	// turn. Readers see the old messages or the turn's, never a mix; the
+	// replaced messages are gone for good. Earlier must be 0.
+	Rewind bool
+	From   int
+}
+
+// base is the index of the turn's first message.
+func (t *Turn) base(sess *Session) int {
+	if t.Rewind {
+		return t.From
+	}
+	return sess.Count
 }
 
 // ErrOutcomeUnknown is a write whose context ended after it was sent: a
@@ -49,6 +63,8 @@ var ErrOutcomeUnknown = errors.New("the write's outcome is unknown")
 // idempotency record and the session item, on the condition that nobody
 // committed since sess was loaded. Readers see all of the turn or none of it.
 // A first commit also claims the session id, which is unique across owners.
+// A turn with Rewind replaces the messages from Turn.From on instead of
+// appending (see the package documentation).
 //
 // A turn that fits one transaction (100 items, 4 MB), as nearly every turn
 // does, is one TransactWriteItems. A larger one is written in parts: a
@@ -74,7 +90,10 @@ func (s *Store) Commit(ctx context.Context, sess *Session, turn Turn) error {
 		return err
 	}
 	now := s.cfg.Now()
-	count := sess.Count + len(turn.Messages)
+	if turn.Rewind && (turn.From < 0 || turn.From > sess.Count || turn.Earlier != 0 || turn.Resuming) {
+		return invalidArgument("rewind to message %d of %d", turn.From, sess.Count)
+	}
+	count := turn.base(sess) + len(turn.Messages)
 	if w := turn.Window; w.Removed < 0 || w.Removed > count {
 		return invalidArgument("window starts at message %d of %d", w.Removed, count)
 	}
@@ -125,11 +144,17 @@ type commit struct {
 	// as it depends on whether the turn fits one transaction.
 	meta item
 
+	// first is the index of the turn's first message, and kept how many
+	// of the session's messages stay: the writes of messages below it
+	// replace ones readers see, and so go in the last transaction.
+	first, kept int
 	// The session's attributes as the commit leaves them.
 	incarnation, title string
 	created            time.Time
 	expires            int64
 	claimedUntil       int64
+	rewound            int64
+	rewoundTo          int
 }
 
 // prepare builds a turn's commit from the writes of each kind of item, and
@@ -139,9 +164,14 @@ func (s *Store) prepare(sess *Session, turn Turn, now time.Time) (*commit, error
 		s: s, sess: sess, pk: partitionKey(sess.Key), claimAt: -1,
 		incarnation: sess.incarnation, created: sess.CreatedAt, title: sess.Title,
 		expires: s.expiry(now, s.cfg.TTL), claimedUntil: sess.claimedUntil,
+		first: turn.base(sess), kept: sess.Count,
+		rewound: sess.rewound, rewoundTo: sess.rewoundTo,
+	}
+	if turn.Rewind {
+		c.rewound, c.rewoundTo = sess.Version+1, turn.From
 	}
 	var err error
-	if c.messages, err = s.messageWrites(c.pk, sess.Count, turn.Messages, c.expires, now); err != nil {
+	if c.messages, err = s.messageWrites(c.pk, c.first, turn.Messages, sess.Version+1, c.expires, now); err != nil {
 		return nil, err
 	}
 	if sess.Version == 0 {
@@ -149,6 +179,8 @@ func (s *Store) prepare(sess *Session, turn Turn, now time.Time) (*commit, error
 		// key, so that an idempotency record of that one replays nothing here.
 		c.incarnation = newIncarnation()
 		c.created, c.title = now, titleOf(turn.Messages)
+	} else if c.first == 0 {
+		c.title = titleOf(turn.Messages) // every message replaced
 	}
 	if turn.Hold != nil {
 		c.tail = append(c.tail, s.recordWrites(sess, turn, c.incarnation, now)...)
@@ -171,10 +203,10 @@ func (s *Store) prepare(sess *Session, turn Turn, now time.Time) (*commit, error
 // and on: one write per item, so a message too large for one takes several.
 // They are unconditional: a key past the session's count holds at most what
 // a failed commit left, which is there to be overwritten.
-func (s *Store) messageWrites(pk string, first int, msgs []agent.Message, expires int64, now time.Time) ([]write, error) {
+func (s *Store) messageWrites(pk string, first int, msgs []agent.Message, version, expires int64, now time.Time) ([]write, error) {
 	var ws []write
 	for i, m := range msgs {
-		its, err := messageItems(pk, first+i, m, expires, now)
+		its, err := messageItems(pk, first+i, m, version, expires, now)
 		if err != nil {
 			return nil, err
 		}
@@ -224,7 +256,7 @@ func (c *commit) sessionItem(turn Turn, now time.Time) (item, error) {
 		attrOwner:       str(c.sess.Owner),
 		attrSessionID:   str(c.sess.ID),
 		attrVersion:     num(c.sess.Version + 1),
-		attrCount:       num(c.sess.Count + len(turn.Messages)),
+		attrCount:       num(c.first + len(turn.Messages)),
 		attrWindow:      str(string(window)),
 		attrState:       str(string(state)),
 		attrIncarnation: str(c.incarnation),
@@ -235,6 +267,9 @@ func (c *commit) sessionItem(turn Turn, now time.Time) (item, error) {
 	}
 	if c.title != "" {
 		meta[attrTitle] = str(c.title)
+	}
+	if c.rewound > 0 {
+		meta[attrRewound], meta[attrRewoundTo] = num(c.rewound), num(c.rewoundTo)
 	}
 	if turn.Pending != nil {
 		pending, err := json.Marshal(turn.Pending)
@@ -268,7 +303,8 @@ func (c *commit) committed(turn Turn, now time.Time) {
 	sess := c.sess
 	sess.Version++
 	sess.claimedUntil = c.claimedUntil
-	sess.Count += len(turn.Messages)
+	sess.Count = c.first + len(turn.Messages)
+	sess.rewound, sess.rewoundTo = c.rewound, c.rewoundTo
 	sess.Conversation = agent.Conversation{Window: turn.Window, State: turn.State, Pending: turn.Pending}
 	sess.Resuming = turn.Resuming
 	sess.CreatedAt, sess.UpdatedAt = time.UnixMilli(c.created.UnixMilli()), time.UnixMilli(now.UnixMilli())
@@ -325,20 +361,27 @@ func (c *commit) final(ctx context.Context, msgs []write, cond *condition) error
 
 // inParts writes a turn too large for one transaction: see Commit.
 func (c *commit) inParts(ctx context.Context, now time.Time) error {
+	// The last transaction takes the tail, the session item, the writes that
+	// replace messages readers see, and as many of the last messages as
+	// fit; the rest go first, in transactions that each check the
+	// reservation.
+	r := c.replacing()
+	var tooLarge *TooLargeError
+	if err := checkTransaction(append(sizes(c.messages[:r], c.tail), itemSize(c.meta))); errors.As(err, &tooLarge) {
+		tooLarge.What = "the messages that replace the rewound ones, with the session item,"
+		return tooLarge
+	}
+	split := len(c.messages)
+	for split > r && checkTransaction(append(sizes(c.messages[:r], c.messages[split-1:], c.tail), itemSize(c.meta))) == nil {
+		split--
+	}
 	token := newIncarnation()
 	guard, err := c.reserve(ctx, token, now)
 	if err != nil {
 		return err
 	}
-	// The last transaction takes the tail, the session item and as many of
-	// the last messages as fit; the rest go first, in transactions that
-	// each check the reservation.
-	split := len(c.messages)
-	for split > 0 && checkTransaction(append(sizes(c.messages[split-1:], c.tail), itemSize(c.meta))) == nil {
-		split--
-	}
 	var written []write
-	for _, chunk := range chunks(c.messages[:split]) {
+	for _, chunk := range chunks(c.messages[r:split]) {
 		items := []types.TransactWriteItem{c.s.check(c.pk, skMeta, guard)}
 		for _, w := range chunk {
 			items = append(items, w.TransactWriteItem)
@@ -349,7 +392,7 @@ func (c *commit) inParts(ctx context.Context, now time.Time) error {
 		}
 		written = append(written, chunk...)
 	}
-	err = c.final(ctx, c.messages[split:], guard)
+	err = c.final(ctx, append(c.messages[:r:r], c.messages[split:]...), guard)
 	if err != nil && !errors.Is(err, ErrOutcomeUnknown) {
 		c.dropLeftovers(ctx, written, token)
 	}
@@ -439,6 +482,19 @@ func (s *Store) transact(ctx context.Context, items []types.TransactWriteItem) e
 		ClientRequestToken: aws.String(newIncarnation() + newIncarnation()),
 	}, s.retries)
 	return err
+}
+
+// replacing counts the leading message writes that replace messages readers
+// see: those of a rewinding turn below the session's old count.
+func (c *commit) replacing() int {
+	n := 0
+	for _, w := range c.messages {
+		if i, _, ok := parseMessageKey(getS(w.Put.Item, SortKey)); !ok || i >= c.kept {
+			break
+		}
+		n++
+	}
+	return n
 }
 
 // chunks groups message writes into transactions that leave room for one

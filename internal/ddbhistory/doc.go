@@ -71,6 +71,21 @@
 // what a crash leaves. For a new session the mark is a session item without a
 // creation time, which readers take for no session.
 //
+// # Rewinds
+//
+// A turn with Turn.Rewind replaces the session's messages from an index on:
+// a rewind, or a regenerated or edited turn. Its messages are written from
+// that index, over the discarded ones, and the session item's count drops or
+// grows to match, all under the usual version check. Writes that replace
+// messages readers see go in the last transaction, with the session item;
+// only writes past the old count go before it. Every message item records
+// the session version its commit made ("written"), and the session item the
+// version and index of its last rewind ("rewound", "rewound_to"): a read
+// that finds a message written after the session item it read, or one at
+// or past the rewind's index written before it, overlapped a commit, and is
+// made again. A replay of a turn that a rewind discarded finds its messages
+// gone or rewritten, and answers nothing.
+//
 // # Deletes
 //
 // Delete first turns the session item into a tombstone: its data removed, its

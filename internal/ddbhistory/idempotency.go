@@ -73,16 +73,52 @@ func (s *Store) replay(ctx context.Context, sess *Session, record item, idempote
 	if err != nil || resp == nil || expired(resp, s.cfg.Now()) {
 		return r, err
 	}
+	first, count := int(getN(resp, attrFirst)), int(getN(resp, attrCount))
+	if gone, err := s.rewoundSince(ctx, sess, getN(resp, attrWritten), first, count); err != nil || gone {
+		return r, err
+	}
 	if r.Response, err = decompress(getB(resp, attrResponse)); err != nil {
 		return nil, fmt.Errorf("decode the idempotent response: %w", err)
 	}
-	r.First, r.Count = int(getN(resp, attrFirst)), int(getN(resp, attrCount))
+	r.First, r.Count = first, count
 	return r, nil
+}
+
+// rewoundSince reports whether a rewind after version written discarded any
+// of sess's messages first to first+count-1: they are past the session's
+// count, or were written again since.
+func (s *Store) rewoundSince(ctx context.Context, sess *Session, written int64, first, count int) (bool, error) {
+	switch {
+	case sess.rewound <= written || count == 0:
+		return false, nil
+	case first+count > sess.Count:
+		return true, nil
+	}
+	items, err := s.queryAll(ctx, &dynamodb.QueryInput{
+		TableName:              aws.String(s.cfg.Table),
+		KeyConditionExpression: aws.String("#pk = :pk AND #sk BETWEEN :lo AND :hi"),
+		ExpressionAttributeNames: map[string]string{
+			"#pk": PartitionKey, "#sk": SortKey, "#written": attrWritten,
+		},
+		ExpressionAttributeValues: item{":pk": str(partitionKey(sess.Key)), ":lo": str(messageKey(first)), ":hi": str(lastKeyOf(first + count - 1))},
+		ProjectionExpression:      aws.String("#sk, #written"),
+		ConsistentRead:            aws.Bool(true),
+	})
+	if err != nil {
+		return false, err
+	}
+	for _, it := range items {
+		if getN(it, attrWritten) > written {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // recordWrites returns a commit's idempotency writes: the record, which may
 // replace this turn's own hold (Begin) but no other, and the response.
 func (s *Store) recordWrites(sess *Session, turn Turn, incarnation string, now time.Time) []write {
+	first := turn.base(sess)
 	expires := num(s.expiry(now, s.cfg.IdempotencyTTL))
 	c := absentOrExpired(SortKey, now)
 	c.expr += " OR #token = :token"
@@ -101,8 +137,9 @@ func (s *Store) recordWrites(sess *Session, turn Turn, incarnation string, now t
 		PartitionKey: str(partitionKey(sess.Key)),
 		SortKey:      str(skResponse + turn.Hold.Key),
 		attrResponse: bin(compress(turn.Response)),
-		attrFirst:    num(sess.Count - turn.Earlier),
+		attrFirst:    num(first - turn.Earlier),
 		attrCount:    num(turn.Earlier + len(turn.Messages)),
+		attrWritten:  num(sess.Version + 1),
 		TTLAttribute: expires,
 	}
 	return []write{{s.put(record, c), itemSize(record)}, {s.put(resp, nil), itemSize(resp)}}

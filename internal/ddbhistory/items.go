@@ -52,6 +52,9 @@ const (
 	attrWriter      = "writer"
 	attrPending     = "pending"
 	attrResuming    = "resuming_until"
+	attrWritten     = "written"
+	attrRewound     = "rewound"
+	attrRewoundTo   = "rewound_to"
 )
 
 type item = map[string]types.AttributeValue
@@ -165,8 +168,10 @@ func decompress(b []byte) ([]byte, error) {
 }
 
 // messageItems encodes message i of a session as one item, or as a first
-// item and further parts when the body is larger than one item holds.
-func messageItems(pk string, i int, m agent.Message, expires int64, now time.Time) ([]item, error) {
+// item and further parts when the body is larger than one item holds. Every
+// item records version, the session version that the write makes, so that
+// a read can tell a message rewritten after the session item it read.
+func messageItems(pk string, i int, m agent.Message, version, expires int64, now time.Time) ([]item, error) {
 	raw, err := json.Marshal(m)
 	if err != nil {
 		return nil, fmt.Errorf("encode message %d: %w", i, err)
@@ -185,6 +190,7 @@ func messageItems(pk string, i int, m agent.Message, expires int64, now time.Tim
 		attrRole:     str(string(m.Role)),
 		attrBody:     bin(parts[0]),
 		attrCreated:  num(now.UnixMilli()),
+		attrWritten:  num(version),
 		TTLAttribute: num(expires),
 	}
 	if len(parts) > 1 {
@@ -196,6 +202,7 @@ func messageItems(pk string, i int, m agent.Message, expires int64, now time.Tim
 			PartitionKey: str(pk),
 			SortKey:      str(partKey(i, p+1)),
 			attrBody:     bin(part),
+			attrWritten:  num(version),
 			TTLAttribute: num(expires),
 		})
 	}
@@ -207,6 +214,8 @@ func messageItems(pk string, i int, m agent.Message, expires int64, now time.Tim
 type storedMessage struct {
 	first item
 	parts map[int][]byte
+	// written holds the versions its items were written at.
+	written []int64
 }
 
 // decode reassembles and decodes the message. It fails when parts are
@@ -282,5 +291,24 @@ func (ms *messageSet) add(items []item, now time.Time) {
 		} else {
 			sm.parts[part] = getB(it, attrBody)
 		}
+		sm.written = append(sm.written, getN(it, attrWritten))
 	}
+}
+
+// current reports whether message i, as found, is the one the session item
+// meta counts: none of its items was written after meta, and none before a
+// rewind that discarded index i. A Query is not isolated from a transaction,
+// so a read beside a commit that rewrote messages (see Turn.Rewind) can see
+// some of its items and not others; such a read is made again.
+func (ms *messageSet) current(i int, meta *Session) bool {
+	sm := ms.found[i]
+	if sm == nil {
+		return true
+	}
+	for _, v := range sm.written {
+		if v > meta.Version || (i >= meta.rewoundTo && v < meta.rewound) {
+			return false
+		}
+	}
+	return true
 }

@@ -137,6 +137,10 @@ type Session struct {
 	incarnation   string // tells this session from an earlier one with its key
 	claimedUntil  int64  // when the claim on the session id expires; 0 never
 	resumingUntil int64  // when the claim on its pending interrupts expires
+	// rewound is the version of the last write that rewound the session,
+	// to message rewoundTo; 0 when it never was.
+	rewound   int64
+	rewoundTo int
 }
 
 // NewSession returns a session that does not exist yet, for a first commit.
@@ -283,7 +287,7 @@ func (s *Store) loadWindow(ctx context.Context, key Key, skipUnseen bool) (*Sess
 			start = out.LastEvaluatedKey
 		}
 	}
-	window, removed, err := msgs.window(from, sess.Count, skipUnseen)
+	window, removed, err := msgs.window(from, sess, skipUnseen)
 	if err != nil {
 		return nil, err
 	}
@@ -291,9 +295,9 @@ func (s *Store) loadWindow(ctx context.Context, key Key, skipUnseen bool) (*Sess
 	return sess, nil
 }
 
-// errUnseen is a message the session item counts but a read did not see: a
-// commit landed while the read ran (a Query is not isolated from a
-// transaction), and reading again sees it.
+// errUnseen is a message the session item counts but a read did not see, or
+// saw as another commit wrote it: a commit landed while the read ran (a Query
+// is not isolated from a transaction), and reading again sees it.
 var errUnseen = errors.New("a counted message was not seen")
 
 // window returns the active window from the messages found: the longest run
@@ -301,11 +305,18 @@ var errUnseen = errors.New("a counted message was not seen")
 // be decoded, moves the window's start past it, so that the window's first
 // index is still the start it returns. A message that was not seen at all is
 // errUnseen, for the load to be read again rather than lose context, unless
-// skipUnseen treats it as expired.
-func (ms *messageSet) window(from, count int, skipUnseen bool) ([]agent.Message, int, error) {
+// skipUnseen treats it as expired; so is one that is not current.
+func (ms *messageSet) window(from int, sess *Session, skipUnseen bool) ([]agent.Message, int, error) {
 	var msgs []agent.Message
+	count := sess.Count
 	start := count
 	for i := count - 1; i >= from; i-- {
+		if !ms.current(i, sess) {
+			if skipUnseen {
+				break
+			}
+			return nil, 0, fmt.Errorf("%w: message %d of %d was rewritten", errUnseen, i, count)
+		}
 		if !ms.complete(i) {
 			if ms.expired[i] || skipUnseen {
 				break
@@ -334,6 +345,8 @@ func decodeMeta(key Key, it item) (*Session, error) {
 		Title:        getS(it, attrTitle),
 		incarnation:  getS(it, attrIncarnation),
 		claimedUntil: getN(it, attrClaimed),
+		rewound:      getN(it, attrRewound),
+		rewoundTo:    int(getN(it, attrRewoundTo)),
 	}
 	if at := getN(it, TTLAttribute); at > 0 {
 		sess.ExpiresAt = time.Unix(at, 0)

@@ -3,6 +3,7 @@ package ddbhistory
 import (
 	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"strconv"
 
@@ -45,6 +46,19 @@ func (s *Store) Transcript(ctx context.Context, key Key, cursor string, limit in
 	if err != nil {
 		return nil, err
 	}
+	// A read beside a commit that rewrote messages is made again; see
+	// messageSet.current.
+	for attempt := 0; ; attempt++ {
+		page, err := s.transcriptPage(ctx, key, from, limit, attempt == 2)
+		if !errors.Is(err, errUnseen) {
+			return page, err
+		}
+	}
+}
+
+// transcriptPage reads one page for Transcript. A message that is not
+// current is errUnseen, unless last: the last attempt leaves it out.
+func (s *Store) transcriptPage(ctx context.Context, key Key, from, limit int, last bool) (*Page, error) {
 	pk := partitionKey(key)
 	now := s.cfg.Now()
 	var (
@@ -84,6 +98,12 @@ func (s *Store) Transcript(ctx context.Context, key Key, cursor string, limit in
 	page := &Page{Session: sess}
 	end, size := min(from+limit, sess.Count), 0
 	for i := from; i < end; i++ {
+		if !msgs.current(i, sess) {
+			if !last {
+				return nil, errUnseen
+			}
+			continue
+		}
 		if !msgs.complete(i) {
 			if msgs.expired[i] || i == from {
 				continue // absent; the first of a page is skipped so pages move on
@@ -152,4 +172,44 @@ func (s *Store) queryAll(ctx context.Context, in *dynamodb.QueryInput) ([]item, 
 		}
 		in.ExclusiveStartKey = out.LastEvaluatedKey
 	}
+}
+
+// WindowBefore reads the messages a window that ends before message to
+// holds, when it starts at message from: the longest run of sess's stored
+// messages ending with message to-1, as Load reads a window. It returns the
+// messages and the index of the first. A rewind that discards messages a
+// summary covered restarts the window with it (see Turn.Rewind).
+func (s *Store) WindowBefore(ctx context.Context, sess *Session, from, to int) ([]agent.Message, int, error) {
+	if err := sess.validate(); err != nil {
+		return nil, 0, err
+	}
+	if from < 0 || from > to || to > sess.Count {
+		return nil, 0, invalidArgument("messages %d to %d of %d", from, to, sess.Count)
+	}
+	if from == to {
+		return nil, to, nil
+	}
+	items, err := s.queryAll(ctx, &dynamodb.QueryInput{
+		TableName:              aws.String(s.cfg.Table),
+		KeyConditionExpression: aws.String("#pk = :pk AND #sk BETWEEN :lo AND :hi"),
+		ExpressionAttributeNames: map[string]string{
+			"#pk": PartitionKey, "#sk": SortKey,
+		},
+		ExpressionAttributeValues: item{":pk": str(partitionKey(sess.Key)), ":lo": str(messageKey(from)), ":hi": str(lastKeyOf(to - 1))},
+		ConsistentRead:            aws.Bool(true),
+	})
+	if err != nil {
+		return nil, 0, fmt.Errorf("ddbhistory: read %s: %w", sess.ID, err)
+	}
+	msgs := newMessageSet()
+	msgs.add(items, s.cfg.Now())
+	// A message written since sess was read ends the run there: the
+	// session has moved on, and a commit from sess will conflict anyway.
+	upTo := *sess
+	upTo.Count = to
+	window, start, err := msgs.window(from, &upTo, true)
+	if err != nil {
+		return nil, 0, fmt.Errorf("ddbhistory: read %s: %w", sess.ID, err)
+	}
+	return window, start, nil
 }
