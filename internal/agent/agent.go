@@ -694,7 +694,7 @@ func checkMedia(format string, formats []string, src Source, maxBytes int) error
 // which the next turn reads from the cache before it writes its own.
 func previousTurnEnd(view []Message) []int {
 	for i := len(view) - 1; i > 0; i-- {
-		if isTurnStart(view[i]) {
+		if IsTurnStart(view[i]) {
 			return []int{i - 1}
 		}
 	}

@@ -26,7 +26,7 @@ func benchWindow(stored int) *Conversation {
 		}
 	}
 	msgs = msgs[len(msgs)-40:]
-	for !isTurnStart(msgs[0]) {
+	for !IsTurnStart(msgs[0]) {
 		msgs = msgs[1:]
 	}
 	msgs = append(msgs, UserText("new input"))

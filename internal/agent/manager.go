@@ -205,12 +205,12 @@ func cutPoint(msgs []Message, target, maxCut int) int {
 	maxCut = min(maxCut, len(msgs)-1)
 	target = max(target, 1)
 	for i := target; i <= maxCut; i++ {
-		if isTurnStart(msgs[i]) {
+		if IsTurnStart(msgs[i]) {
 			return i
 		}
 	}
 	for i := min(target-1, maxCut); i > 0; i-- {
-		if isTurnStart(msgs[i]) {
+		if IsTurnStart(msgs[i]) {
 			return i
 		}
 	}
@@ -244,7 +244,7 @@ func trimResults(msgs []Message, trim ResultTrim) []Message {
 	// The boundary is the start of the oldest turn kept whole.
 	boundary, turns := len(msgs), 0
 	for i := len(msgs) - 1; i >= 0 && turns < max(trim.KeepTurns, 1); i-- {
-		if isTurnStart(msgs[i]) {
+		if IsTurnStart(msgs[i]) {
 			boundary, turns = i, turns+1
 		}
 	}

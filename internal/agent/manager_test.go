@@ -57,7 +57,7 @@ func checkWindow(t *testing.T, full []Message, c *Conversation) {
 	if len(c.Messages) == 0 {
 		t.Fatal("window is empty")
 	}
-	if c.Window.Removed > 0 && !isTurnStart(c.Messages[0]) {
+	if c.Window.Removed > 0 && !IsTurnStart(c.Messages[0]) {
 		t.Fatalf("window starts with %s message %+v", c.Messages[0].Role, c.Messages[0].Content)
 	}
 }

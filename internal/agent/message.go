@@ -166,9 +166,9 @@ func (m Message) clone() Message {
 	return m
 }
 
-// isTurnStart reports whether a window may begin at m: a user message that
+// IsTurnStart reports whether a window may begin at m: a user message that
 // answers no tool use, so nothing before it is needed to make sense of it.
-func isTurnStart(m Message) bool {
+func IsTurnStart(m Message) bool {
 	return m.Role == RoleUser && !m.HasToolResults()
 }
 

@@ -186,7 +186,7 @@ func exerciseManagers(t testing.TB, ch *chooser, h []Message, valid bool) {
 					t.Fatalf("%T: window is not history[Removed:] at %d", m, i)
 				}
 			}
-			if valid && len(c.Messages) > 0 && c.Window.Removed > 0 && !isTurnStart(c.Messages[0]) {
+			if valid && len(c.Messages) > 0 && c.Window.Removed > 0 && !IsTurnStart(c.Messages[0]) {
 				t.Fatalf("%T: window starts with %s %+v", m, c.Messages[0].Role, c.Messages[0].Content)
 			}
 			checkView(t, c.View())
