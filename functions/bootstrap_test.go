@@ -147,6 +147,12 @@ func TestEveryEventThroughTheBuiltFunctions(t *testing.T) {
 		{"chat", "session-get.json", 200, func(b map[string]any) bool {
 			return b["session_id"] == "demo-session" && len(b["messages"].([]any)) == 6 // a turn and a direct call
 		}},
+		{"chat", "session-rewind.json", 200, func(b map[string]any) bool {
+			return b["message_count"] == 2.0 && b["discarded"] == 4.0 // the direct call's four
+		}},
+		{"chat", "session-get.json", 200, func(b map[string]any) bool {
+			return len(b["messages"].([]any)) == 2
+		}},
 		{"chat", "session-delete.json", 204, func(b map[string]any) bool { return b == nil }},
 		{"chat", "session-get.json", 404, func(b map[string]any) bool {
 			return b["error"].(map[string]any)["code"] == "not_found"

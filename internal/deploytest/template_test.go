@@ -487,6 +487,9 @@ func TestRoutes(t *testing.T) {
 		httpapi.RouteGetSession:    "ChatFunction",
 		httpapi.RouteDeleteSession: "ChatFunction",
 		httpapi.RouteCallTool:      "ChatFunction",
+		httpapi.RouteRewind:        "ChatFunction",
+		httpapi.RouteExportSession: "ChatFunction",
+		httpapi.RouteImportSession: "ChatFunction",
 		httpapi.RouteStructured:    "StructuredFunction",
 	}
 	got := map[string]string{}

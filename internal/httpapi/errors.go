@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/lambda-agent/lambda-agent/internal/agent"
 	"github.com/lambda-agent/lambda-agent/internal/ddbhistory"
@@ -62,7 +63,9 @@ func errorFor(err error) *Error {
 	case errors.Is(err, agent.ErrUnknownTool):
 		return &Error{Status: http.StatusNotFound, Code: "unknown_tool", Message: err.Error(), err: err}
 	case errors.Is(err, turn.ErrReplayGone):
-		return &Error{Status: http.StatusNotFound, Code: "not_found", Message: "the request with this Idempotency-Key was answered, but the session it went to has been deleted since", err: err}
+		return &Error{Status: http.StatusNotFound, Code: "not_found", Message: "the request with this Idempotency-Key was answered, but the session it went to has been deleted or rewound past it since", err: err}
+	case errors.Is(err, turn.ErrInvalidRewind):
+		return &Error{Status: http.StatusBadRequest, Code: "invalid_rewind", Message: strings.TrimPrefix(err.Error(), turn.ErrInvalidRewind.Error()+": "), err: err}
 	}
 	var (
 		ti *agent.ToolInputError

@@ -64,7 +64,7 @@ func FuzzChatBody(f *testing.F) {
 // headers, claims and encoding, to both functions. Seeds are in
 // testdata/fuzz/FuzzEvent.
 func FuzzEvent(f *testing.F) {
-	for _, name := range []string{"chat-new.json", "chat-continue.json", "chat-tool.json", "chat-jwt.json", "structured.json", "session-get.json", "session-delete.json", "tool-call.json"} {
+	for _, name := range []string{"chat-new.json", "chat-continue.json", "chat-tool.json", "chat-jwt.json", "structured.json", "session-get.json", "session-delete.json", "tool-call.json", "session-rewind.json", "session-export.json", "session-import.json"} {
 		raw, err := json.Marshal(fixture(f, name))
 		if err != nil {
 			f.Fatal(err)

@@ -25,6 +25,8 @@ type Turns interface {
 	Chat(ctx context.Context, c turn.Chat) (*turn.Outcome[turn.ChatAnswer], error)
 	Structured(ctx context.Context, s turn.Structured) (*turn.Outcome[turn.StructuredAnswer], error)
 	CallTool(ctx context.Context, c turn.ToolCall) (*turn.Outcome[turn.ToolAnswer], error)
+	Rewind(ctx context.Context, r turn.Rewind) (*turn.Outcome[turn.RewindAnswer], error)
+	Import(ctx context.Context, im turn.Import) (*turn.Outcome[turn.ImportAnswer], error)
 }
 
 // Sessions is the session store, as the session routes use it.
@@ -48,8 +50,9 @@ type Routes uint8
 // The route sets.
 const (
 	// ChatRoutes: POST /chat, GET /sessions, GET and DELETE
-	// /sessions/{sessionId}, and POST /sessions/{sessionId}/tools/{name};
-	// the chat function.
+	// /sessions/{sessionId}, POST /sessions/{sessionId}/tools/{name},
+	// GET /sessions/{sessionId}/export and POST /sessions/import; the chat
+	// function.
 	ChatRoutes Routes = 1 << iota
 	// StructuredRoutes: POST /structured; the structured function.
 	StructuredRoutes
@@ -74,6 +77,9 @@ const (
 	RouteGetSession    = "GET /sessions/{sessionId}"
 	RouteDeleteSession = "DELETE /sessions/{sessionId}"
 	RouteCallTool      = "POST /sessions/{sessionId}/tools/{name}"
+	RouteExportSession = "GET /sessions/{sessionId}/export"
+	RouteImportSession = "POST /sessions/import"
+	RouteRewind        = "POST /sessions/{sessionId}/rewind"
 	RouteStructured    = "POST /structured"
 	routeURLStream     = "POST /"
 )
@@ -133,6 +139,9 @@ func New(cfg Config) (*Handler, error) {
 		h.handle(RouteGetSession, h.getSession)
 		h.handle(RouteDeleteSession, h.deleteSession)
 		h.handle(RouteCallTool, h.callTool)
+		h.handle(RouteExportSession, h.exportSession)
+		h.handle(RouteImportSession, h.importSession)
+		h.handle(RouteRewind, h.rewind)
 	}
 	if cfg.Routes&ChatRoutes != 0 {
 		h.handle(RouteChat, h.chat)
@@ -167,6 +176,8 @@ type record struct {
 	// errorStatus is the status of a failure reported in a stream that
 	// had begun with 200.
 	errorStatus int
+	// location is the Location header of a success that created something.
+	location string
 }
 
 // noteCost keeps in rec what a failed turn did, whose tokens are billed too.
@@ -207,6 +218,9 @@ func (h *Handler) handle(pattern string, serve route) {
 		}
 		if rec.replayed {
 			w.Header().Set("Idempotent-Replayed", "true")
+		}
+		if rec.location != "" {
+			w.Header().Set("Location", rec.location)
 		}
 		w.WriteHeader(code)
 		_, _ = w.Write(body) // a client that left cannot be told

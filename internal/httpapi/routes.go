@@ -27,6 +27,20 @@ type ChatRequest struct {
 	// DenyPending denies the session's pending interrupts, so that the
 	// message can be sent.
 	DenyPending bool `json:"deny_pending,omitempty"`
+	// Regenerate runs the session's last user message again, in place of
+	// its last turn; it comes without a message.
+	Regenerate bool `json:"regenerate,omitempty"`
+	// Edit replaces the user message at Edit.From, and all that follows
+	// it, with Edit's message or content, and runs it.
+	Edit *EditRequest `json:"edit,omitempty"`
+}
+
+// EditRequest is the edit of POST /chat: a message, or content blocks, to
+// run in place of the user message at From.
+type EditRequest struct {
+	From    *int              `json:"from"`
+	Message *string           `json:"message,omitempty"`
+	Content []json.RawMessage `json:"content,omitempty"`
 }
 
 // ChatResponse is the answer to POST /chat.
@@ -76,11 +90,72 @@ func (h *Handler) chatRequest(r *http.Request, rec *record) (turn.Chat, *Error) 
 	if in.Responses != nil {
 		return turn.Chat{Request: req, Responses: in.Responses}, resumeRequest(&in)
 	}
+	if in.Regenerate || in.Edit != nil {
+		return h.redoRequest(req, &in)
+	}
 	input, e := content("message", in.Message, in.Content, h.cfg.MaxMessageBytes)
 	if e != nil {
 		return turn.Chat{}, e
 	}
 	return turn.Chat{Request: req, Content: input, DenyPending: in.DenyPending}, nil
+}
+
+// redoRequest reads a regenerate or an edit.
+func (h *Handler) redoRequest(req turn.Request, in *ChatRequest) (turn.Chat, *Error) {
+	switch {
+	case in.SessionID == nil:
+		return turn.Chat{}, badRequest("invalid_request", "regenerate and edit need the session_id of the session to rewind")
+	case in.Regenerate && in.Edit != nil:
+		return turn.Chat{}, badRequest("invalid_request", "send either regenerate or edit, not both")
+	case in.Message != nil || in.Content != nil:
+		return turn.Chat{}, badRequest("invalid_request", "regenerate runs the last user message again, and an edit carries its own message in edit.message; send no message or content beside them")
+	case in.DenyPending:
+		return turn.Chat{}, badRequest("invalid_request", "regenerate and edit discard what the session has pending; deny_pending is not needed")
+	case in.Regenerate:
+		return turn.Chat{Request: req, Regenerate: true}, nil
+	case in.Edit.From == nil:
+		return turn.Chat{}, badRequest("invalid_request", "edit.from is required: the index of the user message to replace, as GET /sessions/{id} lists them")
+	case *in.Edit.From < 0:
+		return turn.Chat{}, badRequest("invalid_rewind", "edit.from is %d; message indexes start at 0", *in.Edit.From)
+	}
+	input, e := content("edit.message", in.Edit.Message, in.Edit.Content, h.cfg.MaxMessageBytes)
+	if e != nil {
+		return turn.Chat{}, e
+	}
+	return turn.Chat{Request: req, Edit: &turn.Edit{From: *in.Edit.From, Content: input}}, nil
+}
+
+// RewindRequest is the body of POST /sessions/{sessionId}/rewind.
+type RewindRequest struct {
+	// To is the index of the first message to discard: the start of a
+	// user turn.
+	To *int `json:"to"`
+}
+
+// RewindResponse is the answer to a rewind.
+type RewindResponse = turn.RewindAnswer
+
+func (h *Handler) rewind(r *http.Request, rec *record) (int, []byte, error) {
+	id := r.PathValue("sessionId")
+	var in RewindRequest
+	// The session is in the path, which the fingerprint must cover too.
+	req, e := h.turnRequest(r, "POST /sessions/"+id+"/rewind", &in)
+	if e != nil {
+		return 0, nil, e
+	}
+	if req.SessionID, e = namedSession(&id, rec); e != nil {
+		return 0, nil, e
+	}
+	switch {
+	case in.To == nil:
+		return 0, nil, badRequest("invalid_request", "to is required: the index of the first message to discard, the start of a user turn")
+	case *in.To < 0:
+		return 0, nil, badRequest("invalid_rewind", "to is %d; message indexes start at 0", *in.To)
+	}
+	out, err := h.cfg.Turns.Rewind(r.Context(), turn.Rewind{Request: req, To: *in.To})
+	status, body, err := answer(out, err, rec)
+	rec.result = nil // no model, no tools: nothing to count
+	return status, body, err
 }
 
 // maxResponses bounds the responses of one request: the interrupts of one
@@ -95,6 +170,8 @@ func resumeRequest(in *ChatRequest) *Error {
 		return badRequest("invalid_request", "responses resume the paused turn, and come without a message or content; send the message in a later request, or deny_pending with it")
 	case in.DenyPending:
 		return badRequest("invalid_request", "send either responses or deny_pending, not both")
+	case in.Regenerate || in.Edit != nil:
+		return badRequest("invalid_request", "responses resume the paused turn; a regenerate or an edit discards it instead, so send one or the other")
 	case in.SessionID == nil:
 		return badRequest("invalid_request", "responses need the session_id of the session whose interrupts they answer")
 	case len(in.Responses) == 0:

@@ -991,10 +991,11 @@ func (wd *webDriver) lastLine() lastLine {
 	return v
 }
 
-// lastLineScript is a JavaScript expression for a lastLine.
+// lastLineScript is a JavaScript expression for a lastLine: the last line
+// of the turn's content, not the row of its buttons, such as Regenerate.
 const lastLineScript = `(() => {
 	const m = document.querySelector("#messages");
-	const line = m.lastElementChild.lastElementChild;
+	const line = [...m.lastElementChild.children].filter(e => !e.matches(".turn-actions")).pop();
 	const r = line.getBoundingClientRect(), view = m.getBoundingClientRect();
 	return {Text: line.textContent, InView: r.top >= view.top && r.bottom <= view.bottom + 1, Overflows: m.scrollHeight > m.clientHeight + 100};
 })()`

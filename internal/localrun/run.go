@@ -184,7 +184,8 @@ func Run(ctx context.Context, opts Options) error {
 	fmt.Fprintf(opts.Out, `lambda-agent local run on %s
   chat page: %[1]s/
   routes:   POST /chat   POST /chat/stream   GET /sessions   GET /sessions/{sessionId}
-            POST /sessions/{sessionId}/tools/{name}
+            POST /sessions/{sessionId}/tools/{name}   POST /sessions/{sessionId}/rewind
+            GET /sessions/{sessionId}/export   POST /sessions/import
             DELETE /sessions/{sessionId}   POST /structured
   model:    %s (MODEL_ID=%s)
   dynamodb: %s, table %s

@@ -330,6 +330,14 @@ func resultText(r *agent.ToolResultBlock) string {
 	return string(s)
 }
 
+func (s *tracedStore) WindowBefore(ctx context.Context, sess *ddbhistory.Session, from, to int) (msgs []agent.Message, start int, err error) {
+	err = s.span(ctx, "session.window", sess.ID, func(ctx context.Context) error {
+		msgs, start, err = s.store.WindowBefore(ctx, sess, from, to)
+		return err
+	})
+	return msgs, start, err
+}
+
 func (s *tracedStore) Transcript(ctx context.Context, key ddbhistory.Key, cursor string, limit int) (p *ddbhistory.Page, err error) {
 	err = s.span(ctx, "session.transcript", key.ID, func(ctx context.Context) error {
 		p, err = s.store.Transcript(ctx, key, cursor, limit)

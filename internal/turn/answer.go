@@ -22,6 +22,9 @@ type ChatAnswer struct {
 	// Interrupts, with stop reason "interrupt", are the tool uses that
 	// wait for a person's response.
 	Interrupts []agent.Interrupt `json:"interrupts,omitempty"`
+	// RewoundTo, for a regenerate or an edit, is the index of the first
+	// message the turn replaced: Messages are stored from there on.
+	RewoundTo *int `json:"rewound_to,omitempty"`
 }
 
 // StructuredAnswer is the answer to a structured turn, as POST /structured

@@ -3,7 +3,6 @@ package turn
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 
 	"github.com/lambda-agent/lambda-agent/internal/agent"
 	"github.com/lambda-agent/lambda-agent/internal/ddbhistory"
@@ -67,10 +66,9 @@ func (s *Service) CallTool(ctx context.Context, c ToolCall) (*Outcome[ToolAnswer
 			return a
 		},
 		replay: func(ctx context.Context, key ddbhistory.Key, r *ddbhistory.Replay) (ToolAnswer, error) {
-			var a ToolAnswer
-			err := json.Unmarshal(r.Response, &a)
+			a, err := storedAnswer[ToolAnswer](ctx, key, r)
 			if err != nil {
-				return a, fmt.Errorf("turn: decode a stored answer: %w", err)
+				return a, err
 			}
 			a.Messages, err = s.replayedMessages(ctx, key, r)
 			return a, err

@@ -106,10 +106,19 @@ func (f *fakeStore) Commit(_ context.Context, sess *ddbhistory.Session, t ddbhis
 		r.hold, r.response, r.first, r.count = nil, t.Response, len(st.messages), len(t.Messages)
 	}
 	st.version++
+	if t.Rewind {
+		st.messages = st.messages[:t.From]
+	}
 	st.messages = append(st.messages, t.Messages...)
 	st.state, st.window = t.State, t.Window
 	f.sessions[sess.Key] = st
 	return f.commitErr // an unknown outcome that in fact landed
+}
+
+func (f *fakeStore) WindowBefore(_ context.Context, sess *ddbhistory.Session, from, to int) ([]agent.Message, int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]agent.Message(nil), f.sessions[sess.Key].messages[from:to]...), from, nil
 }
 
 func (f *fakeStore) Release(_ context.Context, h *ddbhistory.Hold) error {

@@ -38,6 +38,9 @@ type Store interface {
 	// Transcript reads stored messages, which a replayed chat answer
 	// carries.
 	Transcript(ctx context.Context, key ddbhistory.Key, cursor string, limit int) (*ddbhistory.Page, error)
+	// WindowBefore reads the window a rewind restarts with, when it
+	// discards messages a summary covered.
+	WindowBefore(ctx context.Context, sess *ddbhistory.Session, from, to int) ([]agent.Message, int, error)
 }
 
 // Agent runs turns. *agent.Agent implements it. It must be safe for
@@ -67,8 +70,8 @@ var (
 	// running. The error also matches ddbhistory.ErrKeyInUse.
 	ErrInProgress = errors.New("a request with the idempotency key is still running")
 	// ErrReplayGone is a retry of a committed request whose session has
-	// been deleted since, and its answer with it.
-	ErrReplayGone = errors.New("the request with the idempotency key was answered, but its session has been deleted since")
+	// been deleted since, and its answer with it, or rewound past its turn.
+	ErrReplayGone = errors.New("the request with the idempotency key was answered, but its session has been deleted or rewound past it since")
 	// ErrInterruptPending is a message or a structured prompt for a session
 	// whose last turn waits for a person; the error is a *PendingError.
 	ErrInterruptPending = errors.New("the session's last turn waits for responses to its interrupts")
@@ -168,6 +171,13 @@ type Chat struct {
 	DenyPending bool
 	// Sink, when set, streams the turn as it happens.
 	Sink Sink
+	// Regenerate runs the session's last user message again, in place of
+	// its last turn; Edit runs new content in place of the user message at
+	// Edit.From and all that follows it. Either is one turn and one commit:
+	// readers see the session as it was or with the new turn, never
+	// rewound without it. Content must then be empty, but for Edit's.
+	Regenerate bool
+	Edit       *Edit
 }
 
 // Sink receives a streamed turn. Start comes once, when the turn starts to
@@ -207,26 +217,32 @@ func (s *Service) Chat(ctx context.Context, c Chat) (*Outcome[ChatAnswer], error
 		return s.resume(ctx, c)
 	}
 	return run(ctx, s, c.Request, job[ChatAnswer]{
-		run: func(ctx, _ context.Context, sess *ddbhistory.Session) (*done[ChatAnswer], error) {
+		run: func(ctx, storeCtx context.Context, sess *ddbhistory.Session) (*done[ChatAnswer], error) {
+			if c.Regenerate || c.Edit != nil {
+				return s.redo(ctx, storeCtx, sess, c)
+			}
 			if err := checkPending(sess, c.DenyPending); err != nil {
 				return nil, err
 			}
-			var res *agent.Result
-			var err error
-			if c.Sink != nil {
-				c.Sink.Start(sess.ID)
-				res, err = s.agent.Stream(ctx, &sess.Conversation, c.Content, c.Sink.Event)
-			} else {
-				res, err = s.agent.Run(ctx, &sess.Conversation, c.Content)
-			}
+			res, err := s.chatRun(ctx, sess.ID, &sess.Conversation, c.Content, c.Sink)
 			if err != nil {
 				return nil, err
 			}
-			return &done[ChatAnswer]{res, s.chatAnswer(sess.ID, res), 0}, nil
+			return &done[ChatAnswer]{Result: res, Answer: s.chatAnswer(sess.ID, res)}, nil
 		},
 		stored: storedChat,
 		replay: s.replayChat,
 	})
+}
+
+// chatRun runs a chat turn's agent loop on conv, streamed to sink when
+// there is one.
+func (s *Service) chatRun(ctx context.Context, sessionID string, conv *agent.Conversation, content []agent.ContentBlock, sink Sink) (*agent.Result, error) {
+	if sink == nil {
+		return s.agent.Run(ctx, conv, content)
+	}
+	sink.Start(sessionID)
+	return s.agent.Stream(ctx, conv, content, sink.Event)
 }
 
 // Structured runs a structured turn.
@@ -253,14 +269,8 @@ func (s *Service) Structured(ctx context.Context, st Structured) (*Outcome[Struc
 				Metrics:   s.metricsOf(&res.Result),
 			}}, nil
 		},
-		stored: func(a StructuredAnswer) any { return a },
-		replay: func(_ context.Context, _ ddbhistory.Key, r *ddbhistory.Replay) (StructuredAnswer, error) {
-			var a StructuredAnswer
-			if err := json.Unmarshal(r.Response, &a); err != nil {
-				return a, fmt.Errorf("turn: decode a stored answer: %w", err)
-			}
-			return a, nil
-		},
+		stored: whole[StructuredAnswer],
+		replay: storedAnswer[StructuredAnswer],
 	})
 }
 
@@ -281,6 +291,9 @@ type done[A any] struct {
 	Result  *agent.Result
 	Answer  A
 	Earlier int
+	// Rewind makes the turn replace the session's messages from From on.
+	Rewind bool
+	From   int
 }
 
 // run runs one turn on a session and commits it: load (or start) the
@@ -346,6 +359,8 @@ func commitRun[A any](ctx, storeCtx context.Context, s *Service, sess *ddbhistor
 		Hold:     hold,
 		Response: stored,
 		Earlier:  d.Earlier,
+		Rewind:   d.Rewind,
+		From:     d.From,
 	})
 	if err != nil {
 		return nil, &CommitError{Result: d.Result, Err: err}
@@ -426,13 +441,24 @@ func storedChat(a ChatAnswer) any {
 // replayChat reads a replayed chat answer: the stored answer, and the
 // turn's messages from the transcript.
 func (s *Service) replayChat(ctx context.Context, key ddbhistory.Key, r *ddbhistory.Replay) (ChatAnswer, error) {
-	var a ChatAnswer
-	err := json.Unmarshal(r.Response, &a)
+	a, err := storedAnswer[ChatAnswer](ctx, key, r)
 	if err != nil {
-		return a, fmt.Errorf("turn: decode a stored answer: %w", err)
+		return a, err
 	}
 	a.Messages, err = s.replayedMessages(ctx, key, r)
 	return a, err
+}
+
+// whole is what the store keeps of an answer that it keeps whole.
+func whole[A any](a A) any { return a }
+
+// storedAnswer decodes the answer r recorded.
+func storedAnswer[A any](_ context.Context, _ ddbhistory.Key, r *ddbhistory.Replay) (A, error) {
+	var a A
+	if err := json.Unmarshal(r.Response, &a); err != nil {
+		return a, fmt.Errorf("turn: decode a stored answer: %w", err)
+	}
+	return a, nil
 }
 
 // replayedMessages reads from the transcript the messages of the request

@@ -2,8 +2,9 @@
 // would: POST /chat/stream for turns (Server-Sent Events), and for the
 // responses to a paused turn's interrupts; GET /sessions and GET
 // /sessions/{id} for the list and the transcripts, with the interrupts that
-// wait; DELETE /sessions/{id}. GET /local/info, the local run's own route,
-// says which model answers. Everything the model or a user wrote is
+// wait; DELETE /sessions/{id}; regenerate and edit, which POST /chat/stream
+// runs too; a link to GET /sessions/{id}/export. GET /local/info, the local
+// run's own route, says which model answers. Everything the model or a user wrote is
 // rendered as text, never as HTML.
 "use strict";
 
@@ -11,7 +12,10 @@ const $ = (id) => document.getElementById(id);
 // pinned: the view showed the end of the thread when last scrolled.
 // pending: the cards of the interrupts the session's last turn waits for,
 // each {interrupt, card, box, response}; paused: the Turn they are in.
-const state = { sessionId: "", busy: false, removed: 0, summarized: false, pinned: true, pending: [], paused: null };
+// count: the number of messages the session stores, the index the next
+// turn's first message gets; each user message that starts a turn keeps its
+// index in its element's data-index, for an edit.
+const state = { sessionId: "", busy: false, removed: 0, summarized: false, pinned: true, pending: [], paused: null, count: 0 };
 // owners: the Turn that shows each tool use, by the use's id, for results
 // that arrive in a later turn (a resume, or a message that denies).
 const owners = new Map();
@@ -48,7 +52,8 @@ function setStatus(text) { $("status").textContent = text || ""; }
 
 function setBusy(busy) {
   state.busy = busy;
-  for (const b of document.querySelectorAll("#send, #new-chat, .example, #pending-deny, .interrupt button, .interrupt input")) b.disabled = busy;
+  for (const b of document.querySelectorAll("#send, #new-chat, .example, #pending-deny, .interrupt button, .interrupt input, .rewind")) b.disabled = busy;
+  follow(showRegenerate);
 }
 
 // ---- scrolling -----------------------------------------------------------
@@ -235,6 +240,14 @@ function showSession(id, title) {
   $("session-id").textContent = id ? id : "";
   if (id) history.replaceState(null, "", `#s=${encodeURIComponent(id)}`);
   else history.replaceState(null, "", location.pathname);
+  const exp = $("export");
+  exp.hidden = !id;
+  if (id) {
+    exp.href = `/sessions/${encodeURIComponent(id)}/export`;
+    exp.download = `${id}.json`;
+  } else {
+    exp.removeAttribute("href");
+  }
   for (const b of document.querySelectorAll("#sessions .session")) {
     b.classList.toggle("current", b.dataset.id === id);
     if (b.dataset.id === id) b.setAttribute("aria-current", "true");
@@ -255,6 +268,7 @@ function newChat() {
   showSession("", "");
   state.removed = 0;
   state.summarized = false;
+  state.count = 0;
   $("messages").replaceChildren();
   owners.clear();
   showPending(null, []);
@@ -282,7 +296,9 @@ async function openSession(id) {
       cursor = page.next_cursor || "";
     } while (cursor);
     showSession(id, first.title);
+    state.count = messages.length;
     renderTranscript(messages);
+    showRegenerate();
     const paused = first.interrupts.length ? owners.get(first.interrupts[0].id) : null;
     showPending(paused, first.interrupts);
     state.removed = first.window.removed;
@@ -341,11 +357,37 @@ function closeSessions() {
 
 // ---- rendering -----------------------------------------------------------
 
-function addUser(text) {
+// addUser shows a message of the user's; index, the message's in the
+// stored session, makes it editable.
+function addUser(text, index) {
   const li = el("li", "turn user");
   li.append(el("div", "text", text));
   $("messages").append(li);
+  if (index !== undefined) stored(li, index);
   return li;
+}
+
+// stored gives a message of the user's its index in the stored session,
+// and an Edit button.
+function stored(li, index) {
+  li.dataset.index = String(index);
+  const edit = button("quiet rewind edit", "Edit", () => startEdit(li));
+  edit.setAttribute("aria-label", "Edit this message and run it again");
+  edit.disabled = state.busy;
+  const row = el("div", "turn-actions");
+  row.append(edit);
+  li.append(row);
+}
+
+// isTurnStart is true of a user message that starts a turn: one that is no
+// tool result, which only a turn start may be rewound to.
+function isTurnStart(m) { return m.role === "user" && !m.content.some((b) => b.toolResult); }
+
+// turnStart returns the index of the first turn start of a turn's
+// messages, which are stored from base on, or -1.
+function turnStart(messages, base) {
+  const i = (messages || []).findIndex(isTurnStart);
+  return i < 0 ? -1 : base + i;
 }
 
 // resultPreview renders a stored tool result's content as text.
@@ -481,13 +523,16 @@ function renderTranscript(messages) {
   $("messages").replaceChildren();
   owners.clear();
   let turn = null;
-  for (const m of messages) {
+  for (const [i, m] of messages.entries()) {
     if (m.role === "user") {
       showResults([m]);
       const text = m.content.filter((b) => b.text).map((b) => b.text).join("\n");
       const media = m.content.filter((b) => b.image || b.document).length;
       if (text || media) {
-        addUser(text + (media ? ` [${media} attachment${media === 1 ? "" : "s"}]` : ""));
+        // A message with attachments is not offered for an edit, which
+        // would send its text alone.
+        const editable = isTurnStart(m) && !media;
+        addUser(text + (media ? ` [${media} attachment${media === 1 ? "" : "s"}]` : ""), editable ? i : undefined);
         turn = null;
       }
       continue;
@@ -756,6 +801,7 @@ async function resume() {
   }
   state.pending = [];
   state.paused = null;
+  state.count += (out.done.messages || []).length;
   after(turn, out.done);
 }
 
@@ -889,12 +935,166 @@ async function send(text, denyPending = false) {
       p.box.insertBefore(note, p.box.querySelector(".result"));
     }
     showPending(null, []);
+    const at = turnStart(out.done.messages, state.count);
+    if (at >= 0) follow(() => stored(asked, at));
+    state.count += (out.done.messages || []).length;
     loadSessions();
     after(turn, out.done);
     return;
   }
   if (out.failed && !out.refused) loadSessions();
   $("input").focus();
+}
+
+// ---- regenerate and edit ------------------------------------------------
+// Regenerate runs the last user message again, in place of its answer; Edit
+// runs an edited message in place of the one it edits and all that follows.
+// Each is one turn, streamed as a message's is. The messages it replaces are
+// hidden while it runs, removed once it is done, and shown again if it
+// fails, with what went wrong.
+
+// showRegenerate offers Regenerate on the last answer, once it is done and
+// while no turn runs.
+function showRegenerate() {
+  for (const row of document.querySelectorAll("#messages .turn-actions.regenerate-row")) row.remove();
+  const shown = [...document.querySelectorAll("#messages > .turn:not(.replaced)")];
+  const last = shown.pop();
+  if (!last || state.busy || !state.sessionId) return;
+  if (!last.classList.contains("assistant") || !last.classList.contains("done") || last.classList.contains("failed")) return;
+  // The answer follows a stored message of the user's.
+  if (!shown.some((li) => li.dataset.index !== undefined)) return;
+  const again = button("quiet rewind regenerate", "Regenerate", regenerate);
+  again.setAttribute("aria-label", "Regenerate this answer");
+  const row = el("div", "turn-actions regenerate-row");
+  row.append(again);
+  last.append(row);
+}
+
+// regenerate replaces the last answer: the messages after the last user
+// message that starts a turn.
+function regenerate() {
+  if (state.busy || !state.sessionId) return;
+  const starts = document.querySelectorAll("#messages > .turn.user[data-index]:not(.replaced)");
+  const from = starts[starts.length - 1];
+  if (!from) return;
+  const replaced = [];
+  for (let n = from.nextElementSibling; n; n = n.nextElementSibling) replaced.push(n);
+  rewind({ session_id: state.sessionId, regenerate: true }, Number(from.dataset.index), replaced, from, null);
+}
+
+// startEdit turns a message of the user's into a box to edit it in.
+function startEdit(li) {
+  if (li.classList.contains("editing")) return;
+  const before = [...li.childNodes];
+  const text = li.querySelector(".text").textContent;
+  const form = el("form", "edit-form");
+  const id = `edit-${li.dataset.index}`;
+  const label = el("label", "visually-hidden", "Edit your message");
+  label.htmlFor = id;
+  const box = el("textarea", "edit-input");
+  box.id = id;
+  box.rows = Math.min(8, Math.max(2, text.split("\n").length));
+  box.value = text;
+  box.required = true;
+  const save = el("button", "primary rewind save", "Save");
+  save.type = "submit";
+  save.disabled = state.busy;
+  const cancel = button("quiet cancel", "Cancel", () => restore(true));
+  const row = el("div", "edit-actions");
+  row.append(save, cancel);
+  form.append(label, box, row);
+  const restore = (focus) => {
+    li.classList.remove("editing");
+    li.replaceChildren(...before);
+    li.querySelector(".edit").disabled = state.busy;
+    if (focus) li.querySelector(".edit").focus();
+  };
+  form.addEventListener("submit", (e) => {
+    e.preventDefault();
+    const message = box.value.trim();
+    if (state.busy) return;
+    if (!message) {
+      box.focus();
+      return;
+    }
+    const replaced = [];
+    for (let n = li; n; n = n.nextElementSibling) replaced.push(n);
+    rewind({ session_id: state.sessionId, edit: { from: Number(li.dataset.index), message } },
+      Number(li.dataset.index), replaced, null, { form, box, message });
+  });
+  box.addEventListener("keydown", (e) => {
+    if (e.key === "Enter" && !e.shiftKey && !e.isComposing) {
+      e.preventDefault();
+      form.requestSubmit();
+    }
+  });
+  form.addEventListener("keydown", (e) => {
+    if (e.key === "Escape") {
+      e.stopPropagation();
+      restore(true);
+    }
+  });
+  li.classList.add("editing");
+  li.replaceChildren(form);
+  box.focus();
+  box.setSelectionRange(box.value.length, box.value.length);
+}
+
+// rewind sends a regenerate or an edit, whose turn replaces the messages
+// stored from index from on, shown by the elements replaced. asked is the
+// user's message that a regenerate runs again; edit, the editor of an edit.
+async function rewind(body, from, replaced, asked, edit) {
+  setBusy(true);
+  for (const n of replaced) n.classList.add("replaced");
+  if (edit) asked = addUser(edit.message);
+  const turn = new Turn();
+  toEnd();
+  setStatus(edit ? "Running your edited message…" : "Regenerating…");
+  const out = await stream(body, turn, null, false);
+  if (!out.done) {
+    // Nothing was stored: the messages it would have replaced stay.
+    if (edit) asked.remove();
+    turn.li.remove();
+    for (const n of replaced) n.classList.remove("replaced");
+    setStatus("");
+    const error = out.refused || out.failed;
+    const stale = ["invalid_rewind", "conflict"];
+    if (out.refused && stale.includes(out.refused.code)) {
+      // The session changed where this page did not see it: the stored
+      // session says where it stands.
+      setBusy(false);
+      await openSession(state.sessionId);
+      setStatus(`The ${edit ? "edit" : "regeneration"} was refused (${error.code}), and the session was reloaded: ${error.message}`);
+      return;
+    }
+    // What went wrong shows where the new turn would have: under the
+    // edited message, or at the end of the answer kept.
+    const problem = el("div", "meta error", `${error.code}: ${error.message}`);
+    problem.setAttribute("role", "alert");
+    if (edit) edit.form.append(problem);
+    else follow(() => (replaced[replaced.length - 1] || asked).append(problem));
+    setBusy(false);
+    (edit ? edit.box : $("input")).focus();
+    return;
+  }
+  const done = out.done;
+  for (const n of replaced) n.remove();
+  showPending(null, []);
+  const at = done.rewound_to ?? from;
+  if (edit) {
+    const start = turnStart(done.messages, at);
+    if (start >= 0) stored(asked, start);
+  }
+  state.count = at + (done.messages || []).length;
+  setBusy(false);
+  setStatus("");
+  loadSessions();
+  if (at !== from) {
+    // The session was rewound elsewhere than this page showed.
+    await openSession(state.sessionId);
+    return;
+  }
+  after(turn, done);
 }
 
 // ---- wiring --------------------------------------------------------------

@@ -1,0 +1,384 @@
+package httpapi
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/lambda-agent/lambda-agent/internal/agent"
+	"github.com/lambda-agent/lambda-agent/internal/ddbhistory"
+	"github.com/lambda-agent/lambda-agent/internal/turn"
+)
+
+// A session document is a whole session as one self-describing JSON
+// document: GET /sessions/{sessionId}/export writes it, and POST
+// /sessions/import creates a session from it, for the caller, whoever
+// exported it. A session longer than one response is exported in pages
+// (see SessionDocument.NextCursor), whose messages the client concatenates
+// into one document to import. Import checks the document strictly before
+// anything is written, and never overwrites a session.
+
+// The format a session document declares.
+const (
+	DocumentFormat  = "lambda-agent/session"
+	DocumentVersion = 1
+)
+
+// SessionDocument is a session, whole: the answer to GET
+// /sessions/{sessionId}/export, and the body of POST /sessions/import.
+type SessionDocument struct {
+	Format        string `json:"format"`
+	FormatVersion int    `json:"format_version"`
+	// SessionID is the exported session's id. Import does not reuse it:
+	// see ImportRequest.NewSessionID.
+	SessionID string `json:"session_id"`
+	// Title, CreatedAt, UpdatedAt and ExpiresAt describe the exported
+	// session. Import ignores them: the imported session gets its own, and
+	// its title from its first message, as every session does.
+	Title     string     `json:"title"`
+	CreatedAt time.Time  `json:"created_at"`
+	UpdatedAt time.Time  `json:"updated_at"`
+	ExpiresAt *time.Time `json:"expires_at,omitempty"`
+	// MessageCount is how many messages the session holds: the length of
+	// Messages once every page is in.
+	MessageCount int `json:"message_count"`
+	// Messages is the whole transcript, oldest first, as GET
+	// /sessions/{sessionId} returns it.
+	Messages []agent.Message `json:"messages"`
+	// State is the agent state.
+	State map[string]json.RawMessage `json:"state"`
+	// Window is the conversation manager's state: the messages before
+	// Removed are outside the window, and Summary stands for them.
+	Window agent.WindowState `json:"window"`
+	// Pending is what the session's last turn waits for; null for nothing.
+	Pending *agent.Pending `json:"pending"`
+	// NextCursor, on an export, continues Messages: GET
+	// /sessions/{sessionId}/export?cursor=... returns the next page. A
+	// document to import carries none.
+	NextCursor string `json:"next_cursor,omitempty"`
+}
+
+// SessionDocumentPage continues an exported SessionDocument: more of its
+// messages, and the cursor of the next page, if any.
+type SessionDocumentPage struct {
+	Format        string          `json:"format"`
+	FormatVersion int             `json:"format_version"`
+	SessionID     string          `json:"session_id"`
+	Messages      []agent.Message `json:"messages"`
+	NextCursor    string          `json:"next_cursor,omitempty"`
+}
+
+// ImportRequest is the body of POST /sessions/import: a session document,
+// whole, and the id of the session to create.
+type ImportRequest struct {
+	SessionDocument
+	// NewSessionID is the id to create the session under. Absent, the
+	// session gets a new id: derived from the Idempotency-Key when there is
+	// one, so that a retry finds the session its first attempt created,
+	// else random.
+	NewSessionID *string `json:"new_session_id,omitempty"`
+}
+
+// ImportResponse is the answer to POST /sessions/import, a 201.
+type ImportResponse struct {
+	SessionID    string `json:"session_id"`
+	MessageCount int    `json:"message_count"`
+}
+
+// MaxImportBytes bounds the body of POST /sessions/import: what a Lambda
+// request (6 MB, with its event around the body) can carry. A session
+// larger than this cannot be imported in one request.
+const MaxImportBytes = 5<<20 + 512<<10
+
+// maxExportBytes bounds an export response's body as Lambda carries it: in
+// the response event, as a JSON string, where quotes and backslashes take
+// twice the room (see wireSize). Lambda's limit is 6 MB, event included.
+const maxExportBytes = 5<<20 + 512<<10
+
+// maxMessageJSON bounds one message of an imported session: one export
+// page must be able to carry it, whatever else the page holds.
+const maxMessageJSON = ddbhistory.MaxPageBytes
+
+func (h *Handler) exportSession(r *http.Request, rec *record) (int, []byte, error) {
+	key, e := h.sessionKey(r, rec)
+	if e != nil {
+		return 0, nil, e
+	}
+	version, cursor, e := exportCursor(r.URL.Query().Get("cursor"))
+	if e != nil {
+		return 0, nil, e
+	}
+	ctx, cancel := turn.StoreContext(r.Context())
+	defer cancel()
+	limit := ddbhistory.MaxPageSize
+	for {
+		page, err := h.cfg.Sessions.Transcript(ctx, key, cursor, limit)
+		if err != nil {
+			return 0, nil, err
+		}
+		s := page.Session
+		if version != 0 && s.Version != version {
+			return 0, nil, &Error{Status: http.StatusConflict, Code: "session_changed", Message: "the session changed since its export began (a turn, a redaction or a rewind), so its pages would not fit together; export it again from the first page"}
+		}
+		var next string
+		if page.NextCursor != "" {
+			next = base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(s.Version, 10) + "." + page.NextCursor))
+		}
+		msgs := page.Messages
+		if msgs == nil {
+			msgs = []agent.Message{}
+		}
+		var out any = SessionDocumentPage{Format: DocumentFormat, FormatVersion: DocumentVersion, SessionID: s.ID, Messages: msgs, NextCursor: next}
+		if cursor == "" {
+			out = documentOf(s, msgs, next)
+		}
+		body, err := json.Marshal(out)
+		if err != nil {
+			return 0, nil, err
+		}
+		if wireSize(body) <= maxExportBytes {
+			return http.StatusOK, body, nil
+		}
+		// The messages are big: read fewer at a time. One message alone
+		// fits, as import refuses larger ones; a message the store took
+		// from elsewhere may not.
+		if len(page.Messages) <= 1 {
+			return 0, nil, &Error{Status: http.StatusRequestEntityTooLarge, Code: "too_large", Message: fmt.Sprintf("a message of the session is too large for one response (%d bytes, at most %d), so the session cannot be exported", wireSize(body), maxExportBytes)}
+		}
+		limit = len(page.Messages) / 2
+	}
+}
+
+// documentOf is the first page of an export: the session's header, and
+// the first of its messages.
+func documentOf(s *ddbhistory.Session, msgs []agent.Message, next string) SessionDocument {
+	doc := SessionDocument{
+		Format:        DocumentFormat,
+		FormatVersion: DocumentVersion,
+		SessionID:     s.ID,
+		Title:         s.Title,
+		CreatedAt:     s.CreatedAt.UTC(),
+		UpdatedAt:     s.UpdatedAt.UTC(),
+		MessageCount:  s.Count,
+		Messages:      msgs,
+		State:         s.Conversation.State,
+		Window:        s.Conversation.Window,
+		Pending:       s.Conversation.Pending,
+		NextCursor:    next,
+	}
+	if doc.State == nil {
+		doc.State = map[string]json.RawMessage{}
+	}
+	if !s.ExpiresAt.IsZero() {
+		at := s.ExpiresAt.UTC()
+		doc.ExpiresAt = &at
+	}
+	return doc
+}
+
+// exportCursor reads an export's cursor: the session's version when the
+// export began, which every page checks so that the pages fit together, and
+// the store's cursor. "" is the first page.
+func exportCursor(c string) (int64, string, *Error) {
+	if c == "" {
+		return 0, "", nil
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(c)
+	v, store, ok := strings.Cut(string(raw), ".")
+	version, err2 := strconv.ParseInt(v, 10, 64)
+	if err != nil || err2 != nil || !ok || version < 1 || store == "" {
+		return 0, "", badRequest("invalid_request", "malformed cursor %q: pass the next_cursor of the previous page as it is", c)
+	}
+	return version, store, nil
+}
+
+// wireSize is the size of body once Lambda's response event carries it as
+// a JSON string: a quote or a backslash takes two bytes there. (body is
+// encoding/json's, so it holds no control characters, and <, > and & are
+// escaped already.)
+func wireSize(body []byte) int {
+	return len(body) + bytes.Count(body, []byte{'"'}) + bytes.Count(body, []byte{'\\'})
+}
+
+func (h *Handler) importSession(r *http.Request, rec *record) (int, []byte, error) {
+	owner, e := h.owner(r)
+	if e != nil {
+		return 0, nil, e
+	}
+	idem, e := idempotencyKey(r)
+	if e != nil {
+		return 0, nil, e
+	}
+	raw, e := body(r, MaxImportBytes)
+	if e != nil {
+		return 0, nil, e
+	}
+	var in ImportRequest
+	if e := decodeJSON(raw, &in, "the body"); e != nil {
+		return 0, nil, e
+	}
+	// Without new_session_id the turn service chooses the id: derived from
+	// the Idempotency-Key, so that a retry finds what its first attempt
+	// created, or random.
+	id, e := namedSession(in.NewSessionID, rec)
+	if e != nil {
+		return 0, nil, e
+	}
+	im, e := checkDocument(&in.SessionDocument)
+	if e != nil {
+		return 0, nil, e
+	}
+	im.Request = turn.Request{Owner: owner, SessionID: id, IdempotencyKey: idem, Fingerprint: turn.Fingerprint(RouteImportSession, raw)}
+	out, err := h.cfg.Turns.Import(r.Context(), im)
+	if errors.Is(err, turn.ErrSessionExists) {
+		// The caller's session, or another owner's, which the answer
+		// must not tell apart.
+		return 0, nil, &Error{Status: http.StatusConflict, Code: "session_exists", Message: fmt.Sprintf("the session id %q is in use, and an import never overwrites a session; import under another new_session_id, or leave it out for a new id", id), err: err}
+	}
+	_, body, err := answer(out, err, rec)
+	if err != nil {
+		return 0, nil, err
+	}
+	rec.result = nil // no model, no tools: nothing to count
+	rec.sessionID, rec.location = out.Answer.SessionID, "/sessions/"+out.Answer.SessionID
+	return http.StatusCreated, body, nil
+}
+
+// checkDocument checks a session document to import, and returns the turn
+// that creates its session. Its errors name the problem in the document's
+// terms: invalid_session_document, or unsupported_format_version.
+func checkDocument(d *SessionDocument) (turn.Import, *Error) {
+	invalid := func(format string, args ...any) *Error {
+		return badRequest("invalid_session_document", format, args...)
+	}
+	switch {
+	case d.Format != DocumentFormat:
+		return turn.Import{}, invalid("format is %q; a session document's is %q, as GET /sessions/{id}/export writes it", d.Format, DocumentFormat)
+	case d.FormatVersion != DocumentVersion:
+		return turn.Import{}, badRequest("unsupported_format_version", "format_version %d is not one this service reads; it reads %d", d.FormatVersion, DocumentVersion)
+	case d.NextCursor != "":
+		return turn.Import{}, invalid("next_cursor is set: the document is the first page of an export; fetch the rest with ?cursor=, add their messages to messages, and leave next_cursor out")
+	case d.MessageCount != len(d.Messages):
+		return turn.Import{}, invalid("message_count is %d, but messages holds %d; an export in pages needs the messages of every page", d.MessageCount, len(d.Messages))
+	}
+	if err := agent.ValidateHistory(d.Messages); err != nil {
+		return turn.Import{}, invalid("%v", err)
+	}
+	for i, m := range d.Messages {
+		raw, err := json.Marshal(m)
+		if err != nil {
+			return turn.Import{}, invalid("messages[%d]: %v", i, err)
+		}
+		if len(raw) > maxMessageJSON {
+			return turn.Import{}, invalid("messages[%d] is %d bytes of JSON; a message may be at most %d, which one export page can carry", i, len(raw), maxMessageJSON)
+		}
+	}
+	state, e := checkState(d.State)
+	if e != nil {
+		return turn.Import{}, e
+	}
+	if e := checkWindow(d.Window, d.Messages); e != nil {
+		return turn.Import{}, e
+	}
+	if e := checkPending(d.Pending, d.Messages); e != nil {
+		return turn.Import{}, e
+	}
+	return turn.Import{Messages: d.Messages, Window: d.Window, State: state, Pending: d.Pending}, nil
+}
+
+// checkState returns the agent state compacted, as the store keeps it, and
+// refuses one past the agent's cap: its keys and values, as agent.State
+// counts them.
+func checkState(in map[string]json.RawMessage) (map[string]json.RawMessage, *Error) {
+	out := make(map[string]json.RawMessage, len(in))
+	size := 0
+	for k, v := range in {
+		var buf bytes.Buffer
+		if err := json.Compact(&buf, v); err != nil { // the decoder checked it
+			return nil, badRequest("invalid_session_document", "state.%s: %v", k, err)
+		}
+		out[k] = buf.Bytes()
+		size += len(k) + buf.Len()
+	}
+	if size > agent.DefaultMaxStateBytes {
+		return nil, badRequest("invalid_session_document", "state is %d bytes of keys and values; the agent state may hold at most %d", size, agent.DefaultMaxStateBytes)
+	}
+	return out, nil
+}
+
+// checkWindow checks the conversation manager's state against the
+// messages: the window starts at a turn start, as a manager cuts it, and a
+// summary stands for messages removed.
+func checkWindow(w agent.WindowState, msgs []agent.Message) *Error {
+	invalid := func(format string, args ...any) *Error {
+		return badRequest("invalid_session_document", format, args...)
+	}
+	switch {
+	case w.Removed < 0 || w.Removed > len(msgs):
+		return invalid("window.removed is %d; it counts messages, from 0 to the %d of messages", w.Removed, len(msgs))
+	case w.Removed > 0 && w.Removed < len(msgs) && (msgs[w.Removed].Role != agent.RoleUser || msgs[w.Removed].HasToolResults()):
+		return invalid("window.removed is %d, but messages[%d] is not the start of a turn (a user message without toolResult blocks), where a window must begin", w.Removed, w.Removed)
+	case w.Summary != "" && w.Removed == 0:
+		return invalid("window.summary is set, but window.removed is 0: a summary stands for removed messages")
+	case w.Summary != "" && strings.TrimSpace(w.Summary) == "":
+		return invalid("window.summary is blank")
+	case w.ToolResultLimit < 0:
+		return invalid("window.tool_result_limit is %d; it must not be negative", w.ToolResultLimit)
+	case w.LastInputTokens < 0:
+		return invalid("window.last_input_tokens is %d; it must not be negative", w.LastInputTokens)
+	}
+	return nil
+}
+
+// checkPending checks what the session waits for against its messages:
+// the interrupts and the kept results are of tool uses of the last
+// message, an assistant message, each once.
+func checkPending(p *agent.Pending, msgs []agent.Message) *Error {
+	if p == nil {
+		return nil
+	}
+	invalid := func(format string, args ...any) *Error {
+		return badRequest("invalid_session_document", format, args...)
+	}
+	n := len(msgs)
+	if len(p.Interrupts) == 0 {
+		return invalid("pending.interrupts is empty; pending is null for a session that waits for nothing")
+	}
+	if n == 0 || msgs[n-1].Role != agent.RoleAssistant {
+		return invalid("pending is set, but the last message is not the assistant's: interrupts wait on the tool uses of the last message")
+	}
+	uses := map[string]bool{}
+	for _, u := range msgs[n-1].ToolUses() {
+		uses[u.ToolUseID] = true
+	}
+	seen := map[string]string{}
+	for i, in := range p.Interrupts {
+		switch {
+		case !uses[in.ID]:
+			return invalid("pending.interrupts[%d].id %q is no toolUse of messages[%d], the last message", i, in.ID, n-1)
+		case seen[in.ID] != "":
+			return invalid("pending.interrupts[%d].id %q is held back twice, first by %s", i, in.ID, seen[in.ID])
+		case in.Kind != agent.KindApproval && in.Kind != agent.KindQuestion:
+			return invalid("pending.interrupts[%d].kind %q is not %q or %q", i, in.Kind, agent.KindApproval, agent.KindQuestion)
+		}
+		seen[in.ID] = fmt.Sprintf("pending.interrupts[%d]", i)
+	}
+	for i, r := range p.Results {
+		switch {
+		case r == nil:
+			return invalid("pending.results[%d] is null", i)
+		case !uses[r.ToolUseID]:
+			return invalid("pending.results[%d].toolUseId %q is no toolUse of messages[%d], the last message", i, r.ToolUseID, n-1)
+		case seen[r.ToolUseID] != "":
+			return invalid("pending.results[%d].toolUseId %q is answered already, by %s", i, r.ToolUseID, seen[r.ToolUseID])
+		}
+		seen[r.ToolUseID] = fmt.Sprintf("pending.results[%d]", i)
+	}
+	return nil
+}
