@@ -214,8 +214,9 @@ func messageItems(pk string, i int, m agent.Message, version, expires int64, now
 type storedMessage struct {
 	first item
 	parts map[int][]byte
-	// written holds the versions its items were written at.
-	written []int64
+	// written holds the versions its parts were written at. The first
+	// item's is in it.
+	written map[int]int64
 }
 
 // decode reassembles and decodes the message. It fails when parts are
@@ -283,7 +284,7 @@ func (ms *messageSet) add(items []item, now time.Time) {
 		}
 		sm := ms.found[index]
 		if sm == nil {
-			sm = &storedMessage{parts: map[int][]byte{}}
+			sm = &storedMessage{parts: map[int][]byte{}, written: map[int]int64{}}
 			ms.found[index] = sm
 		}
 		if part == 0 {
@@ -291,7 +292,7 @@ func (ms *messageSet) add(items []item, now time.Time) {
 		} else {
 			sm.parts[part] = getB(it, attrBody)
 		}
-		sm.written = append(sm.written, getN(it, attrWritten))
+		sm.written[part] = getN(it, attrWritten)
 	}
 }
 
@@ -300,12 +301,16 @@ func (ms *messageSet) add(items []item, now time.Time) {
 // rewind that discarded index i. A Query is not isolated from a transaction,
 // so a read beside a commit that rewrote messages (see Turn.Rewind) can see
 // some of its items and not others; such a read is made again.
+//
+// Only the parts the first item counts are the message's: a message that
+// replaced a longer one leaves that one's further parts behind, unread.
 func (ms *messageSet) current(i int, meta *Session) bool {
 	sm := ms.found[i]
-	if sm == nil {
-		return true
+	if sm == nil || sm.first == nil {
+		return true // not found whole: see complete
 	}
-	for _, v := range sm.written {
+	for p := range max(int(getN(sm.first, attrParts)), 1) {
+		v := sm.written[p]
 		if v > meta.Version || (i >= meta.rewoundTo && v < meta.rewound) {
 			return false
 		}

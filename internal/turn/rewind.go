@@ -107,9 +107,10 @@ func (s *Service) lastUserTurn(ctx context.Context, sess *ddbhistory.Session) (i
 		}
 	}
 	// The window holds no turn start: the last turn began before it, or
-	// the session has no user message at all.
+	// the session has no user message at all. A turn longer than the
+	// window is rare; one longer than a transcript page is not looked for.
 	if w > 0 {
-		earlier, start, err := s.store.WindowBefore(ctx, sess, 0, w)
+		earlier, start, err := s.store.WindowBefore(ctx, sess, max(0, w-ddbhistory.MaxPageSize), w)
 		if err != nil {
 			return 0, nil, err
 		}
