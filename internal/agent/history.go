@@ -51,16 +51,29 @@ func (e *HistoryError) Is(target error) bool { return target == ErrInvalidHistor
 // It returns nil or a *HistoryError whose path starts with "messages[i]".
 // What one request may carry in all (images, documents, cache points) is
 // left to the view, which repairs it.
-func ValidateHistory(msgs []Message) error {
+func ValidateHistory(msgs []Message) error { return ValidateHistoryPart(nil, 0, msgs) }
+
+// ValidateHistoryPart is ValidateHistory for a part of a history: msgs
+// are its messages first, first+1 and on, and prev, the message before
+// them (nil when first is 0), which they must follow. Paths name the
+// messages by their index in the whole history. Tool use ids are checked
+// for reuse within the part, and its last message may also be a user
+// message or an assistant message whose tool uses the next part answers.
+func ValidateHistoryPart(prev *Message, first int, msgs []Message) error {
 	useAt := make(map[string]string) // toolUseId -> the path of its first use
-	for i, m := range msgs {
+	for k, m := range msgs {
+		i := first + k
+		before := prev
+		if k > 0 {
+			before = &msgs[k-1]
+		}
 		at := fmt.Sprintf("messages[%d]", i)
 		switch {
 		case m.Role != RoleUser && m.Role != RoleAssistant:
 			return historyError(i, at+".role", "%q is not \"user\" or \"assistant\"", m.Role)
-		case i == 0 && m.Role != RoleUser:
+		case before == nil && m.Role != RoleUser:
 			return historyError(i, at+".role", "the history must start with a user message, not %q", m.Role)
-		case i > 0 && m.Role == msgs[i-1].Role:
+		case before != nil && m.Role == before.Role:
 			return historyError(i, at+".role", "must be %q after a%s %s message: roles alternate", other(m.Role), article(m.Role), m.Role)
 		case len(m.Content) == 0:
 			return historyError(i, at+".content", "is empty; a message holds at least one block")
@@ -78,11 +91,7 @@ func ValidateHistory(msgs []Message) error {
 			}
 		}
 		if m.Role == RoleUser {
-			var prev *Message
-			if i > 0 {
-				prev = &msgs[i-1]
-			}
-			if err := checkAnswers(i, at, prev, m); err != nil {
+			if err := checkAnswers(i, at, before, m); err != nil {
 				return err
 			}
 		}

@@ -43,12 +43,19 @@ type Turn struct {
 	// replaced messages are gone for good. Earlier must be 0.
 	Rewind bool
 	From   int
+	// Staging, for a new session, is the staging (see Stage) whose
+	// messages come before the turn's: the commit makes them visible with
+	// it.
+	Staging *Staging
 }
 
 // base is the index of the turn's first message.
 func (t *Turn) base(sess *Session) int {
-	if t.Rewind {
+	switch {
+	case t.Rewind:
 		return t.From
+	case t.Staging != nil:
+		return t.Staging.Count
 	}
 	return sess.Count
 }
@@ -92,6 +99,9 @@ func (s *Store) Commit(ctx context.Context, sess *Session, turn Turn) error {
 	now := s.cfg.Now()
 	if turn.Rewind && (turn.From < 0 || turn.From > sess.Count || turn.Earlier != 0 || turn.Resuming) {
 		return invalidArgument("rewind to message %d of %d", turn.From, sess.Count)
+	}
+	if st := turn.Staging; st != nil && (sess.Version != 0 || st.Token == "" || st.Count < 0 || turn.Rewind || turn.Earlier != 0 || turn.Resuming) {
+		return invalidArgument("staging %q is for a new session's first commit", st.Token)
 	}
 	count := turn.base(sess) + len(turn.Messages)
 	if w := turn.Window; w.Removed < 0 || w.Removed > count {
@@ -155,6 +165,8 @@ type commit struct {
 	claimedUntil       int64
 	rewound            int64
 	rewoundTo          int
+	// staging is the staging whose reservation the commit completes.
+	staging *Staging
 }
 
 // prepare builds a turn's commit from the writes of each kind of item, and
@@ -179,6 +191,9 @@ func (s *Store) prepare(sess *Session, turn Turn, now time.Time) (*commit, error
 		// key, so that an idempotency record of that one replays nothing here.
 		c.incarnation = newIncarnation()
 		c.created, c.title = now, titleOf(turn.Messages)
+		if turn.Staging != nil {
+			c.title, c.staging = turn.Staging.Title, turn.Staging
+		}
 	} else if c.first == 0 {
 		c.title = titleOf(turn.Messages) // every message replaced
 	}
@@ -324,6 +339,9 @@ func (c *commit) fits() bool {
 // firstOrVersion is the session item's condition for a commit in one
 // transaction: no session yet, or the version loaded.
 func (c *commit) firstOrVersion(now time.Time) *condition {
+	if c.staging != nil {
+		return stagedAt(c.staging.Token, c.staging.Count)
+	}
 	if c.sess.Version == 0 {
 		return noSession(now)
 	}
@@ -405,6 +423,9 @@ func (c *commit) inParts(ctx context.Context, now time.Time) error {
 // session the reservation is a session item with no creation time, which
 // readers take for no session.
 func (c *commit) reserve(ctx context.Context, token string, now time.Time) (*condition, error) {
+	if c.staging != nil {
+		return c.firstOrVersion(now), nil // reserved by Stage already
+	}
 	writer := &condition{expr: "#writer = :writer", names: map[string]string{"#writer": attrWriter}, values: item{":writer": str(token)}}
 	var (
 		guard *condition

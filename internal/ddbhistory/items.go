@@ -55,6 +55,8 @@ const (
 	attrWritten     = "written"
 	attrRewound     = "rewound"
 	attrRewoundTo   = "rewound_to"
+	attrStaged      = "staged"
+	attrHeader      = "staged_header"
 )
 
 type item = map[string]types.AttributeValue

@@ -136,6 +136,10 @@ func (s *Store) transcriptPage(ctx context.Context, key Key, from, limit int, la
 // index i, such as the first message of a turn that Replay locates.
 func CursorAt(i int) string { return encodeCursor(i) }
 
+// CursorIndex returns the index of the first message of the transcript page
+// that cursor starts: 0 for "".
+func CursorIndex(cursor string) (int, error) { return decodeCursor(cursor) }
+
 // maxIndex is the highest message index a sort key can hold.
 const maxIndex = 1e10 - 1
 

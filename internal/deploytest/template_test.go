@@ -490,6 +490,7 @@ func TestRoutes(t *testing.T) {
 		httpapi.RouteRewind:        "ChatFunction",
 		httpapi.RouteExportSession: "ChatFunction",
 		httpapi.RouteImportSession: "ChatFunction",
+		httpapi.RouteImportPage:    "ChatFunction",
 		httpapi.RouteStructured:    "StructuredFunction",
 	}
 	got := map[string]string{}

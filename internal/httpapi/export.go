@@ -2,6 +2,9 @@ package httpapi
 
 import (
 	"bytes"
+	"cmp"
+	"context"
+	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -67,11 +70,13 @@ type SessionDocument struct {
 // SessionDocumentPage continues an exported SessionDocument: more of its
 // messages, and the cursor of the next page, if any.
 type SessionDocumentPage struct {
-	Format        string          `json:"format"`
-	FormatVersion int             `json:"format_version"`
-	SessionID     string          `json:"session_id"`
-	Messages      []agent.Message `json:"messages"`
-	NextCursor    string          `json:"next_cursor,omitempty"`
+	Format        string `json:"format"`
+	FormatVersion int    `json:"format_version"`
+	SessionID     string `json:"session_id"`
+	// First is the index of the page's first message.
+	First      *int            `json:"first"`
+	Messages   []agent.Message `json:"messages"`
+	NextCursor string          `json:"next_cursor,omitempty"`
 }
 
 // ImportRequest is the body of POST /sessions/import: a session document,
@@ -134,7 +139,8 @@ func (h *Handler) exportSession(r *http.Request, rec *record) (int, []byte, erro
 		if msgs == nil {
 			msgs = []agent.Message{}
 		}
-		var out any = SessionDocumentPage{Format: DocumentFormat, FormatVersion: DocumentVersion, SessionID: s.ID, Messages: msgs, NextCursor: next}
+		at, _ := ddbhistory.CursorIndex(cursor) // Transcript took it
+		var out any = SessionDocumentPage{Format: DocumentFormat, FormatVersion: DocumentVersion, SessionID: s.ID, First: &at, Messages: msgs, NextCursor: next}
 		if cursor == "" {
 			out = documentOf(s, msgs, next)
 		}
@@ -234,12 +240,21 @@ func (h *Handler) importSession(r *http.Request, rec *record) (int, []byte, erro
 	if e != nil {
 		return 0, nil, e
 	}
+	if in.NextCursor != "" {
+		return h.stageFirst(r.Context(), rec, ddbhistory.Key{Owner: owner, ID: cmp.Or(id, newImportID())}, idem, &in.SessionDocument)
+	}
 	im.Request = turn.Request{Owner: owner, SessionID: id, IdempotencyKey: idem, Fingerprint: turn.Fingerprint(RouteImportSession, raw)}
-	out, err := h.cfg.Turns.Import(r.Context(), im)
+	return h.importTurn(r.Context(), rec, im)
+}
+
+// importTurn commits an import, whole or the last page of one, and
+// answers 201.
+func (h *Handler) importTurn(ctx context.Context, rec *record, im turn.Import) (int, []byte, error) {
+	out, err := h.cfg.Turns.Import(ctx, im)
 	if errors.Is(err, turn.ErrSessionExists) {
 		// The caller's session, or another owner's, which the answer
 		// must not tell apart.
-		return 0, nil, &Error{Status: http.StatusConflict, Code: "session_exists", Message: fmt.Sprintf("the session id %q is in use, and an import never overwrites a session; import under another new_session_id, or leave it out for a new id", id), err: err}
+		return 0, nil, sessionExists(im.SessionID, err)
 	}
 	_, body, err := answer(out, err, rec)
 	if err != nil {
@@ -250,46 +265,216 @@ func (h *Handler) importSession(r *http.Request, rec *record) (int, []byte, erro
 	return http.StatusCreated, body, nil
 }
 
-// checkDocument checks a session document to import, and returns the turn
-// that creates its session. Its errors name the problem in the document's
-// terms: invalid_session_document, or unsupported_format_version.
+func sessionExists(id string, err error) *Error {
+	return &Error{Status: http.StatusConflict, Code: "session_exists", Message: fmt.Sprintf("the session id %q is in use, and an import never overwrites a session; import under another new_session_id, or leave it out for a new id", id), err: err}
+}
+
+// newImportID is the id of a paged import that names none. A paged import
+// takes no Idempotency-Key, so it is random.
+func newImportID() string { return "s-" + strings.ToLower(rand.Text()) }
+
+// ImportProgress is the answer to a page of an import that is not its
+// last, a 202: the session it will be, the token that its next pages
+// carry, and how many of its messages are in.
+type ImportProgress struct {
+	SessionID    string `json:"session_id"`
+	ImportToken  string `json:"import_token"`
+	Received     int    `json:"received"`
+	MessageCount int    `json:"message_count"`
+}
+
+// errNoPagedKey refuses an Idempotency-Key on a paged import, whose pages
+// are retried one by one instead.
+var errNoPagedKey = badRequest("invalid_request", "an import in pages takes no Idempotency-Key: each page says where it starts, so a page sent again is not stored twice; send a page again when its answer is lost, and GET the session when the last one's is")
+
+// stageFirst stages the first page of an import in pages, and answers 202.
+func (h *Handler) stageFirst(ctx context.Context, rec *record, key ddbhistory.Key, idem string, d *SessionDocument) (int, []byte, error) {
+	if idem != "" {
+		return 0, nil, errNoPagedKey
+	}
+	rec.sessionID = key.ID
+	header := *d
+	header.Messages, header.NextCursor = nil, ""
+	raw, err := json.Marshal(header)
+	if err != nil {
+		return 0, nil, err
+	}
+	ctx, cancel := turn.StoreContext(ctx)
+	defer cancel()
+	st, err := h.cfg.Sessions.Stage(ctx, key, newImportToken(), 0, d.Messages, raw)
+	if errors.Is(err, ddbhistory.ErrConflict) || errors.Is(err, ddbhistory.ErrIDTaken) {
+		return 0, nil, sessionExists(key.ID, err)
+	}
+	if err != nil {
+		return 0, nil, err
+	}
+	return progress(key.ID, st, d.MessageCount)
+}
+
+// newImportToken names a paged import.
+func newImportToken() string { return strings.ToLower(rand.Text()) }
+
+func progress(id string, st *ddbhistory.Staging, count int) (int, []byte, error) {
+	body, err := json.Marshal(ImportProgress{SessionID: id, ImportToken: st.Token, Received: st.Count, MessageCount: count})
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusAccepted, body, nil
+}
+
+// importPage takes a later page of an import in pages: it stages the
+// page, or, with the last, commits the session.
+func (h *Handler) importPage(r *http.Request, rec *record) (int, []byte, error) {
+	key, e := h.sessionKey(r, rec)
+	if e != nil {
+		return 0, nil, e
+	}
+	if idem, e := idempotencyKey(r); e != nil || idem != "" {
+		return 0, nil, cmp.Or(e, errNoPagedKey)
+	}
+	token := r.URL.Query().Get("token")
+	if token == "" {
+		return 0, nil, badRequest("invalid_request", "token is required: the import_token the first page's answer gave")
+	}
+	raw, e := body(r, MaxImportBytes)
+	if e != nil {
+		return 0, nil, e
+	}
+	var page SessionDocumentPage
+	if e := decodeJSON(raw, &page, "the body"); e != nil {
+		return 0, nil, e
+	}
+	if e := checkFormat(page.Format, page.FormatVersion); e != nil {
+		return 0, nil, e
+	}
+	if page.First == nil || len(page.Messages) == 0 {
+		return 0, nil, badRequest("invalid_session_document", "a page needs first, the index of its first message, and messages, as GET /sessions/{id}/export?cursor= returns them")
+	}
+	ctx, cancel := turn.StoreContext(r.Context())
+	defer cancel()
+	st, err := h.cfg.Sessions.Staged(ctx, key, token)
+	if errors.Is(err, ddbhistory.ErrNotFound) {
+		return 0, nil, &Error{Status: http.StatusNotFound, Code: "import_not_found", Message: "no import is under way with this token: it was completed (GET the session), replaced by a later import under the same id, or has expired; start again from the first page", err: err}
+	}
+	if err != nil {
+		return 0, nil, err
+	}
+	var d SessionDocument
+	if err := json.Unmarshal(st.Header, &d); err != nil {
+		return 0, nil, fmt.Errorf("httpapi: decode a staged import's header: %w", err)
+	}
+	first, msgs := *page.First, page.Messages
+	switch {
+	case first > st.Count:
+		return 0, nil, badRequest("invalid_session_document", "first is %d, but the import holds %d messages: send the page that starts at %d", first, st.Count, st.Count)
+	case first+len(msgs) <= st.Count:
+		return progress(key.ID, st, d.MessageCount) // sent before, and stored then
+	}
+	// A page sent again after part of it was stored goes on from there.
+	msgs = msgs[st.Count-first:]
+	first = st.Count
+	end := first + len(msgs)
+	if e := checkPart(&d, st.Last, first, msgs); e != nil {
+		return 0, nil, e
+	}
+	switch {
+	case end > d.MessageCount:
+		return 0, nil, badRequest("invalid_session_document", "the pages hold %d messages or more, but message_count is %d", end, d.MessageCount)
+	case end < d.MessageCount && page.NextCursor == "":
+		return 0, nil, badRequest("invalid_session_document", "the page has no next_cursor, so it is the last, but the import holds %d messages of message_count %d", end, d.MessageCount)
+	case end < d.MessageCount:
+		st, err := h.cfg.Sessions.Stage(ctx, key, token, first, msgs, nil)
+		if err != nil {
+			return 0, nil, err
+		}
+		return progress(key.ID, st, d.MessageCount)
+	}
+	if e := checkPendingAt(d.Pending, msgs, end); e != nil {
+		return 0, nil, e
+	}
+	state, e := checkState(d.State)
+	if e != nil {
+		return 0, nil, e
+	}
+	return h.importTurn(r.Context(), rec, turn.Import{
+		Request:  turn.Request{Owner: key.Owner, SessionID: key.ID},
+		Messages: msgs, Window: d.Window, State: state, Pending: d.Pending,
+		Staging: st,
+	})
+}
+
+// checkDocument checks a session document to import, whole or the first
+// page of one (with next_cursor), and returns the import of it. Its errors
+// name the problem in the document's terms: invalid_session_document, or
+// unsupported_format_version.
 func checkDocument(d *SessionDocument) (turn.Import, *Error) {
 	invalid := func(format string, args ...any) *Error {
 		return badRequest("invalid_session_document", format, args...)
 	}
-	switch {
-	case d.Format != DocumentFormat:
-		return turn.Import{}, invalid("format is %q; a session document's is %q, as GET /sessions/{id}/export writes it", d.Format, DocumentFormat)
-	case d.FormatVersion != DocumentVersion:
-		return turn.Import{}, badRequest("unsupported_format_version", "format_version %d is not one this service reads; it reads %d", d.FormatVersion, DocumentVersion)
-	case d.NextCursor != "":
-		return turn.Import{}, invalid("next_cursor is set: the document is the first page of an export; fetch the rest with ?cursor=, add their messages to messages, and leave next_cursor out")
-	case d.MessageCount != len(d.Messages):
-		return turn.Import{}, invalid("message_count is %d, but messages holds %d; an export in pages needs the messages of every page", d.MessageCount, len(d.Messages))
+	if e := checkFormat(d.Format, d.FormatVersion); e != nil {
+		return turn.Import{}, e
 	}
-	if err := agent.ValidateHistory(d.Messages); err != nil {
-		return turn.Import{}, invalid("%v", err)
-	}
-	for i, m := range d.Messages {
-		raw, err := json.Marshal(m)
-		if err != nil {
-			return turn.Import{}, invalid("messages[%d]: %v", i, err)
-		}
-		if len(raw) > maxMessageJSON {
-			return turn.Import{}, invalid("messages[%d] is %d bytes of JSON; a message may be at most %d, which one export page can carry", i, len(raw), maxMessageJSON)
-		}
+	switch paged := d.NextCursor != ""; {
+	case !paged && d.MessageCount != len(d.Messages):
+		return turn.Import{}, invalid("message_count is %d, but messages holds %d; a document in pages goes with its next_cursor, and its pages follow it (see POST /sessions/{sessionId}/import)", d.MessageCount, len(d.Messages))
+	case paged && d.MessageCount <= len(d.Messages):
+		return turn.Import{}, invalid("next_cursor is set, but message_count %d says that messages, %d of them, holds them all", d.MessageCount, len(d.Messages))
+	case paged && len(d.Messages) == 0:
+		return turn.Import{}, invalid("messages is empty; the first page of a document holds its first messages")
 	}
 	state, e := checkState(d.State)
 	if e != nil {
 		return turn.Import{}, e
 	}
-	if e := checkWindow(d.Window, d.Messages); e != nil {
+	if e := checkWindow(d.Window, d.MessageCount); e != nil {
 		return turn.Import{}, e
 	}
-	if e := checkPending(d.Pending, d.Messages); e != nil {
+	if e := checkPart(d, nil, 0, d.Messages); e != nil {
 		return turn.Import{}, e
+	}
+	if d.NextCursor == "" {
+		if e := checkPending(d.Pending, d.Messages); e != nil {
+			return turn.Import{}, e
+		}
 	}
 	return turn.Import{Messages: d.Messages, Window: d.Window, State: state, Pending: d.Pending}, nil
+}
+
+// checkFormat checks a document's or a page's format and version.
+func checkFormat(format string, version int) *Error {
+	switch {
+	case format != DocumentFormat:
+		return badRequest("invalid_session_document", "format is %q; a session document's is %q, as GET /sessions/{id}/export writes it", format, DocumentFormat)
+	case version != DocumentVersion:
+		return badRequest("unsupported_format_version", "format_version %d is not one this service reads; it reads %d", version, DocumentVersion)
+	}
+	return nil
+}
+
+// checkPart checks messages first, first+1 and on of the document d, which
+// follow prev: the history's rules, their sizes, and the window's start
+// when it is among them.
+func checkPart(d *SessionDocument, prev *agent.Message, first int, msgs []agent.Message) *Error {
+	invalid := func(format string, args ...any) *Error {
+		return badRequest("invalid_session_document", format, args...)
+	}
+	if err := agent.ValidateHistoryPart(prev, first, msgs); err != nil {
+		return invalid("%v", err)
+	}
+	for k, m := range msgs {
+		i := first + k
+		raw, err := json.Marshal(m)
+		if err != nil {
+			return invalid("messages[%d]: %v", i, err)
+		}
+		if len(raw) > maxMessageJSON {
+			return invalid("messages[%d] is %d bytes of JSON; a message may be at most %d, which one export page can carry", i, len(raw), maxMessageJSON)
+		}
+		if i == d.Window.Removed && i > 0 && !agent.IsTurnStart(m) {
+			return invalid("window.removed is %d, but messages[%d] is not the start of a turn (a user message without toolResult blocks), where a window must begin", i, i)
+		}
+	}
+	return nil
 }
 
 // checkState returns the agent state compacted, as the store keeps it, and
@@ -312,18 +497,16 @@ func checkState(in map[string]json.RawMessage) (map[string]json.RawMessage, *Err
 	return out, nil
 }
 
-// checkWindow checks the conversation manager's state against the
-// messages: the window starts at a turn start, as a manager cuts it, and a
-// summary stands for messages removed.
-func checkWindow(w agent.WindowState, msgs []agent.Message) *Error {
+// checkWindow checks the conversation manager's state against the count
+// of messages: a summary stands for messages removed. (checkPart checks
+// that the window starts at a turn start, as a manager cuts it.)
+func checkWindow(w agent.WindowState, count int) *Error {
 	invalid := func(format string, args ...any) *Error {
 		return badRequest("invalid_session_document", format, args...)
 	}
 	switch {
-	case w.Removed < 0 || w.Removed > len(msgs):
-		return invalid("window.removed is %d; it counts messages, from 0 to the %d of messages", w.Removed, len(msgs))
-	case w.Removed > 0 && w.Removed < len(msgs) && (msgs[w.Removed].Role != agent.RoleUser || msgs[w.Removed].HasToolResults()):
-		return invalid("window.removed is %d, but messages[%d] is not the start of a turn (a user message without toolResult blocks), where a window must begin", w.Removed, w.Removed)
+	case w.Removed < 0 || w.Removed > count:
+		return invalid("window.removed is %d; it counts messages, from 0 to the %d of message_count", w.Removed, count)
 	case w.Summary != "" && w.Removed == 0:
 		return invalid("window.summary is set, but window.removed is 0: a summary stands for removed messages")
 	case w.Summary != "" && strings.TrimSpace(w.Summary) == "":
@@ -340,21 +523,27 @@ func checkWindow(w agent.WindowState, msgs []agent.Message) *Error {
 // the interrupts and the kept results are of tool uses of the last
 // message, an assistant message, each once.
 func checkPending(p *agent.Pending, msgs []agent.Message) *Error {
+	return checkPendingAt(p, msgs, len(msgs))
+}
+
+// checkPendingAt is checkPending for a document of count messages, whose
+// last ones are msgs.
+func checkPendingAt(p *agent.Pending, msgs []agent.Message, count int) *Error {
 	if p == nil {
 		return nil
 	}
 	invalid := func(format string, args ...any) *Error {
 		return badRequest("invalid_session_document", format, args...)
 	}
-	n := len(msgs)
+	n := count
 	if len(p.Interrupts) == 0 {
 		return invalid("pending.interrupts is empty; pending is null for a session that waits for nothing")
 	}
-	if n == 0 || msgs[n-1].Role != agent.RoleAssistant {
+	if len(msgs) == 0 || msgs[len(msgs)-1].Role != agent.RoleAssistant {
 		return invalid("pending is set, but the last message is not the assistant's: interrupts wait on the tool uses of the last message")
 	}
 	uses := map[string]bool{}
-	for _, u := range msgs[n-1].ToolUses() {
+	for _, u := range msgs[len(msgs)-1].ToolUses() {
 		uses[u.ToolUseID] = true
 	}
 	seen := map[string]string{}

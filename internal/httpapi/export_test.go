@@ -50,8 +50,9 @@ func exportAll(t *testing.T, s *testkit.Stack, owner, id string) (httpapi.Sessio
 		checkWireSize(t, w.Body.Bytes())
 		var page httpapi.SessionDocumentPage
 		strictDecode(t, w.Body.Bytes(), &page)
-		if page.Format != httpapi.DocumentFormat || page.FormatVersion != 1 || page.SessionID != id || len(page.Messages) == 0 {
-			t.Fatalf("page %d: format %q %d, session %q, %d messages", pages+1, page.Format, page.FormatVersion, page.SessionID, len(page.Messages))
+		if page.Format != httpapi.DocumentFormat || page.FormatVersion != 1 || page.SessionID != id || len(page.Messages) == 0 ||
+			page.First == nil || *page.First != len(doc.Messages) {
+			t.Fatalf("page %d: format %q %d, session %q, first %v, %d messages after %d", pages+1, page.Format, page.FormatVersion, page.SessionID, page.First, len(page.Messages), len(doc.Messages))
 		}
 		doc.Messages = append(doc.Messages, page.Messages...)
 		cursor = page.NextCursor
@@ -706,5 +707,148 @@ func TestExportImportStateOnly(t *testing.T) {
 	w := toolCall(t, s, "", got.SessionID, "recall", `{"input":{"key":"colour"},"record":false}`, "")
 	if a := decodeAnswer(t, w); len(a.Content) != 1 || a.Content[0].Text != "teal" {
 		t.Errorf("recall on the import: %s", w.Body)
+	}
+}
+
+// importPage posts body to POST /sessions/{id}/import?token= as owner.
+func importPage(t *testing.T, s *testkit.Stack, owner, id, token string, body any) *httptest.ResponseRecorder {
+	t.Helper()
+	raw, err := json.Marshal(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := httptest.NewRequestWithContext(t.Context(), http.MethodPost, "/sessions/"+id+"/import?token="+url.QueryEscape(token), bytes.NewReader(raw))
+	return s.Serve(testkit.As(r, owner))
+}
+
+// progress decodes a 202 of an import in pages.
+func progress(t *testing.T, w *httptest.ResponseRecorder) httpapi.ImportProgress {
+	t.Helper()
+	if w.Code != http.StatusAccepted {
+		t.Fatalf("page: %d %s", w.Code, w.Body)
+	}
+	var p httpapi.ImportProgress
+	strictDecode(t, w.Body.Bytes(), &p)
+	return p
+}
+
+// TestImportInPages forwards the pages of an export of a long session to
+// the import, one request each, as a session larger than one request is
+// moved: the session appears whole with the last page, never before, and
+// exports as it was.
+func TestImportInPages(t *testing.T) {
+	s := testkit.Start(t, testkit.Options{})
+	msgs := history(2300)
+	doc := document(msgs)
+	doc.Title = "question 0"
+	doc.Window.Removed = turnStart(t, msgs, len(msgs)-30)
+	imported(t, importDoc(t, s, "", as(doc, "source"), ""))
+
+	w := exportPage(t, s, "", "source", "")
+	var first httpapi.SessionDocument
+	strictDecode(t, w.Body.Bytes(), &first)
+	body := map[string]any{}
+	if err := json.Unmarshal(w.Body.Bytes(), &body); err != nil {
+		t.Fatal(err)
+	}
+	body["new_session_id"] = "copy"
+	p := progress(t, importDoc(t, s, "bob", body, ""))
+	if p.SessionID != "copy" || p.ImportToken == "" || p.Received != httpapi.MaxPageSize || p.MessageCount != len(msgs) {
+		t.Fatalf("first page: %+v", p)
+	}
+	var pages []httpapi.SessionDocumentPage
+	for cursor := first.NextCursor; cursor != ""; {
+		var page httpapi.SessionDocumentPage
+		strictDecode(t, exportPage(t, s, "", "source", cursor).Body.Bytes(), &page)
+		pages = append(pages, page)
+		cursor = page.NextCursor
+	}
+	if len(pages) != 2 {
+		t.Fatalf("%d pages after the first, want 2", len(pages))
+	}
+	if w := exportPage(t, s, "bob", "copy", ""); w.Code != http.StatusNotFound {
+		t.Errorf("the session before its last page: %d %s", w.Code, w.Body)
+	}
+	p = progress(t, importPage(t, s, "bob", "copy", p.ImportToken, pages[0]))
+	if p.Received != 2*httpapi.MaxPageSize {
+		t.Errorf("after the second page: %+v", p)
+	}
+	// A page sent again is not stored twice; one that skips ahead is refused.
+	if again := progress(t, importPage(t, s, "bob", "copy", p.ImportToken, pages[0])); again != p {
+		t.Errorf("the second page again: %+v, want %+v", again, p)
+	}
+	skip := pages[1]
+	far := *skip.First + 5
+	skip.First = &far
+	if w := importPage(t, s, "bob", "copy", p.ImportToken, skip); w.Code != http.StatusBadRequest || !strings.Contains(w.Body.String(), "invalid_session_document") {
+		t.Errorf("a page past the end: %d %s", w.Code, w.Body)
+	}
+	if w := importPage(t, s, "mallory", "copy", p.ImportToken, pages[1]); w.Code != http.StatusNotFound {
+		t.Errorf("another owner's page: %d %s", w.Code, w.Body)
+	}
+	got := imported(t, importPage(t, s, "bob", "copy", p.ImportToken, pages[1]))
+	if got.SessionID != "copy" || got.MessageCount != len(msgs) {
+		t.Errorf("last page: %+v", got)
+	}
+	copied, _ := exportAll(t, s, "bob", "copy")
+	if diff := cmp.Diff(doc, copied, sameSession); diff != "" {
+		t.Errorf("the imported session (-source +copy):\n%s", diff)
+	}
+	if w := importPage(t, s, "bob", "copy", p.ImportToken, pages[1]); w.Code != http.StatusNotFound || !strings.Contains(w.Body.String(), "import_not_found") {
+		t.Errorf("the last page again: %d %s", w.Code, w.Body)
+	}
+	s.Model.Enqueue(conversetest.Text("ok"))
+	chatAs(t, s, "bob", "copy", "one more")
+}
+
+// TestImportInPagesChecksAcrossPages: a page must follow the one before,
+// a tool use split from its result by a page boundary included, and a
+// staged import stays invisible and can be replaced.
+func TestImportInPagesChecksAcrossPages(t *testing.T) {
+	s := testkit.Start(t, testkit.Options{})
+	msgs := history(10) // a tool use at 5, its result at 6
+	zero, six := 0, 6
+	start := func(id string) httpapi.ImportProgress {
+		doc := document(msgs[:6])
+		doc.MessageCount, doc.NextCursor = len(msgs), "more"
+		req := as(doc, id)
+		return progress(t, importDoc(t, s, "", req, ""))
+	}
+	page := func(first int, m []agent.Message) httpapi.SessionDocumentPage {
+		return httpapi.SessionDocumentPage{Format: httpapi.DocumentFormat, FormatVersion: 1, First: &first, Messages: m}
+	}
+	p := start("split")
+	if w := importPage(t, s, "", "split", p.ImportToken, page(6, msgs[7:])); w.Code != http.StatusBadRequest || !strings.Contains(w.Body.String(), "messages[6]") {
+		t.Errorf("a page that leaves the tool use unanswered: %d %s", w.Code, w.Body)
+	}
+	if w := importPage(t, s, "", "split", p.ImportToken, page(zero, msgs[:6])); w.Code != http.StatusAccepted {
+		t.Errorf("the first page again, as a page: %d %s", w.Code, w.Body)
+	}
+	if w := importPage(t, s, "", "split", "not-the-token", page(six, msgs[6:])); w.Code != http.StatusNotFound {
+		t.Errorf("a wrong token: %d %s", w.Code, w.Body)
+	}
+	r := httptest.NewRequestWithContext(t.Context(), http.MethodPost, "/sessions/split/import?token="+p.ImportToken, strings.NewReader(`{"format":"lambda-agent/session","format_version":1,"first":6,"messages":[]}`))
+	r.Header.Set("Idempotency-Key", "k")
+	if w := s.Serve(r); w.Code != http.StatusBadRequest {
+		t.Errorf("an Idempotency-Key on a page: %d %s", w.Code, w.Body)
+	}
+	// A second import under the id replaces the first, which can write
+	// no more.
+	q := start("split")
+	if w := importPage(t, s, "", "split", p.ImportToken, page(six, msgs[6:])); w.Code != http.StatusNotFound {
+		t.Errorf("the replaced import's last page: %d %s", w.Code, w.Body)
+	}
+	imported(t, importPage(t, s, "", "split", q.ImportToken, page(six, msgs[6:])))
+	if got := transcriptOf(t, s, "", "split"); len(got) != len(msgs) {
+		t.Errorf("%d messages stored, want %d", len(got), len(msgs))
+	}
+	// An import in pages never overwrites a session either.
+	doc := document(msgs[:6])
+	doc.MessageCount, doc.NextCursor = len(msgs), "more"
+	if w := importDoc(t, s, "", as(doc, "split"), ""); w.Code != http.StatusConflict || !strings.Contains(w.Body.String(), "session_exists") {
+		t.Errorf("a paged import onto a session: %d %s", w.Code, w.Body)
+	}
+	if got := transcriptOf(t, s, "", "split"); len(got) != len(msgs) {
+		t.Errorf("after the refused import: %d messages", len(got))
 	}
 }

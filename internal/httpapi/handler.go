@@ -36,6 +36,9 @@ type Sessions interface {
 	Transcript(ctx context.Context, key ddbhistory.Key, cursor string, limit int) (*ddbhistory.Page, error)
 	List(ctx context.Context, owner, cursor string, limit int) (*ddbhistory.SessionList, error)
 	Delete(ctx context.Context, key ddbhistory.Key) error
+	// Stage and Staged keep the pages of an import in pages.
+	Stage(ctx context.Context, key ddbhistory.Key, token string, first int, msgs []agent.Message, header json.RawMessage) (*ddbhistory.Staging, error)
+	Staged(ctx context.Context, key ddbhistory.Key, token string) (*ddbhistory.Staging, error)
 }
 
 var (
@@ -79,6 +82,7 @@ const (
 	RouteCallTool      = "POST /sessions/{sessionId}/tools/{name}"
 	RouteExportSession = "GET /sessions/{sessionId}/export"
 	RouteImportSession = "POST /sessions/import"
+	RouteImportPage    = "POST /sessions/{sessionId}/import"
 	RouteRewind        = "POST /sessions/{sessionId}/rewind"
 	RouteStructured    = "POST /structured"
 	routeURLStream     = "POST /"
@@ -141,6 +145,7 @@ func New(cfg Config) (*Handler, error) {
 		h.handle(RouteCallTool, h.callTool)
 		h.handle(RouteExportSession, h.exportSession)
 		h.handle(RouteImportSession, h.importSession)
+		h.handle(RouteImportPage, h.importPage)
 		h.handle(RouteRewind, h.rewind)
 	}
 	if cfg.Routes&ChatRoutes != 0 {

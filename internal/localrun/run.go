@@ -185,7 +185,7 @@ func Run(ctx context.Context, opts Options) error {
   chat page: %[1]s/
   routes:   POST /chat   POST /chat/stream   GET /sessions   GET /sessions/{sessionId}
             POST /sessions/{sessionId}/tools/{name}   POST /sessions/{sessionId}/rewind
-            GET /sessions/{sessionId}/export   POST /sessions/import
+            GET /sessions/{sessionId}/export   POST /sessions/import   POST /sessions/{sessionId}/import
             DELETE /sessions/{sessionId}   POST /structured
   model:    %s (MODEL_ID=%s)
   dynamodb: %s, table %s

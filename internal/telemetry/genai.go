@@ -141,6 +141,8 @@ type Store interface {
 	turn.Store
 	List(ctx context.Context, owner, cursor string, limit int) (*ddbhistory.SessionList, error)
 	Delete(ctx context.Context, key ddbhistory.Key) error
+	Stage(ctx context.Context, key ddbhistory.Key, token string, first int, msgs []agent.Message, header json.RawMessage) (*ddbhistory.Staging, error)
+	Staged(ctx context.Context, key ddbhistory.Key, token string) (*ddbhistory.Staging, error)
 }
 
 var _ Store = (*ddbhistory.Store)(nil)
@@ -221,6 +223,22 @@ func (s *tracedStore) List(ctx context.Context, owner, cursor string, limit int)
 
 func (s *tracedStore) Delete(ctx context.Context, key ddbhistory.Key) error {
 	return s.span(ctx, "session.delete", key.ID, func(ctx context.Context) error { return s.store.Delete(ctx, key) })
+}
+
+func (s *tracedStore) Stage(ctx context.Context, key ddbhistory.Key, token string, first int, msgs []agent.Message, header json.RawMessage) (st *ddbhistory.Staging, err error) {
+	err = s.span(ctx, "session.stage", key.ID, func(ctx context.Context) error {
+		st, err = s.store.Stage(ctx, key, token, first, msgs, header)
+		return err
+	})
+	return st, err
+}
+
+func (s *tracedStore) Staged(ctx context.Context, key ddbhistory.Key, token string) (st *ddbhistory.Staging, err error) {
+	err = s.span(ctx, "session.staged", key.ID, func(ctx context.Context) error {
+		st, err = s.store.Staged(ctx, key, token)
+		return err
+	})
+	return st, err
 }
 
 func (s *tracedStore) Begin(ctx context.Context, sess *ddbhistory.Session, idempotencyKey, fingerprint string) (h *ddbhistory.Hold, err error) {

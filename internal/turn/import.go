@@ -22,6 +22,9 @@ type Import struct {
 	Window   agent.WindowState
 	State    map[string]json.RawMessage
 	Pending  *agent.Pending
+	// Staging, for the last page of an import in pages, holds the pages
+	// before it (see ddbhistory.Stage); Messages are the last page's.
+	Staging *ddbhistory.Staging
 }
 
 // ImportAnswer is the answer to an import, as POST /sessions/import
@@ -41,9 +44,14 @@ func (s *Service) Import(ctx context.Context, im Import) (*Outcome[ImportAnswer]
 			if sess.Version != 0 {
 				return nil, ErrSessionExists
 			}
+			count := len(im.Messages)
+			if im.Staging != nil {
+				count += im.Staging.Count
+			}
 			return &done[ImportAnswer]{
-				Result: &agent.Result{Messages: im.Messages, Window: im.Window, State: im.State, Pending: im.Pending},
-				Answer: ImportAnswer{SessionID: sess.ID, MessageCount: len(im.Messages)},
+				Result:  &agent.Result{Messages: im.Messages, Window: im.Window, State: im.State, Pending: im.Pending},
+				Answer:  ImportAnswer{SessionID: sess.ID, MessageCount: count},
+				Staging: im.Staging,
 			}, nil
 		},
 		stored: whole[ImportAnswer],

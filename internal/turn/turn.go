@@ -294,6 +294,9 @@ type done[A any] struct {
 	// Rewind makes the turn replace the session's messages from From on.
 	Rewind bool
 	From   int
+	// Staging is the staged messages of a new session that come before
+	// the turn's.
+	Staging *ddbhistory.Staging
 }
 
 // run runs one turn on a session and commits it: load (or start) the
@@ -361,6 +364,7 @@ func commitRun[A any](ctx, storeCtx context.Context, s *Service, sess *ddbhistor
 		Earlier:  d.Earlier,
 		Rewind:   d.Rewind,
 		From:     d.From,
+		Staging:  d.Staging,
 	})
 	if err != nil {
 		return nil, &CommitError{Result: d.Result, Err: err}

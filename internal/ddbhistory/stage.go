@@ -1,0 +1,191 @@
+package ddbhistory
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/lambda-agent/lambda-agent/internal/agent"
+)
+
+// A staged session is a new session written over several requests, as a
+// long import is: Stage writes its messages part by part, under a
+// reservation of its session item (see Commit), where no reader sees them;
+// the Commit whose Turn.Staging names it writes the last messages and the
+// session item, and so makes the whole session visible at once. A staging
+// that is never committed stays invisible: a later session under the id
+// replaces its reservation and overwrites its messages, and their TTL
+// removes them.
+
+// Staging is a staged session, as Staged reads it.
+type Staging struct {
+	// Token names the staging; Stage chose it for the first part.
+	Token string
+	// Count is how many messages are staged, and Last the last of them,
+	// which the next part must follow; nil for none.
+	Count int
+	Last  *agent.Message
+	// Header is what the first part set aside for the commit, as given.
+	Header json.RawMessage
+	// Title is the title the session will have, from its first message.
+	Title string
+}
+
+// Stage writes msgs as messages first, first+1 and on of the staged session
+// token under key. The first part (first 0) starts the staging, with
+// header set aside for the commit: it fails with ErrConflict when key names
+// a session, and with ErrIDTaken when another owner holds the id; it
+// replaces an earlier staging under key, which can write no more. Each later part must start where the staging ends. A part sent
+// again after it was written succeeds without writing; a part for a
+// staging that another has replaced, or that does not start at its end,
+// is ErrConflict. It returns the staging as the part leaves it.
+func (s *Store) Stage(ctx context.Context, key Key, token string, first int, msgs []agent.Message, header json.RawMessage) (*Staging, error) {
+	if err := key.validate(); err != nil {
+		return nil, err
+	}
+	if token == "" || first < 0 || len(msgs) == 0 {
+		return nil, invalidArgument("staging %q: messages %d to %d", token, first, first+len(msgs))
+	}
+	now := s.cfg.Now()
+	pk := partitionKey(key)
+	expires := s.expiry(now, s.cfg.TTL)
+	if first == 0 {
+		// Another owner's id would fail only at the commit, after every
+		// part: refuse it now.
+		if err := s.checkClaim(ctx, key); errors.Is(err, ErrIDTaken) || !errors.Is(err, ErrNotFound) {
+			return nil, fmt.Errorf("ddbhistory: stage %s: %w", key.ID, err)
+		}
+		cond := noSession(now)
+		_, err := s.client.PutItem(ctx, &dynamodb.PutItemInput{
+			TableName: aws.String(s.cfg.Table),
+			Item: item{
+				PartitionKey: str(pk), SortKey: str(skMeta),
+				attrVersion: num(0), attrWriter: str(token), attrStaged: num(0),
+				attrHeader: bin(compress(header)), attrTitle: str(titleOf(msgs)),
+				TTLAttribute: num(expires),
+			},
+			ConditionExpression:       aws.String(cond.expr),
+			ExpressionAttributeNames:  cond.names,
+			ExpressionAttributeValues: cond.values,
+		}, s.retries)
+		if err != nil {
+			return nil, fmt.Errorf("ddbhistory: stage %s: %w", key.ID, s.classify(err))
+		}
+	}
+	// The session the staging becomes is at version 1, as its messages say.
+	ws, err := s.messageWrites(pk, first, msgs, 1, expires, now)
+	if err != nil {
+		return nil, fmt.Errorf("ddbhistory: stage %s: %w", key.ID, err)
+	}
+	for _, w := range ws {
+		if w.size > MaxItemBytes {
+			return nil, fmt.Errorf("ddbhistory: stage %s: %w", key.ID, &TooLargeError{What: "a message item", Size: w.size, Limit: MaxItemBytes})
+		}
+	}
+	// A part sent again goes on from where the staging is.
+	at := first
+	if first > 0 {
+		st, err := s.Staged(ctx, key, token)
+		switch {
+		case err != nil:
+			return nil, err
+		case st.Count >= first+len(msgs):
+			return st, nil // sent before, and written then
+		case st.Count < first:
+			return nil, fmt.Errorf("ddbhistory: stage %s: %w: %d messages are staged, and a part starts at %d", key.ID, ErrConflict, st.Count, first)
+		}
+		at = st.Count
+		for len(ws) > 0 {
+			if i, _, _ := parseMessageKey(getS(ws[0].Put.Item, SortKey)); i >= at {
+				break
+			}
+			ws = ws[1:]
+		}
+	}
+	// Each transaction moves the staged count on, under the condition that
+	// it is where the transaction starts: a part's transactions land in
+	// order, and a part sent twice lands once.
+	for _, chunk := range chunks(ws) {
+		next := at
+		if i, _, ok := parseMessageKey(getS(chunk[len(chunk)-1].Put.Item, SortKey)); ok {
+			next = i + 1
+		}
+		cond := stagedAt(token, at)
+		cond.values[":next"] = num(next)
+		items := []types.TransactWriteItem{{Update: &types.Update{
+			TableName:                 aws.String(s.cfg.Table),
+			Key:                       item{PartitionKey: str(pk), SortKey: str(skMeta)},
+			UpdateExpression:          aws.String("SET #staged = :next"),
+			ConditionExpression:       aws.String(cond.expr),
+			ExpressionAttributeNames:  cond.names,
+			ExpressionAttributeValues: cond.values,
+		}}}
+		for _, w := range chunk {
+			items = append(items, w.TransactWriteItem)
+		}
+		if err := s.transact(ctx, items); err != nil {
+			return nil, fmt.Errorf("ddbhistory: stage %s: %w", key.ID, s.classify(err))
+		}
+		at = next
+	}
+	return s.Staged(ctx, key, token)
+}
+
+// stagedAt holds for the reservation of staging token with count messages
+// staged.
+func stagedAt(token string, count int) *condition {
+	return &condition{
+		expr:   "#writer = :writer AND #staged = :staged AND attribute_not_exists(#created)",
+		names:  map[string]string{"#writer": attrWriter, "#staged": attrStaged, "#created": attrCreated},
+		values: item{":writer": str(token), ":staged": num(count)},
+	}
+}
+
+// Staged reads the staging token under key. It returns ErrNotFound when
+// there is none: it was never started, another has replaced it, it has
+// been committed, or it expired.
+func (s *Store) Staged(ctx context.Context, key Key, token string) (*Staging, error) {
+	if err := key.validate(); err != nil {
+		return nil, err
+	}
+	pk := partitionKey(key)
+	meta, err := s.getItem(ctx, pk, skMeta)
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("ddbhistory: staged %s: %w", key.ID, err)
+	case meta == nil || expired(meta, s.cfg.Now()) || meta[attrCreated] != nil || meta[attrStaged] == nil ||
+		token == "" || getS(meta, attrWriter) != token:
+		return nil, fmt.Errorf("ddbhistory: staged %s: %w", key.ID, ErrNotFound)
+	}
+	st := &Staging{Token: token, Count: int(getN(meta, attrStaged)), Title: getS(meta, attrTitle)}
+	if st.Header, err = decompress(getB(meta, attrHeader)); err != nil {
+		return nil, fmt.Errorf("ddbhistory: staged %s: decode header: %w", key.ID, err)
+	}
+	if st.Count > 0 {
+		items, err := s.queryAll(ctx, &dynamodb.QueryInput{
+			TableName:                 aws.String(s.cfg.Table),
+			KeyConditionExpression:    aws.String("#pk = :pk AND #sk BETWEEN :lo AND :hi"),
+			ExpressionAttributeNames:  map[string]string{"#pk": PartitionKey, "#sk": SortKey},
+			ExpressionAttributeValues: item{":pk": str(pk), ":lo": str(messageKey(st.Count - 1)), ":hi": str(lastKeyOf(st.Count - 1))},
+			ConsistentRead:            aws.Bool(true),
+		})
+		if err != nil {
+			return nil, fmt.Errorf("ddbhistory: staged %s: %w", key.ID, err)
+		}
+		msgs := newMessageSet()
+		msgs.add(items, s.cfg.Now())
+		if !msgs.complete(st.Count - 1) {
+			return nil, fmt.Errorf("ddbhistory: staged %s: message %d is missing", key.ID, st.Count-1)
+		}
+		last, err := msgs.found[st.Count-1].decode()
+		if err != nil {
+			return nil, fmt.Errorf("ddbhistory: staged %s: message %d: %w", key.ID, st.Count-1, err)
+		}
+		st.Last = &last
+	}
+	return st, nil
+}

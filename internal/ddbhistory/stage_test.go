@@ -1,0 +1,93 @@
+package ddbhistory_test
+
+import (
+	"encoding/json"
+	"errors"
+	"testing"
+
+	"github.com/lambda-agent/lambda-agent/internal/agent"
+	"github.com/lambda-agent/lambda-agent/internal/ddbhistory"
+)
+
+// TestStagedSessionAppearsWhole stages a session in parts and commits its
+// last part, one large enough to be written in parts itself: until the
+// commit no reader sees any of it, and then all of it.
+func TestStagedSessionAppearsWhole(t *testing.T) {
+	runBackends(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b, ddbhistory.Config{})
+		key := ddbhistory.Key{Owner: "alice", ID: "staged"}
+		var want []agent.Message
+		for i := range 60 {
+			want = append(want, turn(i)...)
+		}
+		header := json.RawMessage(`{"any":"thing"}`)
+		st, err := e.store.Stage(t.Context(), key, "tok", 0, want[:50], header)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Count != 50 || st.Title != "question 0" || string(st.Header) != string(header) || st.Last == nil || st.Last.Text() != want[49].Text() {
+			t.Fatalf("staging after the first part: %+v", st)
+		}
+		// A part sent again is not written twice.
+		if again, err := e.store.Stage(t.Context(), key, "tok", 0+30, want[30:50], nil); err != nil || again.Count != 50 {
+			t.Errorf("a part sent again: %+v, %v", again, err)
+		}
+		if st, err = e.store.Stage(t.Context(), key, "tok", 50, want[50:120], nil); err != nil || st.Count != 120 {
+			t.Fatalf("second part: %+v, %v", st, err)
+		}
+		if _, err := e.store.Load(t.Context(), key, ""); !errors.Is(err, ddbhistory.ErrNotFound) {
+			t.Errorf("load before the commit: %v, want ErrNotFound", err)
+		}
+		if _, err := e.store.Stage(t.Context(), key, "other", 120, turn(999), nil); !errors.Is(err, ddbhistory.ErrNotFound) {
+			t.Errorf("a part under another token: %v, want ErrNotFound", err)
+		}
+		last := heavyTurn("last", 10) // about 2.3 MB of tool results: in parts
+		want = append(want, last...)
+		sess := ddbhistory.NewSession(key)
+		if err := e.store.Commit(t.Context(), sess, ddbhistory.Turn{Messages: last, Staging: st}); err != nil {
+			t.Fatal(err)
+		}
+		checkStored(t, e.store, key, want, 0)
+		if got := mustLoad(t, e.store, key, ""); got.Title != "question 0" || got.Version != 1 {
+			t.Errorf("title %q, version %d", got.Title, got.Version)
+		}
+		if _, err := e.store.Staged(t.Context(), key, "tok"); !errors.Is(err, ddbhistory.ErrNotFound) {
+			t.Errorf("the staging after its commit: %v, want ErrNotFound", err)
+		}
+		// A session, and another owner's claim on its id, refuse a staging.
+		if _, err := e.store.Stage(t.Context(), key, "again", 0, want[:2], header); !errors.Is(err, ddbhistory.ErrConflict) {
+			t.Errorf("staging onto a session: %v, want ErrConflict", err)
+		}
+		if _, err := e.store.Stage(t.Context(), ddbhistory.Key{Owner: "bob", ID: "staged"}, "bob", 0, want[:2], header); !errors.Is(err, ddbhistory.ErrIDTaken) {
+			t.Errorf("staging under another owner's id: %v, want ErrIDTaken", err)
+		}
+		checkStored(t, e.store, key, want, 0)
+	})
+}
+
+// TestStagingThatIsNeverCommitted leaves nothing a reader sees, and a
+// session under its id starts as if it were not there.
+func TestStagingThatIsNeverCommitted(t *testing.T) {
+	runBackends(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b, ddbhistory.Config{})
+		key := ddbhistory.Key{Owner: "alice", ID: "abandoned"}
+		var staged []agent.Message
+		for i := range 10 {
+			staged = append(staged, turn(100+i)...)
+		}
+		if _, err := e.store.Stage(t.Context(), key, "tok", 0, staged, json.RawMessage(`{}`)); err != nil {
+			t.Fatal(err)
+		}
+		if list, err := e.store.List(t.Context(), "alice", "", 10); err != nil || len(list.Sessions) != 0 {
+			t.Errorf("listed: %+v, %v", list, err)
+		}
+		sess := ddbhistory.NewSession(key)
+		if err := e.store.Commit(t.Context(), sess, ddbhistory.Turn{Messages: turn(0)}); err != nil {
+			t.Fatal(err)
+		}
+		checkStored(t, e.store, key, turn(0), 0)
+		if _, err := e.store.Staged(t.Context(), key, "tok"); !errors.Is(err, ddbhistory.ErrNotFound) {
+			t.Errorf("the staging after a session took the id: %v", err)
+		}
+	})
+}
