@@ -668,3 +668,95 @@ func TestExportImportAreTheOwners(t *testing.T) {
 	report(t, "Another owner cannot export a session (404, its pages included), and an import under its id is 409 session_exists, worded as for the caller's own id, changing nothing; an import of another owner's export is the importer's",
 		fmt.Sprintf("%d exports and %d imports by another owner and the anonymous caller; 1 import of another owner's export, then a turn on it", exports, imports), lost)
 }
+
+// TestCrashDuringAnImportInPages kills the function while it writes a page
+// of an import in pages, and while it commits the last: the session never
+// exists before its last page is committed, and the page sent again goes
+// on where the import stands.
+func TestCrashDuringAnImportInPages(t *testing.T) {
+	t.Parallel()
+	b := newSandbox(t)
+	doc := sessionDocument("paged", 60, 0)
+	n := len(doc.Messages)
+	cut := []int{0, 60, 120, n} // where the pages start, wherever that falls
+	pageOf := func(k int) any {
+		first, msgs := cut[k], doc.Messages[cut[k]:cut[k+1]]
+		next := ""
+		if k+1 < len(cut)-1 {
+			next = "more"
+		}
+		if k == 0 {
+			d := doc
+			d.Messages, d.NextCursor = msgs, next
+			return importBody(d, "paged")
+		}
+		return httpapi.SessionDocumentPage{Format: httpapi.DocumentFormat, FormatVersion: httpapi.DocumentVersion, First: &first, Messages: msgs, NextCursor: next}
+	}
+	status, _, raw := b.send(t, sandboxEvent(t, "POST", "/sessions/import", pageOf(0), ""), 20*time.Second)
+	var progress httpapi.ImportProgress
+	if status != 202 || json.Unmarshal([]byte(raw), &progress) != nil || progress.Received != cut[1] {
+		t.Fatalf("first page: %d %.300s", status, raw)
+	}
+	pagePath := "/sessions/paged/import?token=" + progress.ImportToken
+	damaged, kills := 0, 0
+	absent := func(what string) {
+		t.Helper()
+		if storedIn(t, b.store, "", "paged") != nil {
+			damaged++
+			t.Errorf("%s: the session exists before its last page", what)
+		}
+	}
+	// kill sends page k and kills the function while DynamoDB holds its
+	// nth transaction.
+	kill := func(k, nth int) {
+		t.Helper()
+		what := fmt.Sprintf("page %d, killed at its transaction %d", k+1, nth)
+		reached := make(chan struct{})
+		var seen atomic.Int32
+		b.ddb.SetHook(func(op string, r *http.Request) {
+			if op == "TransactWriteItems" && int(seen.Add(1)) == nth {
+				close(reached)
+				select {
+				case <-r.Context().Done():
+				case <-time.After(15 * time.Second):
+				}
+			}
+		})
+		inv, err := b.fn.InvokeAsync(t.Context(), sandboxEvent(t, "POST", pagePath, pageOf(k), ""), 20*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-reached:
+		case <-time.After(15 * time.Second):
+			t.Fatalf("%s: never reached:\n%s", what, b.fn.Logs())
+		}
+		b.kill(t, inv, what)
+		kills++
+		b.ddb.SetHook(nil)
+		if err := b.fn.Restart(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		absent(what)
+	}
+	kill(1, 1)
+	if status, _, raw := b.send(t, sandboxEvent(t, "POST", pagePath, pageOf(1), ""), 20*time.Second); status != 202 || !strings.Contains(raw, fmt.Sprintf(`"received":%d`, cut[2])) {
+		damaged++
+		t.Errorf("page 2 again: %d %.300s", status, raw)
+	}
+	absent("after page 2")
+	kill(2, 1)
+	status, _, raw = b.send(t, sandboxEvent(t, "POST", pagePath, pageOf(2), ""), 20*time.Second)
+	if status != 201 {
+		damaged++
+		t.Errorf("the last page again: %d %.300s", status, raw)
+	}
+	st := storedIn(t, b.store, "", "paged")
+	if st == nil || !sameMessages(st.messages, doc.Messages) {
+		damaged++
+		t.Fatal("the import stored something else")
+	}
+	validHistory(t, st.messages)
+	report(t, "A crash (SIGKILL) during an import in pages leaves no session until its last page commits; each page sent again goes on where the import stands",
+		fmt.Sprintf("an import of %d messages in 3 pages: %d SIGKILLs of the chat bootstrap, while page 2 was written and while the last was committed, each page then sent again", n, kills), damaged)
+}

@@ -601,6 +601,7 @@ func sandboxEvent(t *testing.T, method, path string, body any, key string) []byt
 	if err != nil {
 		t.Fatal(err)
 	}
+	path, e.RawQueryString, _ = strings.Cut(path, "?")
 	e.RouteKey = method + " " + path
 	e.RequestContext.RouteKey = e.RouteKey
 	e.RawPath, e.RequestContext.HTTP.Path = path, path
