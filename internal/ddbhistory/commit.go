@@ -129,7 +129,39 @@ func (s *Store) Commit(ctx context.Context, sess *Session, turn Turn) error {
 		return fmt.Errorf("ddbhistory: commit %s: %w", sess.ID, err)
 	}
 	c.committed(turn, now)
+	if sess.Count < c.kept {
+		c.dropDiscarded(ctx)
+	}
 	return nil
+}
+
+// dropDiscarded removes, best effort, the items of the messages a rewinding
+// commit discarded past the session's new count: no reader looks at them,
+// but a load's first query, which reads down from the session item, would
+// read through them until later turns overwrite them. It deletes only while
+// the session is as the commit left it, with no other commit under way
+// (see reserve), so that it never removes what a later commit wrote.
+func (c *commit) dropDiscarded(ctx context.Context) {
+	if ctx.Err() != nil {
+		return
+	}
+	sess := c.sess
+	items, err := c.s.queryAll(ctx, &dynamodb.QueryInput{
+		TableName:                 aws.String(c.s.cfg.Table),
+		KeyConditionExpression:    aws.String("#pk = :pk AND #sk BETWEEN :lo AND :hi"),
+		ExpressionAttributeNames:  map[string]string{"#pk": PartitionKey, "#sk": SortKey},
+		ExpressionAttributeValues: item{":pk": str(c.pk), ":lo": str(messageKey(sess.Count)), ":hi": str(lastKeyOf(c.kept - 1))},
+		ProjectionExpression:      aws.String("#pk, #sk"),
+		ConsistentRead:            aws.Bool(true),
+	})
+	if err != nil || len(items) == 0 {
+		return
+	}
+	guard := versionIs(sess.Version).and(&condition{
+		expr:  "attribute_not_exists(#writer)",
+		names: map[string]string{"#writer": attrWriter},
+	})
+	_ = c.s.deleteGuarded(ctx, c.pk, items, guard) // what it leaves, later commits overwrite
 }
 
 // write is one item of a transaction, with its size as DynamoDB counts it.

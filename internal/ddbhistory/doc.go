@@ -84,7 +84,20 @@
 // that finds a message written after the session item it read, or one at
 // or past the rewind's index written before it, overlapped a commit, and is
 // made again. A replay of a turn that a rewind discarded finds its messages
-// gone or rewritten, and answers nothing.
+// gone or rewritten, and answers nothing. A rewind that shortens the session
+// then deletes, best effort and under its version, the discarded items past
+// the new count, which a load's first query would otherwise read through.
+//
+// # Staged sessions
+//
+// A new session too large for one request, a long import, is staged: Stage
+// writes its messages part by part under a reservation of its session item
+// (a writer token and a count of the messages staged, no creation time, so
+// that readers see no session), each transaction moving the count on under
+// the condition that it is where the transaction starts. The Commit whose
+// Turn.Staging names the staging writes the last messages, the claim and
+// the session item, conditioned on the staging as it was read, and so makes
+// the whole session visible at once.
 //
 // # Deletes
 //

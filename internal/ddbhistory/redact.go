@@ -40,7 +40,7 @@ func (s *Store) Redact(ctx context.Context, key Key, index int, m agent.Message)
 	if role := getS(old, attrRole); role != string(m.Role) {
 		return invalidArgument("message %d is a %s message, not %s", index, role, m.Role)
 	}
-	its, err := messageItems(pk, index, m, getN(meta, attrVersion)+1, getN(old, TTLAttribute), time.UnixMilli(getN(old, attrCreated)))
+	its, err := messageItems(pk, index, m, getN(old, attrWritten), getN(old, TTLAttribute), time.UnixMilli(getN(old, attrCreated)))
 	if err != nil {
 		return fmt.Errorf("ddbhistory: redact %s: %w", key.ID, err)
 	}

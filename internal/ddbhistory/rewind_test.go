@@ -645,3 +645,40 @@ func TestReadsBesideARewind(t *testing.T) {
 		}
 	})
 }
+
+// TestRewindDropsWhatItDiscarded: a rewind that shrinks a session removes
+// the discarded items, so that loading it costs what loading a session of
+// its new length does, not what reading through them would.
+func TestRewindDropsWhatItDiscarded(t *testing.T) {
+	runBackends(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b, ddbhistory.Config{})
+		key := ddbhistory.Key{Owner: "alice", ID: "big"}
+		sess := ddbhistory.NewSession(key)
+		var msgs []agent.Message
+		for i := range 150 {
+			msgs = append(msgs, agent.UserText(fmt.Sprintf("q%d %s", i, base64.StdEncoding.EncodeToString(randomBytes(6000)))), agent.AssistantText(fmt.Sprintf("a%d", i)))
+		}
+		for i := 0; i < len(msgs); i += 90 {
+			if err := e.store.Commit(t.Context(), sess, ddbhistory.Turn{Messages: msgs[i:min(i+90, len(msgs))]}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		fresh := ddbhistory.Key{Owner: "alice", ID: "fresh"}
+		if err := e.store.Commit(t.Context(), ddbhistory.NewSession(fresh), ddbhistory.Turn{Messages: msgs[:2]}); err != nil {
+			t.Fatal(err)
+		}
+		sess = mustLoad(t, e.store, key, "")
+		if err := e.store.Commit(t.Context(), sess, ddbhistory.Turn{Rewind: true, From: 2}); err != nil {
+			t.Fatal(err)
+		}
+		checkStored(t, e.store, key, msgs[:2], 0)
+		e.count.reset()
+		mustLoad(t, e.store, key, "")
+		rewound := e.count.reset()
+		mustLoad(t, e.store, fresh, "")
+		want := e.count.reset()
+		if rewound.RCU > want.RCU || rewound.Requests > want.Requests {
+			t.Errorf("a load after the rewind: %d requests, %.0f RCU; a fresh session of 2 messages: %d, %.0f", rewound.Requests, rewound.RCU, want.Requests, want.RCU)
+		}
+	})
+}

@@ -109,10 +109,17 @@ func (s *Store) Stage(ctx context.Context, key Key, token string, first int, msg
 	// Each transaction moves the staged count on, under the condition that
 	// it is where the transaction starts: a part's transactions land in
 	// order, and a part sent twice lands once.
+	done := 0 // the writes sent so far
 	for _, chunk := range chunks(ws) {
+		done += len(chunk)
+		// A message whose items span two transactions counts once its
+		// last item is written.
 		next := at
 		if i, _, ok := parseMessageKey(getS(chunk[len(chunk)-1].Put.Item, SortKey)); ok {
-			next = i + 1
+			next = i
+			if done == len(ws) || indexOf(ws[done]) != i {
+				next = i + 1
+			}
 		}
 		cond := stagedAt(token, at)
 		cond.values[":next"] = num(next)
@@ -133,6 +140,12 @@ func (s *Store) Stage(ctx context.Context, key Key, token string, first int, msg
 		at = next
 	}
 	return s.Staged(ctx, key, token)
+}
+
+// indexOf is the index of the message a write puts.
+func indexOf(w write) int {
+	i, _, _ := parseMessageKey(getS(w.Put.Item, SortKey))
+	return i
 }
 
 // stagedAt holds for the reservation of staging token with count messages

@@ -1,9 +1,13 @@
 package ddbhistory_test
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"net/http"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/lambda-agent/lambda-agent/internal/agent"
 	"github.com/lambda-agent/lambda-agent/internal/ddbhistory"
@@ -88,6 +92,81 @@ func TestStagingThatIsNeverCommitted(t *testing.T) {
 		checkStored(t, e.store, key, turn(0), 0)
 		if _, err := e.store.Staged(t.Context(), key, "tok"); !errors.Is(err, ddbhistory.ErrNotFound) {
 			t.Errorf("the staging after a session took the id: %v", err)
+		}
+	})
+}
+
+// TestStagedPartThatFailsHalfWay: a part whose messages span several
+// transactions, one message's items split between two, fails after its
+// first transaction. The staging counts only whole messages, and the part
+// sent again completes it.
+func TestStagedPartThatFailsHalfWay(t *testing.T) {
+	runBackends(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b, ddbhistory.Config{})
+		key := ddbhistory.Key{Owner: "alice", ID: "split"}
+		big := func(role agent.Role) agent.Message {
+			// About 2 MB of JSON that barely compresses: several items.
+			return agent.Message{Role: role, Content: []agent.ContentBlock{{Text: base64.StdEncoding.EncodeToString(randomBytes(1_500_000))}}}
+		}
+		msgs := []agent.Message{agent.UserText("q"), agent.AssistantText("a"), big(agent.RoleUser), big(agent.RoleAssistant), big(agent.RoleUser)}
+		if _, err := e.store.Stage(t.Context(), key, "tok", 0, msgs[:2], json.RawMessage(`{}`)); err != nil {
+			t.Fatal(err)
+		}
+		var mu sync.Mutex
+		n := 0
+		e.count.setFault(func(op string, _ []byte) *http.Response {
+			mu.Lock()
+			defer mu.Unlock()
+			if op == "TransactWriteItems" {
+				if n++; n >= 2 {
+					return throttle()
+				}
+			}
+			return nil
+		})
+		if _, err := e.store.Stage(t.Context(), key, "tok", 2, msgs[2:], nil); !errors.Is(err, ddbhistory.ErrThrottled) {
+			t.Fatalf("the part, throttled after its first transaction: %v", err)
+		}
+		e.count.setFault(nil)
+		st, err := e.store.Staged(t.Context(), key, "tok")
+		if err != nil || st.Count < 2 || st.Count >= 5 || st.Last == nil || st.Last.Role != msgs[st.Count-1].Role {
+			t.Fatalf("after the failure: %+v, %v", st, err)
+		}
+		if st, err = e.store.Stage(t.Context(), key, "tok", 2, msgs[2:], nil); err != nil || st.Count != 5 {
+			t.Fatalf("the part again: %+v, %v", st, err)
+		}
+		if err := e.store.Commit(t.Context(), ddbhistory.NewSession(key), ddbhistory.Turn{Messages: []agent.Message{agent.AssistantText("end")}, Staging: st}); err != nil {
+			t.Fatal(err)
+		}
+		checkStored(t, e.store, key, append(msgs, agent.AssistantText("end")), 0)
+	})
+}
+
+// TestTranscriptSaysWhereItBegins: once a long-lived session's oldest
+// messages expire, a transcript page says the index of its first message,
+// so that a client can name a message by its stored index (to edit it).
+func TestTranscriptSaysWhereItBegins(t *testing.T) {
+	runBackends(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b, ddbhistory.Config{TTL: 48 * time.Hour})
+		key := ddbhistory.Key{Owner: "alice", ID: "old"}
+		sess := ddbhistory.NewSession(key)
+		if err := e.store.Commit(t.Context(), sess, ddbhistory.Turn{Messages: turn(0)}); err != nil {
+			t.Fatal(err)
+		}
+		e.now.Advance(36 * time.Hour)
+		if err := e.store.Commit(t.Context(), sess, ddbhistory.Turn{Messages: turn(1)}); err != nil {
+			t.Fatal(err)
+		}
+		e.now.Advance(36 * time.Hour) // turn 0's messages have expired, turn 1's not
+		page, err := e.store.Transcript(t.Context(), key, "", 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if page.First != 2 || len(page.Messages) != 2 || page.Messages[0].Text() != turn(1)[0].Text() {
+			t.Errorf("first %d, %d messages", page.First, len(page.Messages))
+		}
+		if page, err = e.store.Transcript(t.Context(), key, ddbhistory.CursorAt(3), 10); err != nil || page.First != 3 {
+			t.Errorf("a page from message 3: first %d, %v", page.First, err)
 		}
 	})
 }

@@ -21,6 +21,9 @@ type Page struct {
 	// Messages are the page's messages, oldest first. A message that has
 	// expired is left out.
 	Messages []agent.Message
+	// First is the index of the first of Messages. Messages that expired,
+	// which are always a session's oldest, are left out.
+	First int
 	// NextCursor continues the transcript; empty on the last page.
 	NextCursor string
 }
@@ -95,7 +98,7 @@ func (s *Store) transcriptPage(ctx context.Context, key Key, from, limit int, la
 	if err != nil {
 		return nil, fmt.Errorf("ddbhistory: transcript %s: %w", key.ID, err)
 	}
-	page := &Page{Session: sess}
+	page := &Page{Session: sess, First: from}
 	end, size := min(from+limit, sess.Count), 0
 	for i := from; i < end; i++ {
 		if !msgs.current(i, sess) {
@@ -124,6 +127,9 @@ func (s *Store) transcriptPage(ctx context.Context, key Key, from, limit int, la
 			break
 		}
 		size += n
+		if len(page.Messages) == 0 {
+			page.First = i
+		}
 		page.Messages = append(page.Messages, m)
 	}
 	if end < sess.Count {

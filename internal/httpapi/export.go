@@ -115,7 +115,7 @@ func (h *Handler) exportSession(r *http.Request, rec *record) (int, []byte, erro
 	if e != nil {
 		return 0, nil, e
 	}
-	version, cursor, e := exportCursor(r.URL.Query().Get("cursor"))
+	version, offset, cursor, e := exportCursor(r.URL.Query().Get("cursor"))
 	if e != nil {
 		return 0, nil, e
 	}
@@ -131,18 +131,24 @@ func (h *Handler) exportSession(r *http.Request, rec *record) (int, []byte, erro
 		if version != 0 && s.Version != version {
 			return 0, nil, &Error{Status: http.StatusConflict, Code: "session_changed", Message: "the session changed since its export began (a turn, a redaction or a rewind), so its pages would not fit together; export it again from the first page"}
 		}
+		// Messages that expired, always a session's oldest, are not in the
+		// document, which begins with the first message there is: offset
+		// is that message's index in the session.
+		if cursor == "" {
+			offset = page.First
+		}
 		var next string
 		if page.NextCursor != "" {
-			next = base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(s.Version, 10) + "." + page.NextCursor))
+			next = base64.RawURLEncoding.EncodeToString(fmt.Appendf(nil, "%d.%d.%s", s.Version, offset, page.NextCursor))
 		}
 		msgs := page.Messages
 		if msgs == nil {
 			msgs = []agent.Message{}
 		}
-		at, _ := ddbhistory.CursorIndex(cursor) // Transcript took it
+		at := page.First - offset
 		var out any = SessionDocumentPage{Format: DocumentFormat, FormatVersion: DocumentVersion, SessionID: s.ID, First: &at, Messages: msgs, NextCursor: next}
 		if cursor == "" {
-			out = documentOf(s, msgs, next)
+			out = documentOf(s, offset, msgs, next)
 		}
 		body, err := json.Marshal(out)
 		if err != nil {
@@ -163,7 +169,9 @@ func (h *Handler) exportSession(r *http.Request, rec *record) (int, []byte, erro
 
 // documentOf is the first page of an export: the session's header, and
 // the first of its messages.
-func documentOf(s *ddbhistory.Session, msgs []agent.Message, next string) SessionDocument {
+func documentOf(s *ddbhistory.Session, offset int, msgs []agent.Message, next string) SessionDocument {
+	window := s.Conversation.Window
+	window.Removed = max(window.Removed-offset, 0)
 	doc := SessionDocument{
 		Format:        DocumentFormat,
 		FormatVersion: DocumentVersion,
@@ -171,10 +179,10 @@ func documentOf(s *ddbhistory.Session, msgs []agent.Message, next string) Sessio
 		Title:         s.Title,
 		CreatedAt:     s.CreatedAt.UTC(),
 		UpdatedAt:     s.UpdatedAt.UTC(),
-		MessageCount:  s.Count,
+		MessageCount:  s.Count - offset,
 		Messages:      msgs,
 		State:         s.Conversation.State,
-		Window:        s.Conversation.Window,
+		Window:        window,
 		Pending:       s.Conversation.Pending,
 		NextCursor:    next,
 	}
@@ -189,19 +197,25 @@ func documentOf(s *ddbhistory.Session, msgs []agent.Message, next string) Sessio
 }
 
 // exportCursor reads an export's cursor: the session's version when the
-// export began, which every page checks so that the pages fit together, and
-// the store's cursor. "" is the first page.
-func exportCursor(c string) (int64, string, *Error) {
+// export began, which every page checks so that the pages fit together;
+// the index in the session of the document's first message; and the
+// store's cursor. "" is the first page.
+func exportCursor(c string) (version int64, offset int, store string, e *Error) {
 	if c == "" {
-		return 0, "", nil
+		return 0, 0, "", nil
 	}
 	raw, err := base64.RawURLEncoding.DecodeString(c)
-	v, store, ok := strings.Cut(string(raw), ".")
-	version, err2 := strconv.ParseInt(v, 10, 64)
-	if err != nil || err2 != nil || !ok || version < 1 || store == "" {
-		return 0, "", badRequest("invalid_request", "malformed cursor %q: pass the next_cursor of the previous page as it is", c)
+	parts := strings.SplitN(string(raw), ".", 3)
+	if err == nil && len(parts) == 3 && parts[2] != "" {
+		version, err = strconv.ParseInt(parts[0], 10, 64)
+		if err == nil {
+			offset, err = strconv.Atoi(parts[1])
+		}
+		if err == nil && version >= 1 && offset >= 0 {
+			return version, offset, parts[2], nil
+		}
 	}
-	return version, store, nil
+	return 0, 0, "", badRequest("invalid_request", "malformed cursor %q: pass the next_cursor of the previous page as it is", c)
 }
 
 // wireSize is the size of body once Lambda's response event carries it as
@@ -347,8 +361,11 @@ func (h *Handler) importPage(r *http.Request, rec *record) (int, []byte, error) 
 	if e := checkFormat(page.Format, page.FormatVersion); e != nil {
 		return 0, nil, e
 	}
-	if page.First == nil || len(page.Messages) == 0 {
+	switch {
+	case page.First == nil || len(page.Messages) == 0:
 		return 0, nil, badRequest("invalid_session_document", "a page needs first, the index of its first message, and messages, as GET /sessions/{id}/export?cursor= returns them")
+	case len(page.Messages) > MaxImportMessages:
+		return 0, nil, &Error{Status: http.StatusRequestEntityTooLarge, Code: "too_large", Message: fmt.Sprintf("the page holds %d messages; a page may hold at most %d", len(page.Messages), MaxImportMessages)}
 	}
 	ctx, cancel := turn.StoreContext(r.Context())
 	defer cancel()
@@ -422,11 +439,17 @@ func checkDocument(d *SessionDocument) (turn.Import, *Error) {
 	case paged && len(d.Messages) == 0:
 		return turn.Import{}, invalid("messages is empty; the first page of a document holds its first messages")
 	}
+	if len(d.Messages) > MaxImportMessages {
+		return turn.Import{}, &Error{Status: http.StatusRequestEntityTooLarge, Code: "too_large", Message: fmt.Sprintf("messages holds %d messages; one request may import at most %d: send the document in pages, as its export comes (see POST /sessions/{sessionId}/import)", len(d.Messages), MaxImportMessages)}
+	}
 	state, e := checkState(d.State)
 	if e != nil {
 		return turn.Import{}, e
 	}
 	if e := checkWindow(d.Window, d.MessageCount); e != nil {
+		return turn.Import{}, e
+	}
+	if e := checkSessionItem(d); e != nil {
 		return turn.Import{}, e
 	}
 	if e := checkPart(d, nil, 0, d.Messages); e != nil {
@@ -438,6 +461,29 @@ func checkDocument(d *SessionDocument) (turn.Import, *Error) {
 		}
 	}
 	return turn.Import{Messages: d.Messages, Window: d.Window, State: state, Pending: d.Pending}, nil
+}
+
+// MaxImportMessages bounds the messages of one import request, whole or a
+// page, so that its commit stays within about a hundred transactions, a
+// second or two: ten export pages.
+const MaxImportMessages = 10 * ddbhistory.MaxPageSize
+
+// checkSessionItem refuses a document whose window, state and pending
+// interrupts could not fit the session item beside the rest, before any of
+// it is written.
+func checkSessionItem(d *SessionDocument) *Error {
+	n := 0
+	for _, v := range []any{d.Window, d.State, d.Pending} {
+		raw, err := json.Marshal(v)
+		if err != nil {
+			return badRequest("invalid_session_document", "%v", err)
+		}
+		n += len(raw)
+	}
+	if limit := ddbhistory.MaxItemBytes - 16<<10; n > limit {
+		return &Error{Status: http.StatusRequestEntityTooLarge, Code: "too_large", Message: fmt.Sprintf("window, state and pending are %d bytes of JSON together; the session item holds at most %d of them", n, limit)}
+	}
+	return nil
 }
 
 // checkFormat checks a document's or a page's format and version.

@@ -599,8 +599,9 @@ func TestExportRefusals(t *testing.T) {
 	s := testkit.Start(t, testkit.Options{})
 	s.Model.Enqueue(conversetest.Text("hi"))
 	chatAs(t, s, "alice", "mine", "hello")
-	// A cursor as export writes it: the version, and the store's cursor.
-	wellFormed := base64.RawURLEncoding.EncodeToString([]byte("1." + base64.RawURLEncoding.EncodeToString([]byte("0"))))
+	// A cursor as export writes it: the version, the document's first
+	// message's index, and the store's cursor.
+	wellFormed := base64.RawURLEncoding.EncodeToString([]byte("1.0." + base64.RawURLEncoding.EncodeToString([]byte("0"))))
 	for _, tt := range []struct {
 		owner, id, cursor string
 		status            int
@@ -850,5 +851,70 @@ func TestImportInPagesChecksAcrossPages(t *testing.T) {
 	}
 	if got := transcriptOf(t, s, "", "split"); len(got) != len(msgs) {
 		t.Errorf("after the refused import: %d messages", len(got))
+	}
+}
+
+// TestImportRefusesWhatTheStoreCannotHold: more messages than one request
+// may import, and a window, state and pending too large for the session
+// item, are 413s before anything is written, for a whole document and the
+// first page of one alike.
+func TestImportRefusesWhatTheStoreCannotHold(t *testing.T) {
+	s := testkit.Start(t, testkit.Options{})
+	many := document(history(httpapi.MaxImportMessages + 1))
+	summarized := func() httpapi.SessionDocument {
+		msgs := history(12)
+		d := document(msgs)
+		d.Window.Removed = turnStart(t, msgs, 4)
+		d.Window.Summary = strings.Repeat("a long summary ", 30_000) // 450 KB
+		return d
+	}
+	paged := summarized()
+	paged.MessageCount, paged.Messages, paged.NextCursor = len(paged.Messages), paged.Messages[:8], "more"
+	for name, doc := range map[string]httpapi.SessionDocument{"too many messages": many, "a summary past the session item": summarized(), "a first page with it": paged} {
+		w := importDoc(t, s, "", as(doc, "big"), "")
+		if w.Code != http.StatusRequestEntityTooLarge || !strings.Contains(w.Body.String(), `"too_large"`) {
+			t.Errorf("%s: %d %.300s", name, w.Code, w.Body)
+		}
+		if got := transcriptOf(t, s, "", "big"); got != nil {
+			t.Errorf("%s: %d messages stored", name, len(got))
+		}
+	}
+}
+
+// TestImportInPagesWithAToolUseIDReused: a toolUse id used on two pages is
+// stored, and the next turn's model, the strict stand-in, gets the reused
+// id renamed.
+func TestImportInPagesWithAToolUseIDReused(t *testing.T) {
+	s := testkit.Start(t, testkit.Options{})
+	use := func(k int) []agent.Message {
+		return []agent.Message{
+			agent.UserText(fmt.Sprintf("compute %d", k)),
+			{Role: agent.RoleAssistant, Content: []agent.ContentBlock{{ToolUse: &agent.ToolUseBlock{ToolUseID: "same", Name: "calculator", Input: json.RawMessage(`{"expression":"1+1"}`)}}}},
+			{Role: agent.RoleUser, Content: []agent.ContentBlock{{ToolResult: agent.TextResult("same", agent.ToolSuccess, "2")}}},
+			agent.AssistantText("2"),
+		}
+	}
+	msgs := append(use(1), use(2)...)
+	if w := importDoc(t, s, "", as(document(msgs), "whole"), ""); w.Code != http.StatusBadRequest {
+		t.Errorf("the reused id in one document: %d %s", w.Code, w.Body)
+	}
+	first := document(msgs[:4])
+	first.MessageCount, first.NextCursor = len(msgs), "more"
+	p := progress(t, importDoc(t, s, "", as(first, "reused"), ""))
+	four := 4
+	imported(t, importPage(t, s, "", "reused", p.ImportToken, httpapi.SessionDocumentPage{Format: httpapi.DocumentFormat, FormatVersion: 1, First: &four, Messages: msgs[4:]}))
+	s.Model.Enqueue(conversetest.Text("ok"))
+	chatAs(t, s, "", "reused", "and now?")
+	if v := s.Model.Violations(); len(v) > 0 {
+		t.Errorf("the model refused the history: %q", v)
+	}
+	seen := map[string]int{}
+	for _, m := range lastRequest(t, s).Messages {
+		for _, id := range wireUses(m) {
+			seen[id]++
+		}
+	}
+	if seen["same"] != 1 || len(seen) != 2 {
+		t.Errorf("tool use ids the model saw: %v", seen)
 	}
 }

@@ -155,6 +155,18 @@ func TestRewindDiscards(t *testing.T) {
 	if w := keyed(); w.Code != http.StatusNotFound {
 		t.Errorf("a retry of the rewound turn: %d %s, want 404", w.Code, w.Body)
 	}
+	// Each page says the index of its first message, as rewinds name them.
+	var page struct {
+		First      int    `json:"first"`
+		NextCursor string `json:"next_cursor"`
+	}
+	for i, cursor := 0, ""; i < 2; i++ {
+		w := s.Serve(httptest.NewRequestWithContext(t.Context(), http.MethodGet, "/sessions/rw?limit=1&cursor="+cursor, nil))
+		if err := json.Unmarshal(w.Body.Bytes(), &page); err != nil || page.First != i {
+			t.Errorf("page %d: %s", i, w.Body)
+		}
+		cursor = page.NextCursor
+	}
 	s.Model.Enqueue(conversetest.Text("third answer"))
 	postJSON(t, s, "/chat", `{"session_id":"rw","message":"third"}`)
 	reqs := s.Model.Requests()

@@ -386,8 +386,12 @@ func limitParam(r *http.Request, def, max int) (int, *Error) {
 // SessionResponse is the answer to GET /sessions/{sessionId}: one page of
 // the full transcript, oldest first.
 type SessionResponse struct {
-	SessionID string                     `json:"session_id"`
-	Title     string                     `json:"title"`
+	SessionID string `json:"session_id"`
+	Title     string `json:"title"`
+	// First is the index of the first of Messages in the session: the
+	// index of message k is First+k. Messages that expired, always the
+	// oldest, are left out.
+	First     int                        `json:"first"`
 	Messages  []agent.Message            `json:"messages"`
 	State     map[string]json.RawMessage `json:"state"`
 	Summary   *string                    `json:"summary"`
@@ -427,6 +431,7 @@ func (h *Handler) getSession(r *http.Request, rec *record) (int, []byte, error) 
 	out := SessionResponse{
 		SessionID:  s.ID,
 		Title:      s.Title,
+		First:      page.First,
 		Messages:   page.Messages,
 		State:      s.Conversation.State,
 		Window:     turn.WindowOf(s.Conversation.Window),

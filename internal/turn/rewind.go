@@ -125,9 +125,10 @@ func (s *Service) lastUserTurn(ctx context.Context, sess *ddbhistory.Session) (i
 
 // rewound returns sess's conversation with its messages from `to` on
 // discarded, and nothing pending. A summary that covered discarded messages
-// is dropped, and the window restarts at the session's first message: the
-// conversation manager cuts or summarizes it again before the next model
-// call.
+// is dropped, and the window restarts at the first turn start of the last
+// ddbhistory.MaxPageSize messages before to (the session's first message,
+// for most): the conversation manager cuts or summarizes it again before
+// the next model call.
 func (s *Service) rewound(ctx context.Context, sess *ddbhistory.Session, to int) (agent.Conversation, error) {
 	if sess.Version == 0 {
 		return agent.Conversation{}, ddbhistory.ErrNotFound
@@ -147,7 +148,10 @@ func (s *Service) rewound(ctx context.Context, sess *ddbhistory.Session, to int)
 		first = conv.Messages[to-removed]
 		conv.Messages = conv.Messages[: to-removed : to-removed]
 	} else {
-		msgs, start, err := s.store.WindowBefore(ctx, sess, 0, to+1)
+		// The window restarts at most a transcript page before to, at a
+		// turn start, so that neither this read nor the next turn's load
+		// has to read the whole session.
+		msgs, start, err := s.store.WindowBefore(ctx, sess, max(0, to+1-ddbhistory.MaxPageSize), to+1)
 		if err != nil {
 			return agent.Conversation{}, err
 		}
@@ -155,8 +159,13 @@ func (s *Service) rewound(ctx context.Context, sess *ddbhistory.Session, to int)
 			return agent.Conversation{}, fmt.Errorf("%w: message %d of session %s has expired", ErrInvalidRewind, to, sess.ID)
 		}
 		first = msgs[len(msgs)-1]
-		conv.Messages = msgs[: len(msgs)-1 : len(msgs)-1]
-		conv.Window.Removed, conv.Window.Summary = start, ""
+		msgs = msgs[:len(msgs)-1]
+		k := 0
+		for start > 0 && k < len(msgs) && !agent.IsTurnStart(msgs[k]) {
+			k++
+		}
+		conv.Messages = msgs[k:len(msgs):len(msgs)]
+		conv.Window.Removed, conv.Window.Summary = start+k, ""
 	}
 	if !agent.IsTurnStart(first) {
 		what := "an assistant message"

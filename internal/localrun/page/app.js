@@ -296,8 +296,10 @@ async function openSession(id) {
       cursor = page.next_cursor || "";
     } while (cursor);
     showSession(id, first.title);
-    state.count = messages.length;
-    renderTranscript(messages);
+    // Messages that expired, always the oldest, are left out: first is the
+    // stored index of the first one shown.
+    state.count = (first.first || 0) + messages.length;
+    renderTranscript(messages, first.first || 0);
     showRegenerate();
     const paused = first.interrupts.length ? owners.get(first.interrupts[0].id) : null;
     showPending(paused, first.interrupts);
@@ -519,11 +521,12 @@ class Turn {
 
 // renderTranscript draws stored messages: tool results, which come back in
 // the next user message, join their calls.
-function renderTranscript(messages) {
+function renderTranscript(messages, base = 0) {
   $("messages").replaceChildren();
   owners.clear();
   let turn = null;
-  for (const [i, m] of messages.entries()) {
+  for (const [k, m] of messages.entries()) {
+    const i = base + k;
     if (m.role === "user") {
       showResults([m]);
       const text = m.content.filter((b) => b.text).map((b) => b.text).join("\n");
