@@ -215,7 +215,13 @@ func (s *Store) prepare(sess *Session, turn Turn, now time.Time) (*commit, error
 		c.rewound, c.rewoundTo = sess.Version+1, turn.From
 	}
 	var err error
-	if c.messages, err = s.messageWrites(c.pk, c.first, turn.Messages, sess.Version+1, c.expires, now); err != nil {
+	// Messages record the version that wrote them once the session has
+	// been rewound: only then can a read see one that is not current.
+	var stamp int64
+	if c.rewound > 0 {
+		stamp = sess.Version + 1
+	}
+	if c.messages, err = s.messageWrites(c.pk, c.first, turn.Messages, stamp, c.expires, now); err != nil {
 		return nil, err
 	}
 	if sess.Version == 0 {

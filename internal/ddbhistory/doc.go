@@ -78,9 +78,10 @@
 // that index, over the discarded ones, and the session item's count drops or
 // grows to match, all under the usual version check. Writes that replace
 // messages readers see go in the last transaction, with the session item;
-// only writes past the old count go before it. Every message item records
-// the session version its commit made ("written"), and the session item the
-// version and index of its last rewind ("rewound", "rewound_to"): a read
+// only writes past the old count go before it. The session item records the
+// version and index of its last rewind ("rewound", "rewound_to"), and from
+// the first rewind on every message item the session version its commit
+// made ("written"): a read
 // that finds a message written after the session item it read, or one at
 // or past the rewind's index written before it, overlapped a commit, and is
 // made again. A replay of a turn that a rewind discarded finds its messages

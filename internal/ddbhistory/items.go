@@ -170,9 +170,10 @@ func decompress(b []byte) ([]byte, error) {
 }
 
 // messageItems encodes message i of a session as one item, or as a first
-// item and further parts when the body is larger than one item holds. Every
-// item records version, the session version that the write makes, so that
-// a read can tell a message rewritten after the session item it read.
+// item and further parts when the body is larger than one item holds. When
+// version is not 0, every item records it, the session version that the
+// write makes, so that a read can tell a message rewritten after the
+// session item it read: see messageSet.current.
 func messageItems(pk string, i int, m agent.Message, version, expires int64, now time.Time) ([]item, error) {
 	raw, err := json.Marshal(m)
 	if err != nil {
@@ -192,21 +193,26 @@ func messageItems(pk string, i int, m agent.Message, version, expires int64, now
 		attrRole:     str(string(m.Role)),
 		attrBody:     bin(parts[0]),
 		attrCreated:  num(now.UnixMilli()),
-		attrWritten:  num(version),
 		TTLAttribute: num(expires),
 	}
 	if len(parts) > 1 {
 		first[attrParts] = num(len(parts))
 	}
+	if version > 0 {
+		first[attrWritten] = num(version)
+	}
 	items := []item{first}
 	for p, part := range parts[1:] {
-		items = append(items, item{
+		it := item{
 			PartitionKey: str(pk),
 			SortKey:      str(partKey(i, p+1)),
 			attrBody:     bin(part),
-			attrWritten:  num(version),
 			TTLAttribute: num(expires),
-		})
+		}
+		if version > 0 {
+			it[attrWritten] = num(version)
+		}
+		items = append(items, it)
 	}
 	return items, nil
 }
@@ -300,7 +306,8 @@ func (ms *messageSet) add(items []item, now time.Time) {
 
 // current reports whether message i, as found, is the one the session item
 // meta counts: none of its items was written after meta, and none before a
-// rewind that discarded index i. A Query is not isolated from a transaction,
+// rewind that discarded index i. (A session that was never rewound records
+// no versions, and needs none: the first rewinding commit records its own.) A Query is not isolated from a transaction,
 // so a read beside a commit that rewrote messages (see Turn.Rewind) can see
 // some of its items and not others; such a read is made again.
 //

@@ -76,8 +76,8 @@ func (s *Store) Stage(ctx context.Context, key Key, token string, first int, msg
 			return nil, fmt.Errorf("ddbhistory: stage %s: %w", key.ID, s.classify(err))
 		}
 	}
-	// The session the staging becomes is at version 1, as its messages say.
-	ws, err := s.messageWrites(pk, first, msgs, 1, expires, now)
+	// A new session records no versions (see messageSet.current).
+	ws, err := s.messageWrites(pk, first, msgs, 0, expires, now)
 	if err != nil {
 		return nil, fmt.Errorf("ddbhistory: stage %s: %w", key.ID, err)
 	}
