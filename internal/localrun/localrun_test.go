@@ -22,15 +22,17 @@ func start(t *testing.T, env map[string]string) string {
 	return url
 }
 
-// startRun starts a local run with opts, offline and on a free port, and
-// returns its URL and what it prints.
+// startRun starts a local run with opts on a free port, and returns its URL
+// and what it prints. It is offline unless opts's environment names a
+// Bedrock endpoint, a stand-in's.
 func startRun(t *testing.T, opts localrun.Options) (string, *testkit.Buffer) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan string, 1)
 	done := make(chan error, 1)
 	var out testkit.Buffer // the server's goroutines write to it
-	opts.Addr, opts.Offline, opts.Out = "127.0.0.1:0", true, &out
+	opts.Addr, opts.Out = "127.0.0.1:0", &out
+	opts.Offline = opts.Getenv == nil || opts.Getenv("AWS_ENDPOINT_URL_BEDROCK_RUNTIME") == ""
 	opts.Ready = func(url string) { ready <- url }
 	go func() { done <- localrun.Run(ctx, opts) }()
 	t.Cleanup(func() {

@@ -1,7 +1,6 @@
 package localrun_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -13,7 +12,6 @@ import (
 	"github.com/lambda-agent/lambda-agent/internal/agent"
 	"github.com/lambda-agent/lambda-agent/internal/conversetest"
 	"github.com/lambda-agent/lambda-agent/internal/localrun"
-	"github.com/lambda-agent/lambda-agent/internal/testkit"
 )
 
 // TestChatPageRewindsInABrowser drives Regenerate, Edit and Export on the
@@ -260,23 +258,6 @@ func startWithModel(t *testing.T, model *conversetest.Server) string {
 	t.Cleanup(model.Close) // after the run stops: cleanups run last first
 	t.Setenv("AWS_ENDPOINT_URL_BEDROCK_RUNTIME", model.URL)
 	env := map[string]string{"AWS_ENDPOINT_URL_BEDROCK_RUNTIME": model.URL}
-	ctx, cancel := context.WithCancel(context.Background())
-	ready := make(chan string, 1)
-	done := make(chan error, 1)
-	var out testkit.Buffer
-	opts := localrun.Options{Addr: "127.0.0.1:0", Out: &out, Getenv: func(k string) string { return env[k] }, Ready: func(url string) { ready <- url }}
-	go func() { done <- localrun.Run(ctx, opts) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	})
-	select {
-	case url := <-ready:
-		return url
-	case err := <-done:
-		t.Fatalf("Run ended before serving: %v\n%s", err, out.String())
-	}
-	return ""
+	url, _ := startRun(t, localrun.Options{Getenv: func(k string) string { return env[k] }})
+	return url
 }

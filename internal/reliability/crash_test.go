@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -74,6 +76,26 @@ func (b *sandbox) invoke(t *testing.T, message string, timeout time.Duration) (e
 		t.Fatalf("not an HTTP response: %s", out)
 	}
 	return resp, time.Since(start)
+}
+
+// holdWrite makes DynamoDB hold the nth request of operation op (such as
+// "TransactWriteItems") from now on, until the server sees its client die,
+// so that a killed function's write is dropped unserved: released sooner,
+// it could land after the kill, as a write already sent may. The channel
+// closes when the request arrives. b.ddb.SetHook(nil) ends the hold.
+func (b *sandbox) holdWrite(op string, nth int) <-chan struct{} {
+	reached := make(chan struct{})
+	var seen atomic.Int32
+	b.ddb.SetHook(func(o string, r *http.Request) {
+		if o == op && int(seen.Add(1)) == nth {
+			close(reached)
+			select {
+			case <-r.Context().Done():
+			case <-time.After(15 * time.Second):
+			}
+		}
+	})
+	return reached
 }
 
 // kill kills the function while inv is in flight, and fails the test, at

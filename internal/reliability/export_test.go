@@ -452,19 +452,7 @@ func TestCrashDuringALargeImport(t *testing.T) {
 	crash := func(doc httpapi.SessionDocument, id, key, op string, nth int, timeout time.Duration) time.Time {
 		t.Helper()
 		what := fmt.Sprintf("%s, killed before %s %d", id, op, nth)
-		reached := make(chan struct{})
-		var seen atomic.Int32
-		b.ddb.SetHook(func(o string, r *http.Request) {
-			if o == op && int(seen.Add(1)) == nth {
-				close(reached)
-				// Held until the server has seen its client die, so that
-				// the write is dropped unserved.
-				select {
-				case <-r.Context().Done():
-				case <-time.After(15 * time.Second):
-				}
-			}
-		})
+		reached := b.holdWrite(op, nth)
 		start := time.Now()
 		inv, err := b.fn.InvokeAsync(t.Context(), sandboxEvent(t, "POST", "/sessions/import", importBody(doc, id), key), timeout)
 		if err != nil {
@@ -711,17 +699,7 @@ func TestCrashDuringAnImportInPages(t *testing.T) {
 	kill := func(k, nth int) {
 		t.Helper()
 		what := fmt.Sprintf("page %d, killed at its transaction %d", k+1, nth)
-		reached := make(chan struct{})
-		var seen atomic.Int32
-		b.ddb.SetHook(func(op string, r *http.Request) {
-			if op == "TransactWriteItems" && int(seen.Add(1)) == nth {
-				close(reached)
-				select {
-				case <-r.Context().Done():
-				case <-time.After(15 * time.Second):
-				}
-			}
-		})
+		reached := b.holdWrite("TransactWriteItems", nth)
 		inv, err := b.fn.InvokeAsync(t.Context(), sandboxEvent(t, "POST", pagePath, pageOf(k), ""), 20*time.Second)
 		if err != nil {
 			t.Fatal(err)

@@ -483,20 +483,7 @@ func TestCrashBetweenTheWritesOfALargeTurn(t *testing.T) {
 	for _, nth := range []int{1, 2, 1, 2} { // held before the nth TransactWriteItems
 		before := storedIn(t, b.store, "", "crashy")
 		b.model.Enqueue(bigTurnReplies(150)...)
-		reached := make(chan struct{})
-		var seen atomic.Int32
-		b.ddb.SetHook(func(op string, r *http.Request) {
-			if op == "TransactWriteItems" && int(seen.Add(1)) == nth {
-				close(reached)
-				// Held until the server has seen its client die, so that
-				// the write is dropped unserved: released sooner, it could
-				// land after the kill, as a write already sent may.
-				select {
-				case <-r.Context().Done():
-				case <-time.After(15 * time.Second):
-				}
-			}
-		})
+		reached := b.holdWrite("TransactWriteItems", nth)
 		inv, err := b.fn.InvokeAsync(t.Context(), chatEvent(t, "a long one"), 20*time.Second)
 		if err != nil {
 			t.Fatal(err)
