@@ -146,14 +146,7 @@ func (c *commit) dropDiscarded(ctx context.Context) {
 		return
 	}
 	sess := c.sess
-	items, err := c.s.queryAll(ctx, &dynamodb.QueryInput{
-		TableName:                 aws.String(c.s.cfg.Table),
-		KeyConditionExpression:    aws.String("#pk = :pk AND #sk BETWEEN :lo AND :hi"),
-		ExpressionAttributeNames:  map[string]string{"#pk": PartitionKey, "#sk": SortKey},
-		ExpressionAttributeValues: item{":pk": str(c.pk), ":lo": str(messageKey(sess.Count)), ":hi": str(lastKeyOf(c.kept - 1))},
-		ProjectionExpression:      aws.String("#pk, #sk"),
-		ConsistentRead:            aws.Bool(true),
-	})
+	items, err := c.s.queryMessages(ctx, c.pk, sess.Count, c.kept, PartitionKey, SortKey)
 	if err != nil || len(items) == 0 {
 		return
 	}
@@ -548,7 +541,7 @@ func (s *Store) transact(ctx context.Context, items []types.TransactWriteItem) e
 func (c *commit) replacing() int {
 	n := 0
 	for _, w := range c.messages {
-		if i, _, ok := parseMessageKey(getS(w.Put.Item, SortKey)); !ok || i >= c.kept {
+		if indexOf(w) >= c.kept {
 			break
 		}
 		n++

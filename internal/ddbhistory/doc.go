@@ -81,10 +81,9 @@
 // only writes past the old count go before it. The session item records the
 // version and index of its last rewind ("rewound", "rewound_to"), and from
 // the first rewind on every message item the session version its commit
-// made ("written"): a read
-// that finds a message written after the session item it read, or one at
-// or past the rewind's index written before it, overlapped a commit, and is
-// made again. A replay of a turn that a rewind discarded finds its messages
+// made ("written"): a read that finds a message written after the session
+// item it read, or one at or past the rewind's index written before it,
+// overlapped a commit, and is made again. A replay of a turn that a rewind discarded finds its messages
 // gone or rewritten, and answers nothing. A rewind that shortens the session
 // then deletes, best effort and under its version, the discarded items past
 // the new count, which a load's first query would otherwise read through.

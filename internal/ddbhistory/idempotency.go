@@ -94,16 +94,7 @@ func (s *Store) rewoundSince(ctx context.Context, sess *Session, written int64, 
 	case first+count > sess.Count:
 		return true, nil
 	}
-	items, err := s.queryAll(ctx, &dynamodb.QueryInput{
-		TableName:              aws.String(s.cfg.Table),
-		KeyConditionExpression: aws.String("#pk = :pk AND #sk BETWEEN :lo AND :hi"),
-		ExpressionAttributeNames: map[string]string{
-			"#pk": PartitionKey, "#sk": SortKey, "#written": attrWritten,
-		},
-		ExpressionAttributeValues: item{":pk": str(partitionKey(sess.Key)), ":lo": str(messageKey(first)), ":hi": str(lastKeyOf(first + count - 1))},
-		ProjectionExpression:      aws.String("#sk, #written"),
-		ConsistentRead:            aws.Bool(true),
-	})
+	items, err := s.queryMessages(ctx, partitionKey(sess.Key), first, first+count, attrWritten)
 	if err != nil {
 		return false, err
 	}

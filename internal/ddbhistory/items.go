@@ -306,10 +306,11 @@ func (ms *messageSet) add(items []item, now time.Time) {
 
 // current reports whether message i, as found, is the one the session item
 // meta counts: none of its items was written after meta, and none before a
-// rewind that discarded index i. (A session that was never rewound records
-// no versions, and needs none: the first rewinding commit records its own.) A Query is not isolated from a transaction,
-// so a read beside a commit that rewrote messages (see Turn.Rewind) can see
-// some of its items and not others; such a read is made again.
+// rewind that discarded index i. A Query is not isolated from a
+// transaction, so a read beside a commit that rewrote messages (see
+// Turn.Rewind) can see some of its items and not others; such a read is
+// made again. (A session that was never rewound records no versions, and
+// needs none: the first rewinding commit records its own.)
 //
 // Only the parts the first item counts are the message's: a message that
 // replaced a longer one leaves that one's further parts behind, unread.

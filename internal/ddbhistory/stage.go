@@ -39,10 +39,11 @@ type Staging struct {
 // token under key. The first part (first 0) starts the staging, with
 // header set aside for the commit: it fails with ErrConflict when key names
 // a session, and with ErrIDTaken when another owner holds the id; it
-// replaces an earlier staging under key, which can write no more. Each later part must start where the staging ends. A part sent
-// again after it was written succeeds without writing; a part for a
-// staging that another has replaced, or that does not start at its end,
-// is ErrConflict. It returns the staging as the part leaves it.
+// replaces an earlier staging under key, which can write no more. Each
+// later part must start where the staging ends. A part sent again after it
+// was written succeeds without writing; a part for a staging that another
+// has replaced, or that does not start at its end, is ErrConflict. It
+// returns the staging as the part leaves it.
 func (s *Store) Stage(ctx context.Context, key Key, token string, first int, msgs []agent.Message, header json.RawMessage) (*Staging, error) {
 	if err := key.validate(); err != nil {
 		return nil, err
@@ -88,21 +89,19 @@ func (s *Store) Stage(ctx context.Context, key Key, token string, first int, msg
 	}
 	// A part sent again goes on from where the staging is.
 	at := first
+	st := &Staging{Token: token, Header: header, Title: titleOf(msgs)}
 	if first > 0 {
-		st, err := s.Staged(ctx, key, token)
-		switch {
-		case err != nil:
+		if st, err = s.Staged(ctx, key, token); err != nil {
 			return nil, err
+		}
+		switch {
 		case st.Count >= first+len(msgs):
 			return st, nil // sent before, and written then
 		case st.Count < first:
 			return nil, fmt.Errorf("ddbhistory: stage %s: %w: %d messages are staged, and a part starts at %d", key.ID, ErrConflict, st.Count, first)
 		}
 		at = st.Count
-		for len(ws) > 0 {
-			if i, _, _ := parseMessageKey(getS(ws[0].Put.Item, SortKey)); i >= at {
-				break
-			}
+		for len(ws) > 0 && indexOf(ws[0]) < at {
 			ws = ws[1:]
 		}
 	}
@@ -114,12 +113,9 @@ func (s *Store) Stage(ctx context.Context, key Key, token string, first int, msg
 		done += len(chunk)
 		// A message whose items span two transactions counts once its
 		// last item is written.
-		next := at
-		if i, _, ok := parseMessageKey(getS(chunk[len(chunk)-1].Put.Item, SortKey)); ok {
-			next = i
-			if done == len(ws) || indexOf(ws[done]) != i {
-				next = i + 1
-			}
+		next := indexOf(chunk[len(chunk)-1])
+		if done == len(ws) || indexOf(ws[done]) != next {
+			next++
 		}
 		cond := stagedAt(token, at)
 		cond.values[":next"] = num(next)
@@ -139,7 +135,8 @@ func (s *Store) Stage(ctx context.Context, key Key, token string, first int, msg
 		}
 		at = next
 	}
-	return s.Staged(ctx, key, token)
+	st.Count, st.Last = at, &msgs[len(msgs)-1]
+	return st, nil
 }
 
 // indexOf is the index of the message a write puts.
@@ -179,13 +176,7 @@ func (s *Store) Staged(ctx context.Context, key Key, token string) (*Staging, er
 		return nil, fmt.Errorf("ddbhistory: staged %s: decode header: %w", key.ID, err)
 	}
 	if st.Count > 0 {
-		items, err := s.queryAll(ctx, &dynamodb.QueryInput{
-			TableName:                 aws.String(s.cfg.Table),
-			KeyConditionExpression:    aws.String("#pk = :pk AND #sk BETWEEN :lo AND :hi"),
-			ExpressionAttributeNames:  map[string]string{"#pk": PartitionKey, "#sk": SortKey},
-			ExpressionAttributeValues: item{":pk": str(pk), ":lo": str(messageKey(st.Count - 1)), ":hi": str(lastKeyOf(st.Count - 1))},
-			ConsistentRead:            aws.Bool(true),
-		})
+		items, err := s.queryMessages(ctx, pk, st.Count-1, st.Count)
 		if err != nil {
 			return nil, fmt.Errorf("ddbhistory: staged %s: %w", key.ID, err)
 		}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -74,17 +75,7 @@ func (s *Store) transcriptPage(ctx context.Context, key Key, from, limit int, la
 		return err
 	})
 	g.Go(func() error {
-		// The indexes are dense, so the page is an exact key range; its last
-		// message's parts sort after it, below the next message.
-		items, err := s.queryAll(gctx, &dynamodb.QueryInput{
-			TableName:              aws.String(s.cfg.Table),
-			KeyConditionExpression: aws.String("#pk = :pk AND #sk BETWEEN :lo AND :hi"),
-			ExpressionAttributeNames: map[string]string{
-				"#pk": PartitionKey, "#sk": SortKey,
-			},
-			ExpressionAttributeValues: item{":pk": str(pk), ":lo": str(messageKey(from)), ":hi": str(lastKeyOf(min(from+limit-1, maxIndex)))},
-			ConsistentRead:            aws.Bool(true),
-		})
+		items, err := s.queryMessages(gctx, pk, from, min(from+limit, maxIndex+1))
 		msgs.add(items, now)
 		return err
 	})
@@ -142,10 +133,6 @@ func (s *Store) transcriptPage(ctx context.Context, key Key, from, limit int, la
 // index i, such as the first message of a turn that Replay locates.
 func CursorAt(i int) string { return encodeCursor(i) }
 
-// CursorIndex returns the index of the first message of the transcript page
-// that cursor starts: 0 for "".
-func CursorIndex(cursor string) (int, error) { return decodeCursor(cursor) }
-
 // maxIndex is the highest message index a sort key can hold.
 const maxIndex = 1e10 - 1
 
@@ -184,6 +171,29 @@ func (s *Store) queryAll(ctx context.Context, in *dynamodb.QueryInput) ([]item, 
 	}
 }
 
+// queryMessages reads, strongly consistently, the items of the messages
+// from to to-1 of partition pk, parts included: the indexes are dense, so
+// they are an exact key range, and a message's parts sort after it, below
+// the next message. With attrs, only those attributes are read.
+func (s *Store) queryMessages(ctx context.Context, pk string, from, to int, attrs ...string) ([]item, error) {
+	in := &dynamodb.QueryInput{
+		TableName:                 aws.String(s.cfg.Table),
+		KeyConditionExpression:    aws.String("#pk = :pk AND #sk BETWEEN :lo AND :hi"),
+		ExpressionAttributeNames:  map[string]string{"#pk": PartitionKey, "#sk": SortKey},
+		ExpressionAttributeValues: item{":pk": str(pk), ":lo": str(messageKey(from)), ":hi": str(lastKeyOf(to - 1))},
+		ConsistentRead:            aws.Bool(true),
+	}
+	if len(attrs) > 0 {
+		refs := make([]string, len(attrs))
+		for i, a := range attrs {
+			refs[i] = fmt.Sprintf("#a%d", i)
+			in.ExpressionAttributeNames[refs[i]] = a
+		}
+		in.ProjectionExpression = aws.String(strings.Join(refs, ", "))
+	}
+	return s.queryAll(ctx, in)
+}
+
 // WindowBefore reads the messages a window that ends before message to
 // holds, when it starts at message from: the longest run of sess's stored
 // messages ending with message to-1, as Load reads a window. It returns the
@@ -199,15 +209,7 @@ func (s *Store) WindowBefore(ctx context.Context, sess *Session, from, to int) (
 	if from == to {
 		return nil, to, nil
 	}
-	items, err := s.queryAll(ctx, &dynamodb.QueryInput{
-		TableName:              aws.String(s.cfg.Table),
-		KeyConditionExpression: aws.String("#pk = :pk AND #sk BETWEEN :lo AND :hi"),
-		ExpressionAttributeNames: map[string]string{
-			"#pk": PartitionKey, "#sk": SortKey,
-		},
-		ExpressionAttributeValues: item{":pk": str(partitionKey(sess.Key)), ":lo": str(messageKey(from)), ":hi": str(lastKeyOf(to - 1))},
-		ConsistentRead:            aws.Bool(true),
-	})
+	items, err := s.queryMessages(ctx, partitionKey(sess.Key), from, to)
 	if err != nil {
 		return nil, 0, fmt.Errorf("ddbhistory: read %s: %w", sess.ID, err)
 	}
