@@ -255,7 +255,8 @@ func (h *Handler) importSession(r *http.Request, rec *record) (int, []byte, erro
 		return 0, nil, e
 	}
 	if in.NextCursor != "" {
-		return h.stageFirst(r.Context(), rec, ddbhistory.Key{Owner: owner, ID: cmp.Or(id, newImportID())}, idem, &in.SessionDocument)
+		// A paged import takes no Idempotency-Key: a new id is random.
+		return h.stageFirst(r.Context(), rec, ddbhistory.Key{Owner: owner, ID: cmp.Or(id, turn.NewSessionID())}, idem, &in.SessionDocument)
 	}
 	im.Request = turn.Request{Owner: owner, SessionID: id, IdempotencyKey: idem, Fingerprint: turn.Fingerprint(RouteImportSession, raw)}
 	return h.importTurn(r.Context(), rec, im)
@@ -282,10 +283,6 @@ func (h *Handler) importTurn(ctx context.Context, rec *record, im turn.Import) (
 func sessionExists(id string, err error) *Error {
 	return &Error{Status: http.StatusConflict, Code: "session_exists", Message: fmt.Sprintf("the session id %q is in use, and an import never overwrites a session; import under another new_session_id, or leave it out for a new id", id), err: err}
 }
-
-// newImportID is the id of a paged import that names none. A paged import
-// takes no Idempotency-Key, so it is random.
-func newImportID() string { return "s-" + strings.ToLower(rand.Text()) }
 
 // ImportProgress is the answer to a page of an import that is not its
 // last, a 202: the session it will be, the token that its next pages

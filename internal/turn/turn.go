@@ -383,8 +383,11 @@ func sessionID(req Request) string {
 		sum := sha256.Sum256([]byte(req.Owner + "\x00" + req.IdempotencyKey))
 		return "s-" + hex.EncodeToString(sum[:16])
 	}
-	return "s-" + strings.ToLower(rand.Text())
+	return NewSessionID()
 }
+
+// NewSessionID returns a new, random session id.
+func NewSessionID() string { return "s-" + strings.ToLower(rand.Text()) }
 
 // StoreContext returns the context for store calls made on behalf of a
 // request: ctx, ending StoreMargin before its deadline, so that there is
