@@ -71,6 +71,15 @@ type Config struct {
 	// DirectTools are the tools CallTool may run: a person may call these
 	// without the model. None when empty.
 	DirectTools []string
+	// MaxToolResultBytes bounds the text and JSON of one tool result, of
+	// any tool: past it, the result is cut in the middle with a note of
+	// its full size, and the model and the session get the cut. 0 means
+	// DefaultMaxToolResultBytes.
+	MaxToolResultBytes int
+	// MaxToolResultMediaBytes bounds the images and documents of one tool
+	// result together: past it, they are replaced by a note of their
+	// size. 0 means DefaultMaxToolResultMediaBytes.
+	MaxToolResultMediaBytes int
 	// Now is the clock that interrupts expire by; nil means time.Now.
 	Now func() time.Time
 }
@@ -109,7 +118,8 @@ func New(cfg Config) (*Agent, error) {
 		return nil, errors.New("agent: Model is required")
 	}
 	if cfg.MaxCycles < 0 || cfg.ToolConcurrency < 0 || cfg.ToolTimeout < 0 || cfg.Reserve < 0 ||
-		cfg.ContextWindowTokens < 0 || cfg.MaxReductions < 0 || cfg.MaxStateBytes < 0 || cfg.InterruptTTL < 0 {
+		cfg.ContextWindowTokens < 0 || cfg.MaxReductions < 0 || cfg.MaxStateBytes < 0 || cfg.InterruptTTL < 0 ||
+		cfg.MaxToolResultBytes < 0 || cfg.MaxToolResultMediaBytes < 0 {
 		return nil, errors.New("agent: negative limit in Config")
 	}
 	if cfg.ReduceAt < 0 || cfg.ReduceAt > 1 {
@@ -123,6 +133,8 @@ func New(cfg Config) (*Agent, error) {
 	cfg.MaxReductions = cmp.Or(cfg.MaxReductions, DefaultMaxReductions)
 	cfg.MaxStateBytes = cmp.Or(cfg.MaxStateBytes, DefaultMaxStateBytes)
 	cfg.InterruptTTL = cmp.Or(cfg.InterruptTTL, DefaultInterruptTTL)
+	cfg.MaxToolResultBytes = cmp.Or(cfg.MaxToolResultBytes, DefaultMaxToolResultBytes)
+	cfg.MaxToolResultMediaBytes = cmp.Or(cfg.MaxToolResultMediaBytes, DefaultMaxToolResultMediaBytes)
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}

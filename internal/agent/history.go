@@ -35,9 +35,10 @@ func (e *HistoryError) Is(target error) bool { return target == ErrInvalidHistor
 //   - roles are user or assistant, alternating, starting with the user;
 //   - every message has content, and every block exactly one member: text
 //     that is not blank, an image or document (in user messages and tool
-//     results, of a format and size Bedrock reads), a toolUse (in assistant
-//     messages), a toolResult (in user messages), or reasoning (in
-//     assistant messages);
+//     results, of a format and size Bedrock reads, whose inline bytes are
+//     of that format), a toolUse (in assistant messages), a toolResult
+//     with at least one part (in user messages; see ValidateToolResult),
+//     or reasoning (in assistant messages);
 //   - a toolUse has an id and a name Bedrock accepts and an object as input,
 //     and its id is used once in the history;
 //   - every toolUse is answered by a toolResult with its id in the very next
@@ -228,12 +229,27 @@ func checkToolUse(i int, p string, u *ToolUseBlock) error {
 	return nil
 }
 
+// ValidateToolResult checks a tool result as every history must hold it,
+// whatever made it (a tool, a person's answer, an import): the checks of a
+// toolResult in ValidateHistory. It returns nil or a *HistoryError whose
+// path starts with "content", such as content[1].image, and whose Index is
+// -1.
+func ValidateToolResult(r *ToolResultBlock) error {
+	err := checkToolResult(-1, "", r)
+	if e, ok := err.(*HistoryError); ok {
+		e.Path = strings.TrimPrefix(e.Path, ".")
+	}
+	return err
+}
+
 func checkToolResult(i int, p string, r *ToolResultBlock) error {
 	switch {
 	case r.ToolUseID == "":
 		return historyError(i, p+".toolUseId", "is empty")
 	case r.Status != "" && r.Status != ToolSuccess && r.Status != ToolError:
 		return historyError(i, p+".status", "%q is not %q or %q", r.Status, ToolSuccess, ToolError)
+	case len(r.Content) == 0:
+		return historyError(i, p+".content", "is empty; a tool result holds at least one part, as Bedrock requires")
 	}
 	for k, c := range r.Content {
 		cp := fmt.Sprintf("%s.content[%d]", p, k)
@@ -262,13 +278,14 @@ func checkToolResult(i int, p string, r *ToolResultBlock) error {
 }
 
 // checkImage checks an image of a history: a format and a size Bedrock
-// reads, one source. An image the user sent (input) has inline bytes of
-// its format, as ValidateInput requires of input.
+// reads, one source, and inline bytes that are of its format, which Bedrock
+// checks too. An image the user sent (input) has inline bytes, as
+// ValidateInput requires of input; a tool's may come from elsewhere.
 func checkImage(i int, p string, img *ImageBlock, input bool) error {
 	if err := checkSource(img.Format, imageFormats, img.Source, MaxImageBytes, input); err != nil {
 		return historyError(i, p, "%v", err)
 	}
-	if input {
+	if len(img.Source.Bytes) > 0 {
 		if err := checkBytes(img.Format, true, img.Source.Bytes); err != nil {
 			return historyError(i, p, "%v", err)
 		}
@@ -285,7 +302,7 @@ func checkDocument(i int, p string, d *DocumentBlock, input bool) error {
 	if len(d.Name) > 200 || !documentNamePattern.MatchString(d.Name) {
 		return historyError(i, p+".name", "%q must be 1-200 letters, digits, single spaces, hyphens, parentheses or square brackets", d.Name)
 	}
-	if input {
+	if len(d.Source.Bytes) > 0 {
 		if err := checkBytes(d.Format, false, d.Source.Bytes); err != nil {
 			return historyError(i, p, "%v", err)
 		}

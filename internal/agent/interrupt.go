@@ -243,7 +243,7 @@ func (a *Agent) Answer(ctx context.Context, conv *Conversation, responses []Resp
 		if r == nil {
 			r = TextResult(u.ToolUseID, ToolError, interruptedText)
 		}
-		m.Content = append(m.Content, ContentBlock{ToolResult: r})
+		m.Content = append(m.Content, ContentBlock{ToolResult: a.admit(r)}) // a person's answer too
 	}
 	t.conv.Pending = nil
 	t.add(ctx, m)

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -77,6 +76,7 @@ func (t *turn) runTool(ctx context.Context, u *ToolUseBlock, approved bool, run 
 	if aev.Result != nil && aev.Result.ToolUseID == u.ToolUseID {
 		result = aev.Result // a hook may replace the result, not detach it from its use
 	}
+	result = t.a.admit(result)
 	if ev.Tool != nil {
 		*run = ToolRun{Name: u.Name, Duration: aev.Duration, Failed: result.Status == ToolError}
 	}
@@ -175,13 +175,7 @@ func (t *turn) invoke(ctx context.Context, tool Tool, u *ToolUseBlock) *ToolResu
 	case o.err != nil:
 		return TextResult(u.ToolUseID, ToolError, "The tool failed: "+o.err.Error())
 	}
-	content := slices.DeleteFunc(o.content, func(c ToolResultContent) bool {
-		return c.JSON == nil && c.Image == nil && c.Document == nil && strings.TrimSpace(c.Text) == ""
-	})
-	if len(content) == 0 {
-		content = []ToolResultContent{{Text: "The tool returned no output."}}
-	}
-	return &ToolResultBlock{ToolUseID: u.ToolUseID, Status: ToolSuccess, Content: content}
+	return &ToolResultBlock{ToolUseID: u.ToolUseID, Status: ToolSuccess, Content: o.content} // runTool admits it
 }
 
 // schemaFor returns the compiled input schema of tool: the one compiled

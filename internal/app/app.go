@@ -223,19 +223,21 @@ func newAgent(cfg *Config, client bedrock.ConverseAPI, opts Options, tracing *te
 		return nil, err
 	}
 	return agent.New(agent.Config{
-		Model:               model,
-		System:              cfg.SystemPrompt,
-		Tools:               builtins,
-		ToolSets:            sets,
-		Manager:             manager,
-		MaxCycles:           cfg.MaxCycles,
-		ContextWindowTokens: cfg.ContextWindowTokens,
-		Retry:               opts.Retry,
-		InterruptTTL:        cfg.InterruptTTL,
-		DirectTools:         direct,
-		TrimResults:         agent.ResultTrim{KeepTurns: cfg.TrimTurns, MinBytes: cfg.TrimBytes},
-		PromptCache:         cfg.PromptCache,
-		Hooks:               hooks(cmp.Or(opts.Logger, slog.Default()), tracing),
+		Model:                   model,
+		System:                  cfg.SystemPrompt,
+		Tools:                   builtins,
+		ToolSets:                sets,
+		Manager:                 manager,
+		MaxCycles:               cfg.MaxCycles,
+		ContextWindowTokens:     cfg.ContextWindowTokens,
+		Retry:                   opts.Retry,
+		InterruptTTL:            cfg.InterruptTTL,
+		DirectTools:             direct,
+		MaxToolResultBytes:      cfg.MaxToolResultBytes,
+		MaxToolResultMediaBytes: cfg.MaxToolResultMediaBytes,
+		TrimResults:             agent.ResultTrim{KeepTurns: cfg.TrimTurns, MinBytes: cfg.TrimBytes},
+		PromptCache:             cfg.PromptCache,
+		Hooks:                   hooks(cmp.Or(opts.Logger, slog.Default()), tracing),
 	})
 }
 

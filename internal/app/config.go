@@ -71,12 +71,20 @@ type Config struct {
 	MCPServers []remote.MCPServer
 	// LambdaTools is LAMBDA_TOOLS, a JSON list of the Lambda functions the
 	// agent may call as tools.
-	LambdaTools      []remote.LambdaTool
-	SessionTTLDays   int    // SESSION_TTL_DAYS, default 30; 0 keeps sessions forever
-	MaxMessageBytes  int    // MAX_MESSAGE_BYTES, default 262144, at most MaxMessageBytes
-	GuardrailID      string // GUARDRAIL_ID
-	GuardrailVersion string // GUARDRAIL_VERSION
-	RequireAuth      bool   // REQUIRE_AUTH, default false
+	LambdaTools     []remote.LambdaTool
+	SessionTTLDays  int // SESSION_TTL_DAYS, default 30; 0 keeps sessions forever
+	MaxMessageBytes int // MAX_MESSAGE_BYTES, default 262144, at most MaxMessageBytes
+	// MaxToolResultBytes is MAX_TOOL_RESULT_BYTES, default
+	// agent.DefaultMaxToolResultBytes: the text and JSON of one tool
+	// result, past which it is cut (1 KiB to 1 MiB).
+	MaxToolResultBytes int
+	// MaxToolResultMediaBytes is MAX_TOOL_RESULT_MEDIA_BYTES, default
+	// agent.DefaultMaxToolResultMediaBytes: the images and documents of
+	// one tool result together (at most agent.MaxDocumentBytes).
+	MaxToolResultMediaBytes int
+	GuardrailID             string // GUARDRAIL_ID
+	GuardrailVersion        string // GUARDRAIL_VERSION
+	RequireAuth             bool   // REQUIRE_AUTH, default false
 	// FunctionName is AWS_LAMBDA_FUNCTION_NAME, which Lambda sets: the
 	// metrics' FunctionName dimension. Empty, it is "local".
 	FunctionName string
@@ -134,6 +142,7 @@ func ConfigFromEnv(getenv func(string) string) (*Config, error) {
 		MaxCycles:           p.integer("MAX_CYCLES", agent.DefaultMaxCycles, 1, 1000),
 		SessionTTLDays:      p.integer("SESSION_TTL_DAYS", DefaultSessionTTLDays, 0, 36_500),
 		MaxMessageBytes:     p.integer("MAX_MESSAGE_BYTES", httpapi.DefaultMaxMessageBytes, 1, MaxMessageBytes),
+		MaxToolResultBytes:  p.integer("MAX_TOOL_RESULT_BYTES", agent.DefaultMaxToolResultBytes, 1<<10, 1<<20),
 		GuardrailID:         getenv("GUARDRAIL_ID"),
 		GuardrailVersion:    getenv("GUARDRAIL_VERSION"),
 		RequireAuth:         p.boolean("REQUIRE_AUTH"),
@@ -149,6 +158,7 @@ func ConfigFromEnv(getenv func(string) string) (*Config, error) {
 		}
 	}
 	c.TrimBytes = p.integer("TOOL_RESULT_TRIM_BYTES", 0, 64, 1<<30)
+	c.MaxToolResultMediaBytes = p.integer("MAX_TOOL_RESULT_MEDIA_BYTES", agent.DefaultMaxToolResultMediaBytes, 1, agent.MaxDocumentBytes)
 	c.SummaryRatio = agent.DefaultSummaryRatio
 	if r := p.fraction("SUMMARY_RATIO", 0.1, 0.8); r != nil {
 		c.SummaryRatio = *r

@@ -22,6 +22,7 @@ func TestConfigFromEnvDefaults(t *testing.T) {
 	want := &Config{
 		TableName: "t", ModelID: "m", Manager: "sliding", WindowSize: 40, SummaryRatio: 0.3,
 		PreserveRecent: 10, MaxCycles: 20, Tools: tools.Names, SessionTTLDays: 30, MaxMessageBytes: 262144,
+		MaxToolResultBytes: 65536, MaxToolResultMediaBytes: 3_750_000,
 		InterruptTTL: 24 * time.Hour, TrimTurns: 3, PromptCache: true,
 		FunctionName: "local", MetricsNamespace: "LambdaAgent", Tracing: telemetry.TracingConfig{ServiceName: "lambda-agent"},
 	}
@@ -39,6 +40,7 @@ func TestConfigFromEnvReadsEverything(t *testing.T) {
 		"CONTEXT_WINDOW_TOKENS": "200000", "MAX_CYCLES": "8", "TOOLS": "calculator, recall, ask_user",
 		"APPROVAL_TOOLS": "calculator", "INTERRUPT_TTL": "30m",
 		"SESSION_TTL_DAYS": "0", "MAX_MESSAGE_BYTES": "65536", "GUARDRAIL_ID": "g1",
+		"MAX_TOOL_RESULT_BYTES": "200000", "MAX_TOOL_RESULT_MEDIA_BYTES": "1000000",
 		"GUARDRAIL_VERSION": "3", "REQUIRE_AUTH": "true", "METRICS_NAMESPACE": "Team/Agents",
 		"AWS_LAMBDA_FUNCTION_NAME": "chat-fn", "AWS_REGION": "eu-west-1", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://localhost:4318/",
 		"OTEL_EXPORTER_OTLP_HEADERS": "x-api-key=a%20b,tenant=7", "OTEL_EXPORTER_OTLP_TRACES_COMPRESSION": "gzip",
@@ -54,7 +56,7 @@ func TestConfigFromEnvReadsEverything(t *testing.T) {
 		Manager: "summarizing", WindowSize: 60, WindowLowWater: 24, TrimTurns: 2, TrimBytes: 4096, SummaryRatio: 0.5, PreserveRecent: 6, SummarizerModelID: "small",
 		ContextWindowTokens: 200000, MaxCycles: 8, Tools: []string{"calculator", "recall", "ask_user"}, SessionTTLDays: 0,
 		ApprovalTools: []string{"calculator"}, InterruptTTL: 30 * time.Minute,
-		MaxMessageBytes: 65536, GuardrailID: "g1", GuardrailVersion: "3", RequireAuth: true,
+		MaxMessageBytes: 65536, MaxToolResultBytes: 200000, MaxToolResultMediaBytes: 1_000_000, GuardrailID: "g1", GuardrailVersion: "3", RequireAuth: true,
 		FunctionName: "chat-fn", MetricsNamespace: "Team/Agents", DirectTools: []string{"recall", "orders_refresh"},
 		Tracing: telemetry.TracingConfig{
 			Endpoint: "http://localhost:4318/v1/traces", Headers: map[string]string{"x-api-key": "a b", "tenant": "7"},
@@ -88,7 +90,8 @@ func TestConfigFromEnvReportsEveryProblem(t *testing.T) {
 	_, err := ConfigFromEnv(env(map[string]string{
 		"MAX_TOKENS": "-1", "TEMPERATURE": "1.5", "CONVERSATION_MANAGER": "fancy", "WINDOW_SIZE": "1",
 		"SUMMARY_RATIO": "0.9", "MAX_CYCLES": "0", "TOOLS": "calculator,shell", "SESSION_TTL_DAYS": "1.5",
-		"MAX_MESSAGE_BYTES": "lots", "GUARDRAIL_ID": "g", "REQUIRE_AUTH": "yes please",
+		"MAX_MESSAGE_BYTES": "lots", "GUARDRAIL_ID": "g",
+		"MAX_TOOL_RESULT_BYTES": "100", "MAX_TOOL_RESULT_MEDIA_BYTES": "5000000", "REQUIRE_AUTH": "yes please",
 		"CONTEXT_WINDOW_TOKENS": "12", "APPROVAL_TOOLS": "recall", "INTERRUPT_TTL": "forever", "WINDOW_LOW_WATER": "0",
 		"TOOL_RESULT_TRIM_BYTES": "10", "PROMPT_CACHE": "maybe", "MODEL_PRICES": `{"input":3}`,
 		"LAMBDA_TOOLS":                `[{"name":"calculator","function":"f","description":"d"}]`,
@@ -103,7 +106,7 @@ func TestConfigFromEnvReportsEveryProblem(t *testing.T) {
 	}
 	for _, want := range []string{
 		"TABLE_NAME is required", "MODEL_ID is required", "MAX_TOKENS", "TEMPERATURE", "CONVERSATION_MANAGER",
-		"WINDOW_SIZE", "SUMMARY_RATIO", "MAX_CYCLES", `"shell"`, "SESSION_TTL_DAYS", "MAX_MESSAGE_BYTES",
+		"WINDOW_SIZE", "SUMMARY_RATIO", "MAX_CYCLES", `"shell"`, "SESSION_TTL_DAYS", "MAX_MESSAGE_BYTES", "MAX_TOOL_RESULT_BYTES", "MAX_TOOL_RESULT_MEDIA_BYTES",
 		"GUARDRAIL_ID and GUARDRAIL_VERSION", "REQUIRE_AUTH", "CONTEXT_WINDOW_TOKENS",
 		`APPROVAL_TOOLS: "recall" is not an enabled tool`, "INTERRUPT_TTL", "WINDOW_LOW_WATER", "TOOL_RESULT_TRIM_BYTES", "PROMPT_CACHE",
 		"MODEL_PRICES: input and output are required",

@@ -78,8 +78,9 @@
 //     the same id in the next message, with no extra and no duplicate
 //     toolResults; a toolResult must answer a toolUse of the assistant
 //     message right before it. toolUse ids are unique in the request and
-//     match ^[a-zA-Z0-9_-]{1,64}$, toolUse input is a JSON object, and a
-//     toolResult status is "", "success" or "error".
+//     match ^[a-zA-Z0-9_-]{1,64}$, toolUse input is a JSON object, a
+//     toolResult status is "", "success" or "error", and a toolResult has
+//     content.
 //   - toolConfig is present when messages contain toolUse or toolResult
 //     blocks; it has tools, each with one member; tool names match
 //     ^[a-zA-Z0-9_-]{1,64}$ and are unique; every toolSpec has an

@@ -531,6 +531,11 @@ func (v *validator) toolResult(rp *path, r *ToolResultBlock, c *counts) {
 		v.add(&p, "%q is not success or error", r.Status)
 	}
 	content := rp.dot("content")
+	if len(r.Content) == 0 {
+		// Bedrock refuses a toolResult without content, whatever its
+		// status ("The content field ... cannot be empty").
+		v.add(&content, "must not be empty")
+	}
 	for k := range r.Content {
 		rc := &r.Content[k]
 		cp := content.at(k)

@@ -65,6 +65,13 @@ func TestValidate(t *testing.T) {
 			},
 		},
 		{
+			name: "toolResult without content",
+			modify: func(r *conversetest.Request) {
+				r.Messages[2].Content[0].ToolResult.Content = nil
+			},
+			want: "messages[2].content[0].toolResult.content: must not be empty",
+		},
+		{
 			name: "temperature NaN-free bounds",
 			modify: func(r *conversetest.Request) {
 				one := 1.0

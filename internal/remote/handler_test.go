@@ -255,8 +255,9 @@ func TestPauseTooLargeForTheSessionItem(t *testing.T) {
 	srv := mcptest.NewServer()
 	t.Cleanup(srv.Close)
 	s := testkit.Start(t, testkit.Options{Env: map[string]string{
-		"MCP_SERVERS":    fmt.Sprintf(`[{"name":"tickets","url":%q}]`, srv.URL),
-		"APPROVAL_TOOLS": "calculator",
+		"MCP_SERVERS":           fmt.Sprintf(`[{"name":"tickets","url":%q}]`, srv.URL),
+		"APPROVAL_TOOLS":        "calculator",
+		"MAX_TOOL_RESULT_BYTES": "1048576",
 	}})
 	// 800,000 letters compress to some 470 KB: past the item's 400 KB.
 	big := randomText(800_000)
