@@ -68,6 +68,12 @@ func TestMislabelledMediaGet400BeforeTheModel(t *testing.T) {
 			if r.status != 400 || r.errorCode() != "invalid_content" || r.errorMessage() != tt.want {
 				t.Errorf("%d %s\nwant 400 invalid_content %q", r.status, r.raw, tt.want)
 			}
+			// An edit's content passes the same checks.
+			edit := `{"session_id":"pictures","edit":{"from":0,"content":[{"text":"what is this?"},` + tt.block + `]}}`
+			if r := a.invoke(t, request{route: "chat-new.json", body: edit}); r.status != 400 || r.errorCode() != "invalid_content" ||
+				r.errorMessage() != tt.want {
+				t.Errorf("edit: %d %s", r.status, r.raw)
+			}
 			resp := stream(t, srv, json.RawMessage(body), nil)
 			var streamed struct {
 				Error struct{ Code, Message string }

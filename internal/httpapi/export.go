@@ -610,6 +610,9 @@ func checkPendingAt(p *agent.Pending, msgs []agent.Message, count int) *Error {
 		case seen[r.ToolUseID] != "":
 			return invalid("pending.results[%d].toolUseId %q is answered already, by %s", i, r.ToolUseID, seen[r.ToolUseID])
 		}
+		if err := agent.ValidateToolResult(r); err != nil {
+			return invalid("pending.results[%d].%v", i, err)
+		}
 		seen[r.ToolUseID] = fmt.Sprintf("pending.results[%d]", i)
 	}
 	return nil

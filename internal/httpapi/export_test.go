@@ -520,6 +520,33 @@ func TestImportRefusesBadDocuments(t *testing.T) {
 			d.Pending.Results = []*agent.ToolResultBlock{agent.TextResult("p1", agent.ToolSuccess, "1")}
 			return d
 		}, code: "invalid_session_document", says: `pending.results[0].toolUseId "p1" is answered already, by pending.interrupts[0]`},
+		{name: "tool result image not its format", doc: func() httpapi.SessionDocument {
+			d := base() // messages 9 and 10 are u4's use and result
+			d.Messages[10].Content[0].ToolResult.Content = []agent.ToolResultContent{{Image: &agent.ImageBlock{Format: "png", Source: agent.Source{Bytes: conversetest.JPEGStart}}}}
+			return d
+		}, code: "invalid_session_document", says: `messages[10].content[0].toolResult.content[0].image: the bytes are not a PNG image (they look like JPEG)`},
+		{name: "tool result document not its format", doc: func() httpapi.SessionDocument {
+			d := base()
+			d.Messages[10].Content[0].ToolResult.Content = []agent.ToolResultContent{{Document: &agent.DocumentBlock{Format: "pdf", Name: "report", Source: agent.Source{Bytes: conversetest.PNGStart}}}}
+			return d
+		}, code: "invalid_session_document", says: `messages[10].content[0].toolResult.content[0].document: the bytes are not a PDF document (they look like PNG)`},
+		{name: "tool result without content", doc: func() httpapi.SessionDocument {
+			d := base()
+			d.Messages[10].Content[0].ToolResult.Content = nil
+			return d
+		}, code: "invalid_session_document", says: "messages[10].content[0].toolResult.content: is empty"},
+		{name: "pending result not its format", doc: func() httpapi.SessionDocument {
+			d := paused()
+			d.Messages[5].Content = append(d.Messages[5].Content, agent.ContentBlock{ToolUse: &agent.ToolUseBlock{ToolUseID: "p2", Name: "calculator", Input: json.RawMessage(`{}`)}})
+			d.Pending.Results = []*agent.ToolResultBlock{{ToolUseID: "p2", Status: agent.ToolSuccess, Content: []agent.ToolResultContent{{Image: &agent.ImageBlock{Format: "gif", Source: agent.Source{Bytes: conversetest.PNGStart}}}}}}
+			return d
+		}, code: "invalid_session_document", says: "pending.results[0].content[0].image: the bytes are not a GIF image (they look like PNG)"},
+		{name: "pending result without content", doc: func() httpapi.SessionDocument {
+			d := paused()
+			d.Messages[5].Content = append(d.Messages[5].Content, agent.ContentBlock{ToolUse: &agent.ToolUseBlock{ToolUseID: "p2", Name: "calculator", Input: json.RawMessage(`{}`)}})
+			d.Pending.Results = []*agent.ToolResultBlock{{ToolUseID: "p2", Status: agent.ToolSuccess}}
+			return d
+		}, code: "invalid_session_document", says: "pending.results[0].content: is empty"},
 		{name: "body too large", raw: `{"format":"` + big + strings.Repeat("a", 200<<10) + `"}`, status: http.StatusRequestEntityTooLarge, code: "message_too_large", says: fmt.Sprint(httpapi.MaxImportBytes)},
 	}
 	for i, tt := range tests {

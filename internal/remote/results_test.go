@@ -1,0 +1,121 @@
+package remote_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/lambda-agent/lambda-agent/internal/agent"
+	"github.com/lambda-agent/lambda-agent/internal/app"
+	"github.com/lambda-agent/lambda-agent/internal/conversetest"
+	"github.com/lambda-agent/lambda-agent/internal/lambdalocal"
+	"github.com/lambda-agent/lambda-agent/internal/testkit"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// hostileServer is an MCP server, built with the official SDK, whose tools
+// answer what Bedrock would refuse, or more than anyone should store.
+func hostileServer(t *testing.T) string {
+	t.Helper()
+	m := mcp.NewServer(&mcp.Implementation{Name: "hostile", Version: "1"}, nil)
+	answer := func(name string, content ...mcp.Content) {
+		m.AddTool(&mcp.Tool{Name: name, InputSchema: map[string]any{"type": "object"}},
+			func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				return &mcp.CallToolResult{Content: content}, nil
+			})
+	}
+	answer("mislabelled", &mcp.TextContent{Text: "a chart"}, &mcp.ImageContent{MIMEType: "image/png", Data: conversetest.JPEGStart})
+	answer("empty")
+	answer("blank", &mcp.TextContent{Text: "  "})
+	answer("huge", &mcp.TextContent{Text: strings.Repeat(`\"`, 10<<20)})
+	answer("images", &mcp.ImageContent{MIMEType: "image/png", Data: pngOf(3_000_000)}, &mcp.ImageContent{MIMEType: "image/png", Data: pngOf(3_000_000)})
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return m }, &mcp.StreamableHTTPOptions{Stateless: true})
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+func pngOf(n int) []byte {
+	b := make([]byte, n)
+	copy(b, conversetest.PNGStart)
+	return b
+}
+
+// TestHostileResultsThroughTheHandler: remote tools that answer what
+// Bedrock refuses (a JPEG labelled PNG, nothing at all), 20 MiB, or more
+// images than a result may hold reach the model as results it accepts:
+// the turn answers 200, the strict stand-in sees no request Bedrock would
+// refuse, the session keeps what the model saw, and the next turn works.
+func TestHostileResultsThroughTheHandler(t *testing.T) {
+	fn := lambdalocal.NewServer()
+	t.Cleanup(fn.Close)
+	fn.Register("dump", func(context.Context, []byte) ([]byte, error) {
+		return json.Marshal(strings.Repeat("log line\n", 500_000)) // 4.5 MB: Lambda returns at most 6 MB
+	})
+	s := testkit.Start(t, testkit.Options{
+		Env: map[string]string{
+			"MCP_SERVERS":  fmt.Sprintf(`[{"name":"h","url":%q}]`, hostileServer(t)),
+			"LAMBDA_TOOLS": `[{"name":"dump","function":"dump","description":"Dumps the log.","input_schema":{"type":"object"}}]`,
+		},
+		Remote: app.Remote{Lambda: fn.Client()},
+	})
+	s.Model.Enqueue(
+		conversetest.ToolUse("u-mis", "h_mislabelled", map[string]any{}).
+			WithToolUse("u-empty", "h_empty", map[string]any{}).
+			WithToolUse("u-blank", "h_blank", map[string]any{}).
+			WithToolUse("u-huge", "h_huge", map[string]any{}).
+			WithToolUse("u-images", "h_images", map[string]any{}).
+			WithToolUse("u-dump", "dump", map[string]any{}),
+		conversetest.Text("Done."),
+	)
+	code, answer := chat(t, s, "hostile", "use them all")
+	if code != 200 || answer["text"] != "Done." {
+		t.Fatalf("%d %v", code, answer["error"])
+	}
+	rs := results(t, answer)
+	if r := rs["u-mis"]; r["status"] != "error" || !strings.Contains(firstText(r), "content[1].image: the bytes are not a PNG image (they look like JPEG)") {
+		t.Errorf("the mislabelled image: %v", r)
+	}
+	for _, id := range []string{"u-empty", "u-blank"} {
+		if r := rs[id]; r["status"] != "success" || firstText(r) != "The tool returned no output." {
+			t.Errorf("%s: %v", id, r)
+		}
+	}
+	for id, full := range map[string]int{"u-huge": 20 << 20, "u-dump": 4_500_000} {
+		text := firstText(rs[id])
+		if len(text) > agent.DefaultMaxToolResultBytes+100 || !strings.Contains(text, fmt.Sprintf("of %d bytes truncated", full)) {
+			t.Errorf("%s: %d bytes: %.80q", id, len(text), text)
+		}
+	}
+	if parts := rs["u-images"]["content"].([]any); len(parts) != 2 || !strings.Contains(firstText(rs["u-images"]), "[an image of 3000000 bytes, left out") {
+		t.Errorf("images: %.300v", parts)
+	}
+	// The session keeps what the model saw, and the next turn sends it
+	// to the strict stand-in again.
+	var stored []agent.Message
+	for cursor := ""; ; {
+		w := s.Serve(httptest.NewRequestWithContext(t.Context(), "GET", "/sessions/hostile?cursor="+cursor, nil))
+		var page struct {
+			Messages   []agent.Message
+			NextCursor string `json:"next_cursor"`
+		}
+		if err := json.Unmarshal(w.Body.Bytes(), &page); err != nil || w.Code != 200 {
+			t.Fatalf("GET: %d, %v", w.Code, err)
+		}
+		stored = append(stored, page.Messages...)
+		if cursor = page.NextCursor; cursor == "" {
+			break
+		}
+	}
+	if err := agent.ValidateHistory(stored); err != nil || len(stored) != 4 {
+		t.Errorf("the stored history, %d messages: %v", len(stored), err)
+	}
+	s.Model.Enqueue(conversetest.Text("Still fine."))
+	if code, answer := chat(t, s, "hostile", "and now?"); code != 200 || answer["text"] != "Still fine." {
+		t.Errorf("the next turn: %d %v", code, answer["error"])
+	}
+}
