@@ -14,6 +14,7 @@ targets=(
 	"./internal/tools FuzzEval"
 	"./internal/conversetest FuzzDecodeValidate"
 	"./internal/schema FuzzCompile"
+	"./internal/lambdahttp FuzzBodySize"
 )
 # fuzz PACKAGE TARGET runs one target for the budget. Minimizing each new
 # input for Go's default minute would stall the targets whose executions are

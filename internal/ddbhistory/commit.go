@@ -49,8 +49,10 @@ type Turn struct {
 	Staging *Staging
 }
 
-// base is the index of the turn's first message.
-func (t *Turn) base(sess *Session) int {
+// First is the index the turn's first message takes in sess, which Commit
+// is given: the next index, or where a rewind or a staging puts it.
+// Messages that a checkpoint committed earlier come before it.
+func (t *Turn) First(sess *Session) int {
 	switch {
 	case t.Rewind:
 		return t.From
@@ -103,7 +105,7 @@ func (s *Store) Commit(ctx context.Context, sess *Session, turn Turn) error {
 	if st := turn.Staging; st != nil && (sess.Version != 0 || st.Token == "" || st.Count < 0 || turn.Rewind || turn.Earlier != 0 || turn.Resuming) {
 		return invalidArgument("staging %q is for a new session's first commit", st.Token)
 	}
-	count := turn.base(sess) + len(turn.Messages)
+	count := turn.First(sess) + len(turn.Messages)
 	if w := turn.Window; w.Removed < 0 || w.Removed > count {
 		return invalidArgument("window starts at message %d of %d", w.Removed, count)
 	}
@@ -201,7 +203,7 @@ func (s *Store) prepare(sess *Session, turn Turn, now time.Time) (*commit, error
 		s: s, sess: sess, pk: partitionKey(sess.Key), claimAt: -1,
 		incarnation: sess.incarnation, created: sess.CreatedAt, title: sess.Title,
 		expires: s.expiry(now, s.cfg.TTL), claimedUntil: sess.claimedUntil,
-		first: turn.base(sess), kept: sess.Count,
+		first: turn.First(sess), kept: sess.Count,
 		rewound: sess.rewound, rewoundTo: sess.rewoundTo,
 	}
 	if turn.Rewind {

@@ -109,7 +109,7 @@ func (s *Store) rewoundSince(ctx context.Context, sess *Session, written int64, 
 // recordWrites returns a commit's idempotency writes: the record, which may
 // replace this turn's own hold (Begin) but no other, and the response.
 func (s *Store) recordWrites(sess *Session, turn Turn, incarnation string, now time.Time) []write {
-	first := turn.base(sess)
+	first := turn.First(sess)
 	expires := num(s.expiry(now, s.cfg.IdempotencyTTL))
 	c := absentOrExpired(SortKey, now)
 	c.expr += " OR #token = :token"

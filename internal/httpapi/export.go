@@ -101,9 +101,9 @@ type ImportResponse struct {
 // larger than this cannot be imported in one request.
 const MaxImportBytes = 5<<20 + 512<<10
 
-// maxExportBytes bounds an export response's body as Lambda carries it: in
-// the response event, as a JSON string, where quotes and backslashes take
-// twice the room (see wireSize). Lambda's limit is 6 MB, event included.
+// maxExportBytes bounds an export page's body as Lambda carries it (see
+// lambdahttp.BodySize), on every route: a page is also the body of an
+// import, which Lambda carries in 6 MB, event included.
 const maxExportBytes = 5<<20 + 512<<10
 
 // maxMessageJSON bounds one message of an imported session: one export
@@ -121,51 +121,50 @@ func (h *Handler) exportSession(r *http.Request, rec *record) (int, []byte, erro
 	}
 	ctx, cancel := turn.StoreContext(r.Context())
 	defer cancel()
-	limit := ddbhistory.MaxPageSize
-	for {
-		page, err := h.cfg.Sessions.Transcript(ctx, key, cursor, limit)
-		if err != nil {
-			return 0, nil, err
-		}
-		s := page.Session
-		if version != 0 && s.Version != version {
-			return 0, nil, &Error{Status: http.StatusConflict, Code: "session_changed", Message: "the session changed since its export began (a turn, a redaction or a rewind), so its pages would not fit together; export it again from the first page"}
-		}
-		// Messages that expired, always a session's oldest, are not in the
-		// document, which begins with the first message there is: offset
-		// is that message's index in the session.
-		if cursor == "" {
-			offset = page.First
-		}
-		var next string
-		if page.NextCursor != "" {
-			next = base64.RawURLEncoding.EncodeToString(fmt.Appendf(nil, "%d.%d.%s", s.Version, offset, page.NextCursor))
-		}
-		msgs := page.Messages
-		if msgs == nil {
-			msgs = []agent.Message{}
-		}
-		at := page.First - offset
-		var out any = SessionDocumentPage{Format: DocumentFormat, FormatVersion: DocumentVersion, SessionID: s.ID, First: &at, Messages: msgs, NextCursor: next}
-		if cursor == "" {
-			out = documentOf(s, offset, msgs, next)
-		}
-		body, err := json.Marshal(out)
-		if err != nil {
-			return 0, nil, err
-		}
-		if wireSize(body) <= maxExportBytes {
-			return http.StatusOK, body, nil
-		}
-		// The messages are big: read fewer at a time. One message alone
-		// fits, as import refuses larger ones; a message the store took
-		// from elsewhere may not.
-		if len(page.Messages) <= 1 {
-			return 0, nil, &Error{Status: http.StatusRequestEntityTooLarge, Code: "too_large", Message: fmt.Sprintf("a message of the session is too large for one response (%d bytes, at most %d), so the session cannot be exported", wireSize(body), maxExportBytes)}
-		}
-		limit = len(page.Messages) / 2
+	page, err := h.cfg.Sessions.Transcript(ctx, key, cursor, ddbhistory.MaxPageSize)
+	if err != nil {
+		return 0, nil, err
 	}
+	s := page.Session
+	if version != 0 && s.Version != version {
+		return 0, nil, &Error{Status: http.StatusConflict, Code: "session_changed", Message: "the session changed since its export began (a turn, a redaction or a rewind), so its pages would not fit together; export it again from the first page"}
+	}
+	// Messages that expired, always a session's oldest, are not in the
+	// document, which begins with the first message there is: offset is
+	// that message's index in the session.
+	if cursor == "" {
+		offset = page.First
+	}
+	at := page.First - offset
+	// Every page is one that POST /sessions/import takes, on any route.
+	body, err := fitPage(maxExportBytes, page, func(raws []json.RawMessage, storeNext string) any {
+		var next string
+		if storeNext != "" {
+			next = base64.RawURLEncoding.EncodeToString(fmt.Appendf(nil, "%d.%d.%s", s.Version, offset, storeNext))
+		}
+		if cursor == "" {
+			return documentBody{SessionDocument: documentOf(s, offset, nil, next), Messages: raws}
+		}
+		return pageBody{SessionDocumentPage: SessionDocumentPage{Format: DocumentFormat, FormatVersion: DocumentVersion, SessionID: s.ID, First: &at, NextCursor: next}, Messages: raws}
+	})
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, body, nil
 }
+
+// documentBody and pageBody are the pages of an export whose messages are
+// encoded already, and fitted to the response (see messageList).
+type (
+	documentBody struct {
+		SessionDocument
+		Messages []json.RawMessage `json:"messages"`
+	}
+	pageBody struct {
+		SessionDocumentPage
+		Messages []json.RawMessage `json:"messages"`
+	}
+)
 
 // documentOf is the first page of an export: the session's header, and
 // the first of its messages.
@@ -216,14 +215,6 @@ func exportCursor(c string) (version int64, offset int, store string, e *Error) 
 		}
 	}
 	return 0, 0, "", badRequest("invalid_request", "malformed cursor %q: pass the next_cursor of the previous page as it is", c)
-}
-
-// wireSize is the size of body once Lambda's response event carries it as
-// a JSON string: a quote or a backslash takes two bytes there. (body is
-// encoding/json's, so it holds no control characters, and <, > and & are
-// escaped already.)
-func wireSize(body []byte) int {
-	return len(body) + bytes.Count(body, []byte{'"'}) + bytes.Count(body, []byte{'\\'})
 }
 
 func (h *Handler) importSession(r *http.Request, rec *record) (int, []byte, error) {

@@ -439,6 +439,7 @@ func TestImportRefusesBadDocuments(t *testing.T) {
 		says   string
 	}{
 		{name: "not JSON", raw: `{"format":`, code: "invalid_json", says: "truncated"},
+		{name: "a reference in place of a message", raw: `{"format":"lambda-agent/session","format_version":1,"message_count":1,"messages":[{"role":"user","reference":{"index":0,"bytes":7000000,"cursor":"MA"}}]}`, code: "invalid_json", says: `unknown field "reference"`},
 		{name: "unknown field", raw: `{"format":"lambda-agent/session","format_version":1,"colour":"teal"}`, code: "invalid_json", says: `"colour"`},
 		{name: "messages not a list", raw: `{"format":"lambda-agent/session","format_version":1,"messages":{}}`, code: "invalid_json", says: "messages"},
 		{name: "state value not JSON", raw: `{"format":"lambda-agent/session","format_version":1,"state":{"k":}}`, code: "invalid_json", says: "not valid JSON"},

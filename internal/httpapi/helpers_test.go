@@ -110,8 +110,9 @@ func (r request) event(t testing.TB) events.APIGatewayV2HTTPRequest {
 		e.Body = string(raw)
 	}
 	if r.session != "" {
+		// The fixture's path, such as /sessions/{id}/export, with the id.
+		e.RawPath = strings.Replace(e.RawPath, "/sessions/"+e.PathParameters["sessionId"], "/sessions/"+r.session, 1)
 		e.PathParameters = map[string]string{"sessionId": r.session}
-		e.RawPath = "/sessions/" + r.session
 	}
 	for k, v := range r.headers {
 		e.Headers[strings.ToLower(k)] = v

@@ -11,6 +11,7 @@ import (
 
 	"github.com/lambda-agent/lambda-agent/internal/agent"
 	"github.com/lambda-agent/lambda-agent/internal/ddbhistory"
+	"github.com/lambda-agent/lambda-agent/internal/lambdahttp"
 	"github.com/lambda-agent/lambda-agent/internal/turn"
 )
 
@@ -188,7 +189,23 @@ func (h *Handler) chat(r *http.Request, rec *record) (int, []byte, error) {
 		return 0, nil, e
 	}
 	out, err := h.cfg.Turns.Chat(r.Context(), c)
-	return answer(out, err, rec)
+	if err != nil {
+		return 0, nil, err
+	}
+	rec.result, rec.replayed = out.Result, out.Replayed
+	l, err := newMessageList(out.Answer.Messages, out.First)
+	if err != nil {
+		return 0, nil, err
+	}
+	body, err := l.encodeWith(budget(r), func(raws []json.RawMessage) any { return chatBody{ChatAnswer: out.Answer, Messages: raws} })
+	return http.StatusOK, body, err
+}
+
+// chatBody is a chat answer whose messages are encoded already, and fitted
+// to the response (see messageList): its Messages stand for the answer's.
+type chatBody struct {
+	turn.ChatAnswer
+	Messages []json.RawMessage `json:"messages"`
 }
 
 // answer encodes a turn's outcome as a 200, noting it in rec.
@@ -257,7 +274,37 @@ func (h *Handler) callTool(r *http.Request, rec *record) (int, []byte, error) {
 		Input:   input,
 		Record:  in.Record == nil || *in.Record,
 	})
-	return answer(out, err, rec)
+	if err != nil {
+		return 0, nil, err
+	}
+	rec.result, rec.replayed = out.Result, out.Replayed
+	l, err := newMessageList(out.Answer.Messages, out.First)
+	if err != nil {
+		return 0, nil, err
+	}
+	a, limit := out.Answer, budget(r)
+	set := func(raws []json.RawMessage) any { return toolBody{ToolAnswer: a, Messages: raws} }
+	body, err := l.encodeWith(limit, set)
+	if err == nil && limit > 0 && lambdahttp.BodySize(body) > limit {
+		// The result alone is too large: the recorded message holds it,
+		// and the function URL, which streams, carries it whole.
+		note := "[the result is too large for this answer, which Lambda carries in 6 MB: call the tool through the stream function's URL, which streams]"
+		if a.Recorded {
+			note = "[the result is too large for this answer, which Lambda carries in 6 MB: the session's message that records it holds it, and the stream function's URL, which streams, serves it]"
+		}
+		a.Content = []agent.ToolResultContent{{Text: note}}
+		if l, err = newMessageList(out.Answer.Messages, out.First); err == nil { // no more references than it needs
+			body, err = l.encodeWith(limit, set)
+		}
+	}
+	return http.StatusOK, body, err
+}
+
+// toolBody is a direct call's answer whose messages are encoded already,
+// and fitted to the response (see messageList).
+type toolBody struct {
+	turn.ToolAnswer
+	Messages []json.RawMessage `json:"messages"`
 }
 
 // kindOf names the JSON type of a value that starts with c, as jsonValue
@@ -455,11 +502,44 @@ func (h *Handler) getSession(r *http.Request, rec *record) (int, []byte, error) 
 		at := s.ExpiresAt.UTC()
 		out.ExpiresAt = &at
 	}
-	body, err := json.Marshal(out)
+	body, err := fitPage(budget(r), page, func(raws []json.RawMessage, next string) any {
+		out.NextCursor = next
+		return sessionBody{SessionResponse: out, Messages: raws}
+	})
 	if err != nil {
 		return 0, nil, err
 	}
 	return http.StatusOK, body, nil
+}
+
+// sessionBody is a transcript page whose messages are encoded already, and
+// fitted to the response (see messageList).
+type sessionBody struct {
+	SessionResponse
+	Messages []json.RawMessage `json:"messages"`
+}
+
+// fitPage encodes the body that set makes of a page of the store's, with as
+// many of its messages as fit within limit (0: no limit; see messageList)
+// and the store's cursor of the page that follows them ("" for none).
+func fitPage(limit int, page *ddbhistory.Page, set func(raws []json.RawMessage, next string) any) ([]byte, error) {
+	l, err := newMessageList(page.Messages, page.First)
+	if err != nil {
+		return nil, err
+	}
+	next := page.NextCursor
+	if limit > 0 {
+		// The rest is measured with the longest cursor the page may get.
+		end := ddbhistory.CursorAt(page.First + len(page.Messages))
+		rest, err := restSize(func(raws []json.RawMessage) any { return set(raws, end) })
+		if err != nil {
+			return nil, err
+		}
+		if n := l.fitPage(limit, rest); n < len(page.Messages) {
+			l.raws, next = l.raws[:n], ddbhistory.CursorAt(page.First+n)
+		}
+	}
+	return json.Marshal(set(l.raws, next))
 }
 
 func (h *Handler) deleteSession(r *http.Request, rec *record) (int, []byte, error) {

@@ -209,6 +209,10 @@ type Outcome[A any] struct {
 	// Replayed is true when the answer is a committed turn's, returned for
 	// a retry of its request.
 	Replayed bool
+	// First is the stored index of the first message the turn added (or,
+	// for a resume, of the first the answer carries): the messages of an
+	// answer are stored from there on.
+	First int
 }
 
 // Chat runs a chat turn.
@@ -354,7 +358,7 @@ func commitRun[A any](ctx, storeCtx context.Context, s *Service, sess *ddbhistor
 			return nil, fmt.Errorf("turn: encode the answer: %w", err)
 		}
 	}
-	err = s.store.Commit(storeCtx, sess, ddbhistory.Turn{
+	t := ddbhistory.Turn{
 		Messages: d.Result.Messages,
 		Window:   d.Result.Window,
 		State:    d.Result.State,
@@ -365,11 +369,12 @@ func commitRun[A any](ctx, storeCtx context.Context, s *Service, sess *ddbhistor
 		Rewind:   d.Rewind,
 		From:     d.From,
 		Staging:  d.Staging,
-	})
-	if err != nil {
+	}
+	first := t.First(sess) - d.Earlier // before the commit moves sess on
+	if err := s.store.Commit(storeCtx, sess, t); err != nil {
 		return nil, &CommitError{Result: d.Result, Err: err}
 	}
-	return &Outcome[A]{Answer: d.Answer, Result: d.Result}, nil
+	return &Outcome[A]{Answer: d.Answer, Result: d.Result, First: first}, nil
 }
 
 // sessionID returns the session a turn goes to: the one named, or a new id.
@@ -435,7 +440,7 @@ func replay[A any](ctx context.Context, key ddbhistory.Key, req Request, r *ddbh
 	if err != nil {
 		return nil, err
 	}
-	return &Outcome[A]{Answer: answer, Replayed: true}, nil
+	return &Outcome[A]{Answer: answer, Replayed: true, First: r.First}, nil
 }
 
 // storedChat is what the store keeps of a chat answer for replays: all but
@@ -471,14 +476,18 @@ func storedAnswer[A any](_ context.Context, _ ddbhistory.Key, r *ddbhistory.Repl
 // replayedMessages reads from the transcript the messages of the request
 // whose key r recorded: its answer's, which the store keeps without them.
 func (s *Service) replayedMessages(ctx context.Context, key ddbhistory.Key, r *ddbhistory.Replay) ([]agent.Message, error) {
-	if r.Count == 0 {
-		return []agent.Message{}, nil
+	msgs := []agent.Message{}
+	// A page ends at MaxPageSize messages or MaxPageBytes of them, and a
+	// turn can be larger.
+	for cursor := ddbhistory.CursorAt(r.First); len(msgs) < r.Count && cursor != ""; {
+		page, err := s.store.Transcript(ctx, key, cursor, min(r.Count-len(msgs), ddbhistory.MaxPageSize))
+		if err != nil {
+			return nil, err
+		}
+		msgs = append(msgs, page.Messages...)
+		cursor = page.NextCursor
 	}
-	page, err := s.store.Transcript(ctx, key, ddbhistory.CursorAt(r.First), r.Count)
-	if err != nil {
-		return nil, err
-	}
-	return page.Messages, nil
+	return msgs, nil
 }
 
 // CommitError is a turn that ran but whose commit failed: nothing was
