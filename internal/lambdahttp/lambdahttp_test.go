@@ -4,10 +4,13 @@ import (
 	"encoding/base64"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/google/go-cmp/cmp"
+	"github.com/lambda-agent/lambda-agent/internal/httpapi"
 	"github.com/lambda-agent/lambda-agent/internal/lambdahttp"
 	"github.com/lambda-agent/lambda-agent/internal/testkit"
 )
@@ -107,5 +110,65 @@ func TestBinaryResponseIsBase64(t *testing.T) {
 	resp, err := lambdahttp.Wrap(h)(t.Context(), events.APIGatewayV2HTTPRequest{RawPath: "/"})
 	if err != nil || resp.StatusCode != 200 || !resp.IsBase64Encoded || resp.Body != "/wA=" {
 		t.Errorf("got %+v, %v", resp, err)
+	}
+}
+
+// hostileParameters are path parameters that would move a request to
+// another route if they were pasted into the path as they are: API Gateway
+// decodes %2F and %2E in a parameter, so that any of them can arrive.
+var hostileParameters = []string{
+	".", "..", "...", "a/b", "demo/export", "demo/tools/calculator", "calc/../../x", "../../chat",
+	"/demo", "demo/", "a%2Fb", "%2E%2E", "a\x00b", "a\nb", "\x7f", "a?b", "a#b", "a b", "é/ü",
+}
+
+// TestParametersStayInTheirSegment serves events of every route with path
+// parameters through a ServeMux of the handler's routes: whatever a
+// parameter holds, the request reaches the event's route, never a redirect
+// or another route, and the route reads the parameter as API Gateway gave
+// it.
+func TestParametersStayInTheirSegment(t *testing.T) {
+	routes := []string{httpapi.RouteGetSession, httpapi.RouteDeleteSession, httpapi.RouteCallTool, httpapi.RouteExportSession, httpapi.RouteImportPage, httpapi.RouteRewind}
+	type match struct {
+		Pattern string
+		Values  map[string]string
+	}
+	var got match
+	mux := http.NewServeMux()
+	for _, p := range append(routes, httpapi.RouteChat, httpapi.RouteListSessions, httpapi.RouteImportSession, "/") {
+		mux.HandleFunc(p, func(w http.ResponseWriter, r *http.Request) {
+			got = match{Pattern: r.Pattern, Values: map[string]string{}}
+			for _, name := range []string{"sessionId", "name"} {
+				if v := r.PathValue(name); v != "" {
+					got.Values[name] = v
+				}
+			}
+		})
+	}
+	for _, route := range routes {
+		method, pattern, _ := strings.Cut(route, " ")
+		for _, name := range []string{"sessionId", "name"} {
+			if !strings.Contains(pattern, "{"+name+"}") {
+				continue
+			}
+			for _, v := range hostileParameters {
+				params := map[string]string{"sessionId": "demo", "name": "calculator"}
+				if !strings.Contains(pattern, "{name}") {
+					delete(params, "name")
+				}
+				params[name] = v
+				ev := events.APIGatewayV2HTTPRequest{
+					RouteKey:       route,
+					RawPath:        "/prod" + pattern, // a stage's path, which the route's replaces
+					PathParameters: params,
+					RequestContext: events.APIGatewayV2HTTPRequestContext{HTTP: events.APIGatewayV2HTTPRequestContextHTTPDescription{Method: method}},
+				}
+				got = match{}
+				w := httptest.NewRecorder()
+				mux.ServeHTTP(w, lambdahttp.Request(t.Context(), &ev))
+				if want := (match{Pattern: route, Values: params}); w.Code != http.StatusOK || !cmp.Equal(want, got) {
+					t.Errorf("%s with %s=%q: %d %s, reached %+v; want %+v", route, name, v, w.Code, w.Header().Get("Location"), got, want)
+				}
+			}
+		}
 	}
 }
