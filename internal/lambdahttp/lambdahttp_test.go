@@ -172,3 +172,38 @@ func TestParametersStayInTheirSegment(t *testing.T) {
 		}
 	}
 }
+
+// TestURLPathsThatDoNotParse serves function URL events whose raw path
+// holds what a URL cannot hold as it is: the handler gets the path the
+// client sent, in the same segments, rather than a failed invocation or a
+// path cut short.
+func TestURLPathsThatDoNotParse(t *testing.T) {
+	var got seen
+	fn := lambdahttp.WrapURL(echo(&got))
+	tests := []struct{ rawPath, query, wantPath, wantQuery string }{
+		{"/sessions/abc", "limit=5", "/sessions/abc", "limit=5"},
+		{"/sessions/a%2Fb", "", "/sessions/a/b", ""},
+		{"/sessions/100%", "", "/sessions/100%", ""},
+		{"/sessions/%zz/x", "", "/sessions/%zz/x", ""},
+		{"/sessions/a\x00b", "", "/sessions/a\x00b", ""},
+		{"/sessions/a\nb", "q=a\nb", "/sessions/a\nb", "q=a%0Ab"},
+		{"/sessions/a#b", "", "/sessions/a#b", ""},
+		{"/sessions/a?b", "c=d", "/sessions/a?b", "c=d"},
+		{"/sessions/a", "c=d#e", "/sessions/a", "c=d%23e"},
+	}
+	for _, tt := range tests {
+		got = seen{}
+		resp, err := fn(t.Context(), &events.LambdaFunctionURLRequest{
+			RawPath: tt.rawPath, RawQueryString: tt.query,
+			RequestContext: events.LambdaFunctionURLRequestContext{DomainName: "abc.lambda-url.us-east-1.on.aws", HTTP: events.LambdaFunctionURLRequestContextHTTPDescription{Method: "GET"}},
+		})
+		if err != nil {
+			t.Errorf("%q: %v", tt.rawPath, err)
+			continue
+		}
+		_, _ = io.ReadAll(resp.Body)
+		if got.Path != tt.wantPath || got.Query != tt.wantQuery || resp.StatusCode != http.StatusCreated {
+			t.Errorf("%q ? %q: the handler saw %q ? %q (%d); want %q ? %q", tt.rawPath, tt.query, got.Path, got.Query, resp.StatusCode, tt.wantPath, tt.wantQuery)
+		}
+	}
+}
