@@ -308,3 +308,89 @@ func TestStreamEventThroughTheBuiltFunction(t *testing.T) {
 		t.Errorf("done %v", done)
 	}
 }
+
+// TestHostilePathsThroughTheBuiltFunctions invokes the built chat and
+// stream functions with sample events whose path parameters or raw paths
+// would move them to another route if pasted or cleaned: each gets its 400
+// or 404 with an error body, never a redirect or a failed invocation.
+func TestHostilePathsThroughTheBuiltFunctions(t *testing.T) {
+	d := deploy(t)
+	apiEvent := func(file string, change func(*events.APIGatewayV2HTTPRequest)) []byte {
+		t.Helper()
+		ev, err := testkit.Event(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		change(&ev)
+		raw, err := json.Marshal(ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return raw
+	}
+	urlEvent := func(method, path string) []byte {
+		t.Helper()
+		var ev events.LambdaFunctionURLRequest
+		readJSON(t, filepath.Join("..", "events", "stream-chat.json"), &ev)
+		ev.RawPath, ev.RequestContext.HTTP.Method, ev.RequestContext.HTTP.Path = path, method, path
+		raw, err := json.Marshal(ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return raw
+	}
+	tests := []struct {
+		name, fn string
+		event    []byte
+		status   int
+		code     string
+	}{
+		{"a tool named ..", "chat", apiEvent("tool-call.json", func(e *events.APIGatewayV2HTTPRequest) { e.PathParameters["name"] = ".." }), 404, "unknown_tool"},
+		{"a tool named calc/../../x", "chat", apiEvent("tool-call.json", func(e *events.APIGatewayV2HTTPRequest) { e.PathParameters["name"] = "calc/../../x" }), 404, "unknown_tool"},
+		{"a session id of <id>/export", "chat", apiEvent("session-get.json", func(e *events.APIGatewayV2HTTPRequest) { e.PathParameters["sessionId"] = "demo-session/export" }), 400, "invalid_session_id"},
+		{"a DELETE of <id>/tools/calculator", "chat", apiEvent("session-delete.json", func(e *events.APIGatewayV2HTTPRequest) {
+			e.PathParameters["sessionId"] = "demo-session/tools/calculator"
+		}), 400, "invalid_session_id"},
+		{"the $default route with /sessions/../etc", "chat", apiEvent("session-get.json", func(e *events.APIGatewayV2HTTPRequest) {
+			e.RouteKey, e.RawPath, e.PathParameters = "$default", "/sessions/../etc", nil
+		}), 400, "invalid_path"},
+		{"the URL with GET /sessions/../etc", "stream", urlEvent("GET", "/sessions/../etc"), 400, "invalid_path"},
+		{"the URL with POST /sessions/../chat", "stream", urlEvent("POST", "/sessions/../chat"), 400, "invalid_path"},
+		{"the URL with GET /sessions/demo-session%2Fexport", "stream", urlEvent("GET", "/sessions/demo-session%2Fexport"), 400, "invalid_session_id"},
+		{"the URL with GET /sessions/100%", "stream", urlEvent("GET", "/sessions/100%"), 400, "invalid_session_id"},
+	}
+	for _, tt := range tests {
+		out, err := d.fns[tt.fn].Invoke(t.Context(), tt.event, 30*time.Second)
+		if err != nil {
+			t.Errorf("%s: the invocation failed: %v", tt.name, err)
+			continue
+		}
+		var resp struct {
+			StatusCode int               `json:"statusCode"`
+			Headers    map[string]string `json:"headers"`
+			Body       string            `json:"body"`
+		}
+		body := out
+		if tt.fn == "stream" { // a prelude, eight NUL bytes, then the body
+			var ok bool
+			if out, body, ok = bytes.Cut(out, make([]byte, 8)); !ok {
+				t.Errorf("%s: no prelude in %q", tt.name, out)
+				continue
+			}
+		}
+		if err := json.Unmarshal(out, &resp); err != nil {
+			t.Errorf("%s: not an HTTP response: %q", tt.name, out)
+			continue
+		}
+		if tt.fn == "chat" {
+			body = []byte(resp.Body)
+		}
+		var e struct {
+			Error struct{ Code, Message string }
+		}
+		_ = json.Unmarshal(body, &e)
+		if resp.StatusCode != tt.status || e.Error.Code != tt.code || e.Error.Message == "" {
+			t.Errorf("%s: %d %s %s; want %d %s", tt.name, resp.StatusCode, resp.Headers["Location"], body, tt.status, tt.code)
+		}
+	}
+}

@@ -3,7 +3,9 @@
 // Server-Sent Events, and the session routes serve the callers the URL
 // authenticates. It only wires things up: the configuration is read and
 // checked, and the AWS clients are built, once at init; the handler lives in
-// internal/httpapi, and aws-lambda-go's lambdaurl streams what it writes.
+// internal/httpapi, and aws-lambda-go's lambdaurl streams what it writes,
+// through internal/lambdahttp, which escapes the raw paths lambdaurl cannot
+// parse.
 package main
 
 import (
@@ -11,9 +13,10 @@ import (
 	"log/slog"
 	"os"
 
-	"github.com/aws/aws-lambda-go/lambdaurl"
+	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/lambda-agent/lambda-agent/internal/app"
 	"github.com/lambda-agent/lambda-agent/internal/httpapi"
+	"github.com/lambda-agent/lambda-agent/internal/lambdahttp"
 	"github.com/lambda-agent/lambda-agent/internal/telemetry"
 )
 
@@ -24,5 +27,5 @@ func main() {
 		logger.Error("init failed", "error", err)
 		os.Exit(1)
 	}
-	lambdaurl.Start(a.Handler)
+	lambda.StartHandlerFunc(lambdahttp.WrapURL(a.Handler))
 }

@@ -3,31 +3,45 @@ package httpapi_test
 import (
 	"context"
 	"encoding/json"
+	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/lambda-agent/lambda-agent/internal/httpapi"
+	"github.com/lambda-agent/lambda-agent/internal/lambdahttp"
+	"github.com/lambda-agent/lambda-agent/internal/schema"
+	"github.com/lambda-agent/lambda-agent/internal/telemetry"
 )
 
 // checkAnswer fails unless resp is a success or a 4xx with an error body:
-// against models and stores that work, no input may cause a 5xx.
+// against models and stores that work, no input may cause a 5xx, and none
+// a redirect.
 func checkAnswer(t *testing.T, resp events.APIGatewayV2HTTPResponse, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatalf("the handler returned an error: %v", err)
 	}
-	if resp.StatusCode >= 500 || resp.StatusCode < 200 {
-		t.Fatalf("status %d: %s", resp.StatusCode, resp.Body)
+	checkStatus(t, resp.StatusCode, resp.Headers, []byte(resp.Body))
+}
+
+// checkStatus fails unless status is a 2xx, or a 4xx with an error body.
+func checkStatus(t *testing.T, status int, headers map[string]string, body []byte) {
+	t.Helper()
+	if status >= 500 || status < 200 || status >= 300 && status < 400 {
+		t.Fatalf("status %d %s: %s", status, headers["Location"], body)
 	}
-	if resp.StatusCode >= 400 {
-		var body struct {
+	if status >= 400 {
+		var e struct {
 			Error struct{ Code, Message string }
 		}
-		if json.Unmarshal([]byte(resp.Body), &body) != nil || body.Error.Code == "" || body.Error.Message == "" {
-			t.Fatalf("status %d without an error body: %q", resp.StatusCode, resp.Body)
+		if json.Unmarshal(body, &e) != nil || e.Error.Code == "" || e.Error.Message == "" {
+			t.Fatalf("status %d without an error body: %q", status, body)
 		}
 	}
 }
@@ -61,29 +75,137 @@ func FuzzChatBody(f *testing.F) {
 }
 
 // FuzzEvent sends arbitrary payload-2.0 events, whatever their route, path,
-// headers, claims and encoding, to both functions. Seeds are in
-// testdata/fuzz/FuzzEvent.
+// parameters, headers, claims and encoding, to both functions, and the same
+// request as a function URL's event to the stream function. No event gets a
+// redirect or a 5xx. An event whose route key has path parameters is served
+// by a route of the same segments, or by none: whatever a parameter holds,
+// it never moves the request to another route. Seeds are in
+// testdata/fuzz/FuzzEvent, and below: the sample events, with hostile path
+// parameters, and with raw paths a ServeMux would clean or a URL parser
+// refuse.
 func FuzzEvent(f *testing.F) {
-	for _, name := range []string{"chat-new.json", "chat-continue.json", "chat-tool.json", "chat-jwt.json", "structured.json", "session-get.json", "session-delete.json", "tool-call.json", "session-rewind.json", "session-export.json", "session-import.json"} {
-		raw, err := json.Marshal(fixture(f, name))
+	add := func(e events.APIGatewayV2HTTPRequest) {
+		raw, err := json.Marshal(e)
 		if err != nil {
 			f.Fatal(err)
 		}
 		f.Add(raw)
 	}
+	for _, name := range []string{"chat-new.json", "chat-continue.json", "chat-tool.json", "chat-jwt.json", "structured.json", "session-get.json", "session-delete.json", "tool-call.json", "session-rewind.json", "session-export.json", "session-import.json"} {
+		add(fixture(f, name))
+	}
+	for _, name := range []string{"session-get.json", "session-delete.json", "tool-call.json", "session-export.json"} {
+		e := fixture(f, name)
+		for param := range e.PathParameters {
+			for _, v := range hostileParameters {
+				hostile := fixture(f, name)
+				hostile.PathParameters[param] = v
+				add(hostile)
+			}
+		}
+	}
+	for _, path := range append(uncleanPaths, "/sessions/100%", "/sessions/a\x00b", "/sessions/a#b", "/sessions/demo-session%2Fexport") {
+		e := fixture(f, "session-get.json")
+		e.RouteKey, e.RawPath, e.PathParameters = "$default", path, nil
+		add(e)
+	}
 	a := newAPI(f, nil)
+	var route string // the route that served the last request, "" for none
+	record := func(_ context.Context, r telemetry.Request) { route = r.Route }
+	chatFn := lambdahttp.Wrap(a.recordedHandler(f, httpapi.ChatRoutes, record))
+	structuredFn := lambdahttp.Wrap(a.recordedHandler(f, httpapi.StructuredRoutes, record))
+	urlFn := lambdahttp.WrapURL(a.handler(f, httpapi.FunctionURLRoutes))
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		var e events.APIGatewayV2HTTPRequest
 		if json.Unmarshal(raw, &e) != nil {
 			t.Skip("not an event: the Lambda runtime would refuse it before the handler")
 		}
-		for _, serve := range []func(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error){a.chatFn, a.structuredFn} {
+		for _, serve := range []func(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error){chatFn, structuredFn} {
+			route = ""
 			ctx, cancel := fuzzContext()
 			resp, err := serve(ctx, e)
 			cancel()
 			checkAnswer(t, resp, err)
+			if want, ok := parameterRoute(e); ok && route != "" && !sameSegments(route, want) {
+				t.Fatalf("the event of route %q, with parameters %q, reached the route %q: %d %s", e.RouteKey, e.PathParameters, route, resp.StatusCode, resp.Body)
+			}
 		}
+		// A function URL's path is the client's, as it was encoded: it
+		// begins with a slash, and its method is a token.
+		if !strings.HasPrefix(e.RawPath, "/") {
+			return
+		}
+		if _, err := http.NewRequest(e.RequestContext.HTTP.Method, "/", nil); err != nil {
+			return
+		}
+		ctx, cancel := fuzzContext()
+		defer cancel()
+		resp, err := urlFn(ctx, &events.LambdaFunctionURLRequest{
+			Version: "2.0", RawPath: e.RawPath, RawQueryString: e.RawQueryString, Headers: e.Headers, Body: e.Body, IsBase64Encoded: e.IsBase64Encoded,
+			RequestContext: events.LambdaFunctionURLRequestContext{
+				DomainName: "abc.lambda-url.us-east-1.on.aws",
+				HTTP:       events.LambdaFunctionURLRequestContextHTTPDescription{Method: e.RequestContext.HTTP.Method, Path: e.RawPath},
+			},
+		})
+		if err != nil {
+			t.Fatalf("the function URL's invocation failed: %v", err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		checkStatus(t, resp.StatusCode, resp.Headers, body)
 	})
+}
+
+// recordedHandler is the handler of a function that serves routes, on a's
+// stack, which tells record of each request it answers.
+func (a *api) recordedHandler(t testing.TB, routes httpapi.Routes, record func(context.Context, telemetry.Request)) *httpapi.Handler {
+	t.Helper()
+	h, err := httpapi.New(httpapi.Config{
+		Turns: a.Turns, Sessions: a.Store, Routes: routes, CompileSchema: schema.Compile,
+		Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), Record: record,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// routeKeyPattern is a route key of whole segments, each a literal or one
+// parameter, as this API's are.
+var routeKeyPattern = regexp.MustCompile(`^[A-Z]+ (/([^{}/]+|\{[A-Za-z0-9_]+\}))+$`)
+
+// parameterRoute returns the route key of an event that API Gateway matched
+// to a route with path parameters, all of them given, whose path the
+// function takes from the route rather than from the raw path.
+func parameterRoute(e events.APIGatewayV2HTTPRequest) (string, bool) {
+	if !routeKeyPattern.MatchString(e.RouteKey) || !strings.Contains(e.RouteKey, "{") {
+		return "", false
+	}
+	for seg := range strings.SplitSeq(e.RouteKey, "/") {
+		if name, ok := strings.CutPrefix(seg, "{"); ok {
+			if _, ok := e.PathParameters[strings.TrimSuffix(name, "}")]; !ok {
+				return "", false
+			}
+		}
+	}
+	return e.RouteKey, true
+}
+
+// sameSegments reports whether the path of the pattern got has the segments
+// of the route key want: as many, and the same literal wherever both have
+// one.
+func sameSegments(got, want string) bool {
+	_, g, _ := strings.Cut(got, " ")
+	_, w, _ := strings.Cut(want, " ")
+	gs, ws := strings.Split(g, "/"), strings.Split(w, "/")
+	if len(gs) != len(ws) {
+		return false
+	}
+	for i := range gs {
+		if !strings.HasPrefix(gs[i], "{") && !strings.HasPrefix(ws[i], "{") && gs[i] != ws[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // FuzzStreamBody sends arbitrary bodies, idempotency keys and methods to the

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -116,7 +117,8 @@ const DefaultMaxMessageBytes = 256 << 10
 
 // Handler is the HTTP API: one http.Handler, a ServeMux of the configured
 // routes. Every error is a JSON body {"error":{"code","message"}}, unknown
-// routes and wrong methods included. It is safe for concurrent use.
+// routes, wrong methods and paths that are not clean included: it never
+// redirects. It is safe for concurrent use.
 type Handler struct {
 	cfg Config
 	mux *http.ServeMux
@@ -164,8 +166,48 @@ func New(cfg Config) (*Handler, error) {
 	return h, nil
 }
 
-// ServeHTTP implements http.Handler.
-func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
+// ServeHTTP implements http.Handler. A path that a ServeMux would clean is
+// refused before the mux, which would answer it with a redirect to another
+// path, and so perhaps another route.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !CleanPath(r.URL) {
+		h.serve(w, r, uncleanPath)
+		return
+	}
+	h.mux.ServeHTTP(w, r)
+}
+
+// CleanPath reports whether u's escaped path is one a ServeMux routes as it
+// is: it begins with a slash and has no empty, "." or ".." segment. (A
+// segment spelled with %2E or %2F is one segment, which the route reads
+// decoded.) The Handler answers any other path with 400 invalid_path, for
+// every method; a ServeMux in front of it must pass such a path to it rather
+// than route it, which would redirect it.
+func CleanPath(u *url.URL) bool {
+	p := u.EscapedPath()
+	if p == "/" {
+		return true
+	}
+	if !strings.HasPrefix(p, "/") {
+		return false
+	}
+	// A trailing slash is an empty last segment that cleaning keeps.
+	for seg := range strings.SplitSeq(strings.TrimSuffix(p[1:], "/"), "/") {
+		if seg == "" || seg == "." || seg == ".." {
+			return false
+		}
+	}
+	return true
+}
+
+// uncleanPath answers a path that is not clean (see CleanPath).
+func uncleanPath(r *http.Request, _ *record) (int, []byte, error) {
+	p, what := r.URL.EscapedPath(), `has an empty, "." or ".." segment`
+	if !strings.HasPrefix(p, "/") {
+		what = "does not begin with /"
+	}
+	return 0, nil, badRequest("invalid_path", "the path %q %s; paths are not cleaned or redirected, so send the route's own path", p, what)
+}
 
 // route serves one route. It returns the status and body of a success, or
 // an error; the log record collects what the line at the edge reports.
@@ -197,39 +239,42 @@ func (rec *record) noteCost(err error) {
 	}
 }
 
-// handle serves pattern with serve: it turns errors and panics into
-// answers, and logs one line for the request.
+// handle serves pattern with serve.
 func (h *Handler) handle(pattern string, serve route) {
-	h.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
-		start := time.Now()
-		rec := &record{}
-		status := 0
-		defer func() {
-			if v := recover(); v != nil {
-				rec.err = fmt.Errorf("panic: %v\n%s", v, debug.Stack())
-				status = writeError(w, internalError(), rec)
-			}
-			h.log(r, status, rec, time.Since(start))
-		}()
-		code, body, err := serve(r, rec)
-		if err != nil {
-			rec.noteCost(err)
-			status = writeError(w, errorFor(err), rec)
-			return
+	h.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) { h.serve(w, r, serve) })
+}
+
+// serve answers r with serve: it turns errors and panics into answers, and
+// logs one line for the request.
+func (h *Handler) serve(w http.ResponseWriter, r *http.Request, serve route) {
+	start := time.Now()
+	rec := &record{}
+	status := 0
+	defer func() {
+		if v := recover(); v != nil {
+			rec.err = fmt.Errorf("panic: %v\n%s", v, debug.Stack())
+			status = writeError(w, internalError(), rec)
 		}
-		rec.outcome, status = "ok", code
-		if body != nil {
-			w.Header().Set("Content-Type", "application/json")
-		}
-		if rec.replayed {
-			w.Header().Set("Idempotent-Replayed", "true")
-		}
-		if rec.location != "" {
-			w.Header().Set("Location", rec.location)
-		}
-		w.WriteHeader(code)
-		_, _ = w.Write(body) // a client that left cannot be told
-	})
+		h.log(r, status, rec, time.Since(start))
+	}()
+	code, body, err := serve(r, rec)
+	if err != nil {
+		rec.noteCost(err)
+		status = writeError(w, errorFor(err), rec)
+		return
+	}
+	rec.outcome, status = "ok", code
+	if body != nil {
+		w.Header().Set("Content-Type", "application/json")
+	}
+	if rec.replayed {
+		w.Header().Set("Idempotent-Replayed", "true")
+	}
+	if rec.location != "" {
+		w.Header().Set("Location", rec.location)
+	}
+	w.WriteHeader(code)
+	_, _ = w.Write(body) // a client that left cannot be told
 }
 
 func internalError() *Error {

@@ -259,6 +259,12 @@ func (h *Handler) callTool(r *http.Request, rec *record) (int, []byte, error) {
 	if req.SessionID, e = namedSession(&id, rec); e != nil {
 		return 0, nil, e
 	}
+	if !agent.ValidToolName(name) {
+		// No tool has such a name, one that holds a slash or a dot, say:
+		// refused before the session is read, as any unknown tool would be
+		// after.
+		return 0, nil, fmt.Errorf("%w: %q", agent.ErrUnknownTool, name)
+	}
 	input := bytes.TrimSpace(in.Input)
 	switch {
 	case len(input) == 0 || string(input) == "null":

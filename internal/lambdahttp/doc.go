@@ -1,7 +1,8 @@
 // Package lambdahttp is the edge between Lambda and net/http: it serves an
 // API Gateway HTTP API event (payload format 2.0) with an http.Handler, and
 // turns what the handler writes into the event's response, as
-// aws-lambda-go's lambdaurl does for function URLs.
+// aws-lambda-go's lambdaurl does for function URLs. WrapURL serves function
+// URL events through lambdaurl, with the raw paths it cannot parse escaped.
 //
 // Everything behind it speaks plain net/http: the handler, the local run and
 // the tests. This is the one place that reads events, so nothing else builds

@@ -44,22 +44,26 @@ func Wrap(h http.Handler) Handler {
 // The path is the route's, with its parameters filled in, when ev has a
 // route key such as "GET /sessions/{sessionId}": API Gateway matched it
 // already, and the raw path may carry a stage or a base path that the
-// handler knows nothing of. Otherwise (the $default route, an event written
-// by hand) it is the raw path. A base64 body is decoded; one that is not
+// handler knows nothing of. Each parameter fills its own segment, whatever
+// it holds: API Gateway gives it decoded, so that it may hold a slash or be
+// a dot segment, and the URL's escaped path (its RawPath) escapes those, so
+// that a ServeMux matches the event's route and its PathValue is the
+// parameter as given. Otherwise (the $default route, an event written by
+// hand) it is the raw path. A base64 body is decoded; one that is not
 // valid base64 fails when the handler reads it.
 //
 // It takes the event as it is, never failing: a method or path that no
 // route has is the handler's to answer.
 func Request(ctx context.Context, ev *events.APIGatewayV2HTTPRequest) *http.Request {
 	method := ev.RequestContext.HTTP.Method
-	path := routePath(ev)
+	path, rawPath := routePath(ev)
 	if m, _, ok := strings.Cut(ev.RouteKey, " "); ok && method == "" {
 		method = m
 	}
 	// The query is the parameters API Gateway parsed, as the handler has
 	// always read them (repeated names joined by commas); the raw string
 	// only for an event without them.
-	u := &url.URL{Path: path, RawQuery: ev.RawQueryString}
+	u := &url.URL{Path: path, RawPath: rawPath, RawQuery: ev.RawQueryString}
 	if len(ev.QueryStringParameters) > 0 {
 		q := url.Values{}
 		for k, v := range ev.QueryStringParameters {
@@ -100,28 +104,45 @@ func Request(ctx context.Context, ev *events.APIGatewayV2HTTPRequest) *http.Requ
 	return r
 }
 
-// routePath returns the path ev's route matched, or its raw path.
-func routePath(ev *events.APIGatewayV2HTTPRequest) string {
+// routePath returns the path ev's route matched, and that path escaped
+// with each parameter in one segment; or its raw path, and "" for the
+// escaping url.URL gives it.
+func routePath(ev *events.APIGatewayV2HTTPRequest) (path, escaped string) {
 	_, pattern, ok := strings.Cut(ev.RouteKey, " ")
 	if !ok || strings.Contains(pattern, "+}") { // a greedy parameter has no fixed shape
-		return rawPath(ev)
+		return rawPath(ev), ""
 	}
-	var b strings.Builder
+	var b, e strings.Builder
 	for pattern != "" {
 		before, rest, found := strings.Cut(pattern, "{")
 		b.WriteString(before)
+		e.WriteString((&url.URL{Path: before}).EscapedPath())
 		if !found {
 			break
 		}
 		name, after, _ := strings.Cut(rest, "}")
 		v, ok := ev.PathParameters[name]
 		if !ok {
-			return rawPath(ev)
+			return rawPath(ev), ""
 		}
 		b.WriteString(v)
+		e.WriteString(escapeParameter(v))
 		pattern = after
 	}
-	return b.String()
+	return b.String(), e.String()
+}
+
+// escapeParameter escapes a path parameter to stand in one segment: a
+// slash is %2F, and a dot segment, which url.PathEscape leaves as it is, is
+// spelled with %2E, which no path cleaning takes for one.
+func escapeParameter(v string) string {
+	switch v {
+	case ".":
+		return "%2E"
+	case "..":
+		return "%2E%2E"
+	}
+	return url.PathEscape(v)
 }
 
 func rawPath(ev *events.APIGatewayV2HTTPRequest) string {

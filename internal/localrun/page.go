@@ -3,6 +3,7 @@ package localrun
 import (
 	"embed"
 	"encoding/json"
+	"io"
 	"io/fs"
 	"net/http"
 )
@@ -13,18 +14,31 @@ import (
 //go:embed page
 var pageFiles embed.FS
 
-// Page serves the chat page at / and its files under /static/.
+// Page serves the chat page at / and its files as /static/{name}. It serves
+// files by name, never a directory, and so never redirects, as a file
+// server does from a directory, or from index.html, to a path of its own.
 func Page() http.Handler {
 	files, _ := fs.Sub(pageFiles, "page") // the directory is embedded
-	static := http.StripPrefix("/static/", http.FileServerFS(files))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'")
 		w.Header().Set("X-Content-Type-Options", "nosniff")
+		name := r.PathValue("name")
 		if r.URL.Path == "/" {
-			http.ServeFileFS(w, r, files, "index.html")
+			name = "index.html"
+		}
+		f, err := files.Open(name)
+		if err != nil {
+			http.NotFound(w, r)
 			return
 		}
-		static.ServeHTTP(w, r)
+		defer f.Close()
+		st, err := f.Stat()
+		content, ok := f.(io.ReadSeeker) // embedded files are
+		if err != nil || st.IsDir() || !ok {
+			http.NotFound(w, r)
+			return
+		}
+		http.ServeContent(w, r, name, st.ModTime(), content)
 	})
 }
 

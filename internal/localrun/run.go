@@ -225,14 +225,24 @@ func Run(ctx context.Context, opts Options) error {
 // what it learns about the local run at GET /local/info. Each request gets
 // the deadline its function's invocation would have, and the identity its
 // bearer token claims (see Authorize).
+//
+// A path that a ServeMux would clean, and redirect, goes to h as it is,
+// which refuses it as a deployment does (see httpapi.CleanPath).
 func Routes(h http.Handler, info Info) http.Handler {
+	api := withDeadline(APITimeout, Authorize(h))
 	mux := http.NewServeMux()
 	mux.Handle("GET /{$}", Page())
-	mux.Handle("GET /static/", Page())
+	mux.Handle("GET /static/{name}", Page())
 	mux.Handle("GET "+InfoPath, info)
 	mux.Handle(httpapi.RouteChatStream, withDeadline(StreamTimeout, Authorize(h)))
-	mux.Handle("/", withDeadline(APITimeout, Authorize(h)))
-	return mux
+	mux.Handle("/", api)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !httpapi.CleanPath(r.URL) {
+			api.ServeHTTP(w, r)
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
 }
 
 // localOnly refuses what a web page elsewhere could make a browser send to
