@@ -54,6 +54,7 @@ var envVars = []string{
 	"MAX_MESSAGE_BYTES",
 	"GUARDRAIL_ID",
 	"GUARDRAIL_VERSION",
+	"GUARDRAIL_REDACTED_INPUT",
 	"REQUIRE_AUTH",
 	// Metrics and traces: see observability_test.go.
 	"METRICS_NAMESPACE",
