@@ -78,16 +78,27 @@ func checkSent(t *testing.T, a *api, want []string) {
 }
 
 // TestGuardrailBlockedInputIsStoredRedacted: a message the guardrail
-// blocks is stored as the redacted note, in the turn's commit, and
-// answered with the guardrail's message. GET, the export, the list and the
+// blocks is stored as the redacted note, in the turn's commit (the turn
+// makes the DynamoDB requests of any first turn), and answered with the
+// guardrail's message. GET, the export, the list and the
 // next turn's request hold the note, never the message, and the session
 // goes on.
 func TestGuardrailBlockedInputIsStoredRedacted(t *testing.T) {
 	a := newAPI(t, guardrailEnv)
-	a.model.Enqueue(conversetest.GuardrailInput(blockedText))
+	a.model.Enqueue(conversetest.Text("Hello."), conversetest.GuardrailInput(blockedText))
+	a.Meter.Take()
+	if r := a.chat(t, "", "s0", "Hello"); r.status != 200 {
+		t.Fatalf("a plain turn: %d %s", r.status, r.raw)
+	}
+	plain := a.Meter.Take().ByOperation
 	r := a.chat(t, "", "s1", blockedInput)
 	if r.status != 200 || r.body["text"] != blockedText || r.body["stop_reason"] != "guardrail_intervened" {
 		t.Fatalf("answer %d %s", r.status, r.raw)
+	}
+	// The redacted input is written with the turn: no write more than a
+	// plain first turn's.
+	if ops := a.Meter.Take().ByOperation; !maps.Equal(plain, ops) {
+		t.Errorf("DynamoDB requests of the blocked turn %v, of a plain one %v", ops, plain)
 	}
 	var answer httpapi.ChatResponse
 	if err := json.Unmarshal([]byte(r.raw), &answer); err != nil {
