@@ -80,6 +80,10 @@ type Config struct {
 	// result together: past it, they are replaced by a note of their
 	// size. 0 means DefaultMaxToolResultMediaBytes.
 	MaxToolResultMediaBytes int
+	// RedactedInput is the text a turn keeps in place of the user's input
+	// when the model's guardrail blocked it; "" means
+	// DefaultRedactedInput. It must not be blank.
+	RedactedInput string
 	// Now is the clock that interrupts expire by; nil means time.Now.
 	Now func() time.Time
 }
@@ -135,6 +139,10 @@ func New(cfg Config) (*Agent, error) {
 	cfg.InterruptTTL = cmp.Or(cfg.InterruptTTL, DefaultInterruptTTL)
 	cfg.MaxToolResultBytes = cmp.Or(cfg.MaxToolResultBytes, DefaultMaxToolResultBytes)
 	cfg.MaxToolResultMediaBytes = cmp.Or(cfg.MaxToolResultMediaBytes, DefaultMaxToolResultMediaBytes)
+	cfg.RedactedInput = cmp.Or(cfg.RedactedInput, DefaultRedactedInput)
+	if strings.TrimSpace(cfg.RedactedInput) == "" {
+		return nil, errors.New("agent: RedactedInput is blank, which Bedrock refuses as text")
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -211,23 +219,6 @@ type ToolRun struct {
 	Failed bool
 }
 
-// guardrailText stands for an input a guardrail intervened on.
-const guardrailText = "[This message was withheld: a guardrail intervened on this turn.]"
-
-// redactedInput is the input message m with its content replaced by a note;
-// the error results that answer an interrupted tool use stay, so the history
-// remains valid.
-func redactedInput(m Message) Message {
-	out := Message{Role: m.Role}
-	for _, b := range m.Content {
-		if b.ToolResult != nil {
-			out.Content = append(out.Content, b)
-		}
-	}
-	out.Content = append(out.Content, Text(guardrailText))
-	return out
-}
-
 // maxCyclesText closes a turn that reached the cycle cap, so that the
 // history still ends with an assistant message.
 const maxCyclesText = "I stopped here because this turn reached its limit of %d model calls. Ask me to continue if you want me to go on."
@@ -279,6 +270,9 @@ func (t *turn) loop(ctx context.Context) (*Result, error) {
 		t.add(ctx, msg)
 		uses := msg.ToolUses()
 		if len(uses) == 0 {
+			if resp.StopReason == StopGuardrailIntervened {
+				t.redactBlockedInput(resp.Guardrail)
+			}
 			return t.finish(resp.StopReason, resp.Message.Text()), nil
 		}
 		for _, u := range uses {
@@ -401,12 +395,6 @@ func (t *turn) userMessage(input []ContentBlock) Message {
 
 func (t *turn) finish(stop StopReason, text string) *Result {
 	t.metrics.Duration = time.Since(t.start)
-	if stop == StopGuardrailIntervened && t.input >= 0 {
-		// The guardrail may have blocked the input. Kept, it would be sent
-		// and blocked again on every later turn, and the session would be
-		// stuck; it is stored as a note instead.
-		t.added[t.input] = redactedInput(t.added[t.input])
-	}
 	return &Result{
 		Messages:   t.added,
 		Text:       text,

@@ -57,6 +57,21 @@ type ModelResponse struct {
 	Usage      Usage
 	// Latency is the service-side latency when the service reports one.
 	Latency time.Duration
+	// Guardrail says what the model's guardrail blocked, as its trace
+	// tells; nil when the response carries no guardrail trace.
+	Guardrail *GuardrailTrace
+}
+
+// GuardrailTrace is what a guardrail's trace says it blocked in one model
+// call. With StopGuardrailIntervened, it tells an input the guardrail
+// refused, which must not be sent again, from an answer it replaced.
+type GuardrailTrace struct {
+	// Input says that a policy of the guardrail blocked the request's
+	// input: the model never saw it.
+	Input bool
+	// Output says that a policy blocked the model's answer; the response's
+	// message is then the guardrail's, not the model's.
+	Output bool
 }
 
 // StopReason says why a model stopped, or why a turn ended.

@@ -162,7 +162,9 @@ func NewAgent(cfg *Config, client bedrock.ConverseAPI, opts Options) (*agent.Age
 func newAgent(cfg *Config, client bedrock.ConverseAPI, opts Options, tracing *telemetry.Tracing) (*agent.Agent, error) {
 	bc := bedrock.Config{ModelID: cfg.ModelID, MaxTokens: cfg.MaxTokens, Temperature: cfg.Temperature}
 	if cfg.GuardrailID != "" {
-		bc.Guardrail = &bedrock.Guardrail{ID: cfg.GuardrailID, Version: cfg.GuardrailVersion}
+		// The trace says whether the guardrail blocked the input, which a
+		// turn then stores redacted, or the answer.
+		bc.Guardrail = &bedrock.Guardrail{ID: cfg.GuardrailID, Version: cfg.GuardrailVersion, Trace: true}
 	}
 	bm, err := bedrock.New(client, bc)
 	if err != nil {
@@ -237,6 +239,7 @@ func newAgent(cfg *Config, client bedrock.ConverseAPI, opts Options, tracing *te
 		MaxToolResultMediaBytes: cfg.MaxToolResultMediaBytes,
 		TrimResults:             agent.ResultTrim{KeepTurns: cfg.TrimTurns, MinBytes: cfg.TrimBytes},
 		PromptCache:             cfg.PromptCache,
+		RedactedInput:           cfg.GuardrailRedactedInput,
 		Hooks:                   hooks(cmp.Or(opts.Logger, slog.Default()), tracing),
 	})
 }

@@ -84,7 +84,11 @@ type Config struct {
 	MaxToolResultMediaBytes int
 	GuardrailID             string // GUARDRAIL_ID
 	GuardrailVersion        string // GUARDRAIL_VERSION
-	RequireAuth             bool   // REQUIRE_AUTH, default false
+	// GuardrailRedactedInput is GUARDRAIL_REDACTED_INPUT, default
+	// agent.DefaultRedactedInput: the text a turn stores in place of a
+	// user's message that the guardrail blocked.
+	GuardrailRedactedInput string
+	RequireAuth            bool // REQUIRE_AUTH, default false
 	// FunctionName is AWS_LAMBDA_FUNCTION_NAME, which Lambda sets: the
 	// metrics' FunctionName dimension. Empty, it is "local".
 	FunctionName string
@@ -111,6 +115,10 @@ func validNamespace(ns string) bool {
 	}
 	return true
 }
+
+// MaxRedactedInput is the longest GUARDRAIL_REDACTED_INPUT, in bytes: a
+// note, not a message.
+const MaxRedactedInput = 200
 
 // DefaultTrimTurns is TOOL_RESULT_TRIM_TURNS's default.
 const DefaultTrimTurns = 3
@@ -177,6 +185,7 @@ func ConfigFromEnv(getenv func(string) string) (*Config, error) {
 	if (c.GuardrailID == "") != (c.GuardrailVersion == "") {
 		p.fail("GUARDRAIL_ID and GUARDRAIL_VERSION must be set together")
 	}
+	c.GuardrailRedactedInput = p.text("GUARDRAIL_REDACTED_INPUT", agent.DefaultRedactedInput, MaxRedactedInput)
 	c.FunctionName = cmp.Or(getenv("AWS_LAMBDA_FUNCTION_NAME"), "local")
 	c.MetricsNamespace = cmp.Or(getenv("METRICS_NAMESPACE"), telemetry.DefaultNamespace)
 	if !validNamespace(c.MetricsNamespace) {
@@ -207,6 +216,20 @@ func (p *parser) required(name string) string {
 	v := p.getenv(name)
 	if v == "" {
 		p.fail("%s is required", name)
+	}
+	return v
+}
+
+// text reads a text that is stored or sent to the model as it is: not
+// blank, as Bedrock wants text, and at most max bytes.
+func (p *parser) text(name, def string, max int) string {
+	v := p.getenv(name)
+	switch {
+	case v == "":
+		return def
+	case strings.TrimSpace(v) == "" || len(v) > max:
+		p.fail("%s: want a text of 1 to %d bytes that is not blank", name, max)
+		return def
 	}
 	return v
 }

@@ -23,7 +23,7 @@ func TestConfigFromEnvDefaults(t *testing.T) {
 		TableName: "t", ModelID: "m", Manager: "sliding", WindowSize: 40, SummaryRatio: 0.3,
 		PreserveRecent: 10, MaxCycles: 20, Tools: tools.Names, SessionTTLDays: 30, MaxMessageBytes: 262144,
 		MaxToolResultBytes: 65536, MaxToolResultMediaBytes: 3_750_000,
-		InterruptTTL: 24 * time.Hour, TrimTurns: 3, PromptCache: true,
+		InterruptTTL: 24 * time.Hour, TrimTurns: 3, PromptCache: true, GuardrailRedactedInput: "[User input redacted.]",
 		FunctionName: "local", MetricsNamespace: "LambdaAgent", Tracing: telemetry.TracingConfig{ServiceName: "lambda-agent"},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
@@ -41,7 +41,7 @@ func TestConfigFromEnvReadsEverything(t *testing.T) {
 		"APPROVAL_TOOLS": "calculator", "INTERRUPT_TTL": "30m",
 		"SESSION_TTL_DAYS": "0", "MAX_MESSAGE_BYTES": "65536", "GUARDRAIL_ID": "g1",
 		"MAX_TOOL_RESULT_BYTES": "200000", "MAX_TOOL_RESULT_MEDIA_BYTES": "1000000",
-		"GUARDRAIL_VERSION": "3", "REQUIRE_AUTH": "true", "METRICS_NAMESPACE": "Team/Agents",
+		"GUARDRAIL_VERSION": "3", "GUARDRAIL_REDACTED_INPUT": "[Entfernt.]", "REQUIRE_AUTH": "true", "METRICS_NAMESPACE": "Team/Agents",
 		"AWS_LAMBDA_FUNCTION_NAME": "chat-fn", "AWS_REGION": "eu-west-1", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://localhost:4318/",
 		"OTEL_EXPORTER_OTLP_HEADERS": "x-api-key=a%20b,tenant=7", "OTEL_EXPORTER_OTLP_TRACES_COMPRESSION": "gzip",
 		"OTEL_EXPORTER_OTLP_TIMEOUT": "2500", "OTEL_RESOURCE_ATTRIBUTES": "deployment.environment.name=prod",
@@ -56,7 +56,7 @@ func TestConfigFromEnvReadsEverything(t *testing.T) {
 		Manager: "summarizing", WindowSize: 60, WindowLowWater: 24, TrimTurns: 2, TrimBytes: 4096, SummaryRatio: 0.5, PreserveRecent: 6, SummarizerModelID: "small",
 		ContextWindowTokens: 200000, MaxCycles: 8, Tools: []string{"calculator", "recall", "ask_user"}, SessionTTLDays: 0,
 		ApprovalTools: []string{"calculator"}, InterruptTTL: 30 * time.Minute,
-		MaxMessageBytes: 65536, MaxToolResultBytes: 200000, MaxToolResultMediaBytes: 1_000_000, GuardrailID: "g1", GuardrailVersion: "3", RequireAuth: true,
+		MaxMessageBytes: 65536, MaxToolResultBytes: 200000, MaxToolResultMediaBytes: 1_000_000, GuardrailID: "g1", GuardrailVersion: "3", GuardrailRedactedInput: "[Entfernt.]", RequireAuth: true,
 		FunctionName: "chat-fn", MetricsNamespace: "Team/Agents", DirectTools: []string{"recall", "orders_refresh"},
 		Tracing: telemetry.TracingConfig{
 			Endpoint: "http://localhost:4318/v1/traces", Headers: map[string]string{"x-api-key": "a b", "tenant": "7"},
@@ -99,7 +99,7 @@ func TestConfigFromEnvReportsEveryProblem(t *testing.T) {
 		"OTEL_EXPORTER_OTLP_ENDPOINT": "localhost:4318", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
 		"OTEL_EXPORTER_OTLP_HEADERS": "novalue", "OTEL_EXPORTER_OTLP_COMPRESSION": "zstd", "OTEL_EXPORTER_OTLP_TIMEOUT": "soon",
 		"OTEL_TRACES_EXPORTER": "console", "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "sometimes",
-		"DIRECT_TOOLS": "calculator,rm -rf",
+		"DIRECT_TOOLS": "calculator,rm -rf", "GUARDRAIL_REDACTED_INPUT": " \n ",
 	}))
 	if err == nil {
 		t.Fatal("ConfigFromEnv accepted a broken environment")
@@ -114,6 +114,7 @@ func TestConfigFromEnvReportsEveryProblem(t *testing.T) {
 		"METRICS_NAMESPACE", `OTLP endpoint "localhost:4318/v1/traces"`, "OTEL_EXPORTER_OTLP_PROTOCOL", "OTEL_EXPORTER_OTLP_HEADERS",
 		"OTEL_EXPORTER_OTLP_COMPRESSION", "OTEL_EXPORTER_OTLP_TIMEOUT", "OTEL_TRACES_EXPORTER",
 		"OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", `DIRECT_TOOLS: "rm -rf" is not a tool name`,
+		"GUARDRAIL_REDACTED_INPUT",
 	} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("the error does not mention %s:\n%v", want, err)

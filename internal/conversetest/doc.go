@@ -120,6 +120,24 @@
 // cacheWriteInputTokens, with inputTokens counting only the uncached rest.
 // [Server.CacheStats] sums what it did. The cache is off by default.
 //
+// # Guardrails
+//
+// [GuardrailInput] scripts what Bedrock answers when the request's guardrail
+// blocks its input, and [GuardrailOutput] when it blocks the model's answer:
+// stop reason guardrail_intervened and, as the answer, the guardrail's
+// blocked message, given by the test. When the request's guardrailConfig
+// asked for the trace ("enabled" or "enabled_full"), the answer carries it
+// as Bedrock does: in the response's trace member for Converse, and in the
+// metadata event for ConverseStream. It is a GuardrailTraceAssessment whose
+// inputAssessment, keyed by the request's guardrail identifier, holds the
+// assessment of a blocked input ([BlockedAssessment], a content filter that
+// detected and blocked violence, unless [Reply.WithAssessment] gives
+// another), or an empty assessment when the output was blocked, whose
+// assessment outputAssessments then holds in a list. Its modelOutput and
+// actionReason members are not sent. Without a trace asked for, the answer
+// has none. An intervention scripted for a request that names no guardrail
+// is a mistake in the test, answered with a 500 whose message says so.
+//
 // # Scripting and recording
 //
 // Valid requests take replies from a queue ([Server.Enqueue]) in arrival

@@ -89,6 +89,10 @@ type Reply struct {
 	// StreamErr, if set, cuts a ConverseStream answer short with an
 	// exception. See [Reply.WithStreamError].
 	StreamErr *StreamError
+	// Guardrail, if set, makes the reply a guardrail's intervention, whose
+	// trace the answer carries when the request asked for it. See
+	// [GuardrailInput].
+	Guardrail *Intervention
 }
 
 // Text returns an end_turn reply with one text block.

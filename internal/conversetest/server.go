@@ -217,6 +217,7 @@ type converseResponse struct {
 	Metrics    struct {
 		LatencyMs int64 `json:"latencyMs"`
 	} `json:"metrics"`
+	Trace any `json:"trace,omitempty"`
 }
 
 func (s *Server) serveConverse(w http.ResponseWriter, r *http.Request, modelID string, start time.Time) {
@@ -232,6 +233,7 @@ func (s *Server) serveConverse(w http.ResponseWriter, r *http.Request, modelID s
 	resp.StopReason = reply.stopReason()
 	resp.Usage = s.usage(req, reply)
 	resp.Metrics.LatencyMs = time.Since(start).Milliseconds()
+	resp.Trace = reply.trace(req)
 	body, err := json.Marshal(&resp)
 	if err != nil {
 		s.writeError(w, &APIError{
@@ -310,6 +312,10 @@ func (s *Server) exchange(w http.ResponseWriter, r *http.Request, opName, modelI
 	}
 	if reply.Err != nil {
 		s.writeError(w, reply.Err)
+		return nil, Reply{}, false
+	}
+	if e := reply.scriptError(req); e != nil {
+		s.writeError(w, e)
 		return nil, Reply{}, false
 	}
 	return req, reply, true

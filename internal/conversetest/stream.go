@@ -50,7 +50,8 @@ func (r Reply) WithStreamError(after int, code, message string) Reply {
 // serveConverseStream answers ConverseStream: the same checks and script as
 // Converse, then HTTP 200 and the reply as a vnd.amazon.eventstream of
 // messageStart, contentBlockStart/Delta/Stop per block, messageStop and
-// metadata events, each flushed on its own.
+// metadata events (with the guardrail's trace, when there is one), each
+// flushed on its own.
 func (s *Server) serveConverseStream(w http.ResponseWriter, r *http.Request, modelID string, start time.Time) {
 	req, reply, ok := s.exchange(w, r, "ConverseStream", modelID)
 	if !ok {
@@ -97,7 +98,7 @@ func (s *Server) serveConverseStream(w http.ResponseWriter, r *http.Request, mod
 		}
 		body, err := json.Marshal(payload)
 		if err != nil {
-			panic(http.ErrAbortHandler) // the payloads are this file's own maps
+			panic(http.ErrAbortHandler) // the payloads are this package's own maps, and JSON that scriptError checked
 		}
 		err = enc.Encode(w, eventstream.Message{
 			Headers: eventstream.Headers{
@@ -129,10 +130,14 @@ func (s *Server) serveConverseStream(w http.ResponseWriter, r *http.Request, mod
 	if !send("messageStop", map[string]any{"stopReason": reply.stopReason()}) {
 		return
 	}
-	send("metadata", map[string]any{
+	metadata := map[string]any{
 		"usage":   usage,
 		"metrics": map[string]int64{"latencyMs": time.Since(start).Milliseconds()},
-	})
+	}
+	if trace := reply.trace(req); trace != nil {
+		metadata["trace"] = trace
+	}
+	send("metadata", metadata)
 }
 
 // streamBlock sends content block i as Bedrock streams it: a start event for

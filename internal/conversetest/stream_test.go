@@ -23,6 +23,7 @@ type streamed struct {
 	signature  string
 	stop       types.StopReason
 	usage      *types.TokenUsage
+	trace      *types.ConverseStreamTrace
 	err        error
 }
 
@@ -69,6 +70,7 @@ func converseStream(t *testing.T, client *bedrockruntime.Client, in *bedrockrunt
 		case *types.ConverseStreamOutputMemberMetadata:
 			got.kinds = append(got.kinds, "metadata")
 			got.usage = e.Value.Usage
+			got.trace = e.Value.Trace
 		default:
 			t.Errorf("unexpected event %T", ev)
 		}

@@ -12,7 +12,8 @@
 //	meta                 the session item: version, message count, agent
 //	                     state, conversation-manager state, timestamps; or,
 //	                     while a delete runs, a tombstone
-//	m#0000000042         message 42, written once; only Redact rewrites it
+//	m#0000000042         message 42, written once; only a rewinding commit
+//	                     rewrites it
 //	m#0000000042#001     the second part of message 42, when it is larger than
 //	                     one item holds
 //	r#<key>              the response of an idempotent turn
@@ -109,12 +110,6 @@
 // a later session under the id wrote; last, the tombstone and the claim go
 // together. A crash at any step leaves a tombstone, and a Delete that finds
 // one finishes the job.
-//
-// # Redaction
-//
-// Redact rewrites one stored message in place, for guardrails and personal
-// data, in a transaction that also moves the session item's version on: a
-// turn that loaded the old content can no longer commit.
 //
 // # Costs
 //

@@ -113,8 +113,8 @@ func (k Key) validate() error {
 // Session is a session as loaded for a turn.
 type Session struct {
 	Key
-	// Version counts the writes of the session item: commits, redactions
-	// and a delete's tombstone. 0 is a session that does not exist yet.
+	// Version counts the writes of the session item: commits and a
+	// delete's tombstone. 0 is a session that does not exist yet.
 	Version int64
 	// Count is how many messages the session has stored.
 	Count int

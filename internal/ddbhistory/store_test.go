@@ -696,56 +696,6 @@ func TestTranscriptPages(t *testing.T) {
 	})
 }
 
-func TestRedact(t *testing.T) {
-	runBackends(t, func(t *testing.T, b backend) {
-		e := newEnv(t, b, ddbhistory.Config{})
-		sess := ddbhistory.NewSession(alice)
-		secret := []agent.Message{
-			{Role: agent.RoleUser, Content: []agent.ContentBlock{agent.Text("my card is 4111"), {Image: &agent.ImageBlock{Format: "png", Source: agent.Source{Bytes: randomBytes(800_000)}}}}},
-			agent.AssistantText("noted"),
-		}
-		if err := e.store.Commit(t.Context(), sess, ddbhistory.Turn{Messages: secret}); err != nil {
-			t.Fatal(err)
-		}
-		stale, err := e.store.Load(t.Context(), alice, "")
-		if err != nil {
-			t.Fatal(err)
-		}
-		redacted := agent.UserText("[redacted]")
-		if err := e.store.Redact(t.Context(), alice, 0, redacted); err != nil {
-			t.Fatal(err)
-		}
-		page, err := e.store.Transcript(t.Context(), alice, "", 10)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if diff := cmp.Diff([]agent.Message{redacted, secret[1]}, page.Messages); diff != "" {
-			t.Errorf("after redaction (-want +got):\n%s", diff)
-		}
-		if n := countItems(t, e, "s#alice#chat-1"); n != 3 {
-			t.Errorf("%d items; the redacted message's extra parts were not removed", n)
-		}
-		// The title was made from the secret; it goes with it.
-		if page.Session.Title != "[redacted]" {
-			t.Errorf("title after redaction %q", page.Session.Title)
-		}
-		list, err := e.store.List(t.Context(), alice.Owner, "", 10)
-		if err != nil || len(list.Sessions) != 1 || list.Sessions[0].Title != "[redacted]" {
-			t.Errorf("listed after redaction: %+v, %v", list, err)
-		}
-		// A turn that loaded the secret cannot commit after the redaction.
-		if err := e.store.Commit(t.Context(), stale, ddbhistory.Turn{Messages: turn(1)}); !errors.Is(err, ddbhistory.ErrConflict) {
-			t.Errorf("stale commit after redaction: %v", err)
-		}
-		if err := e.store.Redact(t.Context(), alice, 1, agent.UserText("x")); !errors.Is(err, ddbhistory.ErrInvalid) {
-			t.Errorf("redacting with another role: %v", err)
-		}
-		if err := e.store.Redact(t.Context(), alice, 7, agent.UserText("x")); !errors.Is(err, ddbhistory.ErrNotFound) {
-			t.Errorf("redacting a missing message: %v", err)
-		}
-	})
-}
-
 func TestThrottling(t *testing.T) {
 	runBackends(t, func(t *testing.T, b backend) {
 		e := newEnv(t, b, ddbhistory.Config{MaxAttempts: 3})

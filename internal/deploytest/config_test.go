@@ -333,10 +333,11 @@ func TestConfigReadsTemplate(t *testing.T) {
 				"SummarizerFoundationModelId": "amazon.nova-lite-v1:0",
 				"GuardrailId":                 "abc123def456",
 				"GuardrailVersion":            "1",
+				"GuardrailRedactedInput":      "[Nachricht entfernt.]",
 				"RequireAuth":                 "true",
 			},
 			check: func(t *testing.T, c *app.Config) {
-				if c.Manager != "summarizing" || c.GuardrailVersion != "1" || len(c.Tools) != 0 || !c.RequireAuth {
+				if c.Manager != "summarizing" || c.GuardrailVersion != "1" || c.GuardrailRedactedInput != "[Nachricht entfernt.]" || len(c.Tools) != 0 || !c.RequireAuth {
 					t.Errorf("config = %+v", c)
 				}
 			},

@@ -56,6 +56,7 @@ var envVars = []string{
 	"MAX_TOOL_RESULT_MEDIA_BYTES",
 	"GUARDRAIL_ID",
 	"GUARDRAIL_VERSION",
+	"GUARDRAIL_REDACTED_INPUT",
 	"REQUIRE_AUTH",
 	// Metrics and traces: see observability_test.go.
 	"METRICS_NAMESPACE",

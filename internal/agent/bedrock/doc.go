@@ -4,8 +4,9 @@
 // the agent's messages to and from bedrockruntime's types (convert.go, the
 // only place the two meet), decodes ConverseStream's event stream
 // (stream.go), maps the SDK's errors to *agent.ModelError with an
-// agent.ErrorKind (classify.go), and works around what the SDK cannot send,
-// such as an object key that is empty.
+// agent.ErrorKind (classify.go), reads from a guardrail's trace whether it
+// blocked the input or the answer (guardrail.go), and works around what the
+// SDK cannot send, such as an object key that is empty.
 //
 // The package agent knows nothing of the SDK: it sees a Model that streams.
 // Its tests, and this package's, reach a real SDK client through

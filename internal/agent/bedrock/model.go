@@ -40,7 +40,8 @@ type Config struct {
 type Guardrail struct {
 	ID      string
 	Version string
-	// Trace asks Bedrock to return the guardrail's trace.
+	// Trace asks Bedrock to return the guardrail's trace, from which the
+	// response says what the guardrail blocked (agent.GuardrailTrace).
 	Trace bool
 }
 
@@ -108,6 +109,9 @@ func (m *Model) Converse(ctx context.Context, req *agent.ModelRequest) (*agent.M
 	}
 	if out.Metrics != nil {
 		resp.Latency = time.Duration(aws.ToInt64(out.Metrics.LatencyMs)) * time.Millisecond
+	}
+	if out.Trace != nil {
+		resp.Guardrail = guardrailTrace(out.Trace.Guardrail)
 	}
 	return resp, nil
 }

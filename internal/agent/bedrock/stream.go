@@ -12,7 +12,8 @@ import (
 
 // ConverseStream sends req to Bedrock's ConverseStream and decodes the event
 // stream: text deltas are emitted as they arrive; tool-use input, reasoning,
-// the stop reason and the usage are assembled into the response. Failures
+// the stop reason, the usage and the guardrail's trace are assembled into
+// the response. Failures
 // are classified as Converse's are, whether Bedrock reports them before the
 // first event or as an exception in the stream.
 func (m *Model) ConverseStream(ctx context.Context, req *agent.ModelRequest, emit func(agent.Delta)) (*agent.ModelResponse, error) {
@@ -49,6 +50,9 @@ func (m *Model) ConverseStream(ctx context.Context, req *agent.ModelRequest, emi
 			}
 			if mt := e.Value.Metrics; mt != nil {
 				resp.Latency = time.Duration(aws.ToInt64(mt.LatencyMs)) * time.Millisecond
+			}
+			if tr := e.Value.Trace; tr != nil {
+				resp.Guardrail = guardrailTrace(tr.Guardrail)
 			}
 		}
 		// messageStart, contentBlockStop and members newer than this code
