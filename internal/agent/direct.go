@@ -70,12 +70,12 @@ func (a *Agent) CallTool(ctx context.Context, conv *Conversation, call DirectCal
 	box := a.toolbox(ctx)
 	r, ok := box.tools[call.Name]
 	if !ok || !slices.Contains(a.cfg.DirectTools, call.Name) {
-		return nil, fmt.Errorf("%w: %q", ErrUnknownTool, call.Name)
+		return nil, fmt.Errorf("%w: %q; the tools you may call are: %s", ErrUnknownTool, call.Name, a.callable(box))
 	}
 	if _, asks := r.tool.(askUser); asks {
 		// ask_user asks the person, who is the caller here: no one would
 		// answer.
-		return nil, fmt.Errorf("%w: %q asks the person, and cannot be called by the person", ErrUnknownTool, call.Name)
+		return nil, fmt.Errorf("%w: %q asks the person, and cannot be called by the person; the tools you may call are: %s", ErrUnknownTool, call.Name, a.callable(box))
 	}
 	input := call.Input
 	if len(input) == 0 {
@@ -123,6 +123,23 @@ func (a *Agent) CallTool(ctx context.Context, conv *Conversation, call DirectCal
 // maxNotedInput bounds the input the note of a recorded call quotes: the
 // tool use holds it whole.
 const maxNotedInput = 1 << 10
+
+// callable lists the tools of box that CallTool runs, in the order of
+// Config.DirectTools, or says there are none.
+func (a *Agent) callable(box *toolbox) string {
+	var names []string
+	for _, name := range a.cfg.DirectTools {
+		if r, ok := box.tools[name]; ok {
+			if _, asks := r.tool.(askUser); !asks {
+				names = append(names, name)
+			}
+		}
+	}
+	if len(names) == 0 {
+		return "none"
+	}
+	return strings.Join(names, ", ")
+}
 
 // directID returns a tool use id for a direct call, in the form Bedrock
 // takes.

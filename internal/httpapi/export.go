@@ -51,9 +51,6 @@ type SessionDocument struct {
 	// MessageCount is how many messages the session holds: the length of
 	// Messages once every page is in.
 	MessageCount int `json:"message_count"`
-	// Messages is the whole transcript, oldest first, as GET
-	// /sessions/{sessionId} returns it.
-	Messages []agent.Message `json:"messages"`
 	// State is the agent state.
 	State map[string]json.RawMessage `json:"state"`
 	// Window is the conversation manager's state: the messages before
@@ -65,6 +62,10 @@ type SessionDocument struct {
 	// /sessions/{sessionId}/export?cursor=... returns the next page. A
 	// document to import carries none.
 	NextCursor string `json:"next_cursor,omitempty"`
+	// Messages is the whole transcript, oldest first, as GET
+	// /sessions/{sessionId} returns it. It comes last, after the
+	// session's header.
+	Messages []agent.Message `json:"messages"`
 }
 
 // SessionDocumentPage continues an exported SessionDocument: more of its
@@ -75,8 +76,8 @@ type SessionDocumentPage struct {
 	SessionID     string `json:"session_id"`
 	// First is the index of the page's first message.
 	First      *int            `json:"first"`
-	Messages   []agent.Message `json:"messages"`
 	NextCursor string          `json:"next_cursor,omitempty"`
+	Messages   []agent.Message `json:"messages"`
 }
 
 // ImportRequest is the body of POST /sessions/import: a session document,
@@ -165,6 +166,14 @@ type (
 		Messages []json.RawMessage `json:"messages"`
 	}
 )
+
+// sameMessage reports whether a and b are the same message, as JSON: a
+// message the store gave back against one a caller sent.
+func sameMessage(a, b agent.Message) bool {
+	ja, errA := json.Marshal(a)
+	jb, errB := json.Marshal(b)
+	return errA == nil && errB == nil && bytes.Equal(ja, jb)
+}
 
 // documentOf is the first page of an export: the session's header, and
 // the first of its messages.
@@ -370,9 +379,16 @@ func (h *Handler) importPage(r *http.Request, rec *record) (int, []byte, error) 
 	}
 	first, msgs := *page.First, page.Messages
 	switch {
+	case first < 0:
+		return 0, nil, badRequest("invalid_session_document", "first is %d; a page's first is the index of its first message, from 0, and the import stands at %d", first, st.Count)
 	case first > st.Count:
 		return 0, nil, badRequest("invalid_session_document", "first is %d, but the import holds %d messages: send the page that starts at %d", first, st.Count, st.Count)
-	case first+len(msgs) <= st.Count:
+	case first < st.Count && (first+len(msgs) < st.Count || st.Last == nil || !sameMessage(msgs[st.Count-1-first], *st.Last)):
+		// A page sent again is the one that reached the import's end, as
+		// it was sent: its message where the import ends is the last
+		// stored.
+		return 0, nil, badRequest("invalid_session_document", "first is %d, but the import stands at %d, and the page is not the one sent last, sent again: send the page that starts at %d", first, st.Count, st.Count)
+	case first+len(msgs) == st.Count:
 		return progress(key.ID, st, d.MessageCount) // sent before, and stored then
 	}
 	// A page sent again after part of it was stored goes on from there.

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 
@@ -852,6 +853,27 @@ func TestImportInPagesChecksAcrossPages(t *testing.T) {
 	}
 	if w := importPage(t, s, "", "split", p.ImportToken, page(zero, msgs[:6])); w.Code != http.StatusAccepted {
 		t.Errorf("the first page again, as a page: %d %s", w.Code, w.Body)
+	}
+	// A first that is not where the import stands, nor the page sent last
+	// sent again, is named, and changes nothing.
+	for _, tt := range []struct {
+		first int
+		msgs  []agent.Message
+		says  string
+	}{
+		{-3, msgs[:6], "first is -3; a page's first is the index of its first message, from 0"},
+		{-1, msgs[6:], "first is -1"},
+		{2, append(slices.Clone(msgs[2:5]), agent.AssistantText("other")), "first is 2, but the import stands at 6, and the page is not the one sent last"},
+		{0, msgs[:4], "first is 0, but the import stands at 6"},
+		{7, msgs[7:], "first is 7, but the import holds 6 messages: send the page that starts at 6"},
+	} {
+		if w := importPage(t, s, "", "split", p.ImportToken, page(tt.first, tt.msgs)); w.Code != http.StatusBadRequest || !strings.Contains(w.Body.String(), tt.says) {
+			t.Errorf("first %d: %d %s; want 400 saying %q", tt.first, w.Code, w.Body, tt.says)
+		}
+	}
+	// A page that reaches the import's end, sent again, goes on from it.
+	if w := importPage(t, s, "", "split", p.ImportToken, page(4, msgs[4:6])); w.Code != http.StatusAccepted {
+		t.Errorf("the end of the first page again: %d %s", w.Code, w.Body)
 	}
 	if w := importPage(t, s, "", "split", "not-the-token", page(six, msgs[6:])); w.Code != http.StatusNotFound {
 		t.Errorf("a wrong token: %d %s", w.Code, w.Body)

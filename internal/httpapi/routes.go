@@ -259,12 +259,6 @@ func (h *Handler) callTool(r *http.Request, rec *record) (int, []byte, error) {
 	if req.SessionID, e = namedSession(&id, rec); e != nil {
 		return 0, nil, e
 	}
-	if !agent.ValidToolName(name) {
-		// No tool has such a name, one that holds a slash or a dot, say:
-		// refused before the session is read, as any unknown tool would be
-		// after.
-		return 0, nil, fmt.Errorf("%w: %q", agent.ErrUnknownTool, name)
-	}
 	input := bytes.TrimSpace(in.Input)
 	switch {
 	case len(input) == 0 || string(input) == "null":
@@ -445,7 +439,6 @@ type SessionResponse struct {
 	// index of message k is First+k. Messages that expired, always the
 	// oldest, are left out.
 	First     int                        `json:"first"`
-	Messages  []agent.Message            `json:"messages"`
 	State     map[string]json.RawMessage `json:"state"`
 	Summary   *string                    `json:"summary"`
 	Window    turn.Window                `json:"window"`
@@ -457,6 +450,7 @@ type SessionResponse struct {
 	// interrupts, which POST /chat answers with responses.
 	Interrupts []agent.Interrupt `json:"interrupts"`
 	NextCursor string            `json:"next_cursor,omitempty"`
+	Messages   []agent.Message   `json:"messages"`
 }
 
 // Page sizes of GET /sessions/{sessionId}.

@@ -142,6 +142,7 @@ func TestDirectToolCallRefusals(t *testing.T) {
 	}{
 		{"unknown tool", "refused-1", "shell", `{"input":{"cmd":"ls"}}`, 404, "unknown_tool"},
 		{"a tool that asks the person", "refused-1", "ask_user", `{"input":{"question":"who?"}}`, 404, "unknown_tool"},
+		{"a name no tool can have", "refused-1", "calc..x", `{"input":{}}`, 404, "unknown_tool"},
 		{"input over MAX_MESSAGE_BYTES", "refused-1", "calculator", `{"input":{"expression":"` + strings.Repeat("1", 300<<10) + `"}}`, 413, "message_too_large"},
 		{"input the schema refuses", "refused-1", "calculator", `{"input":{"expr":"1+1"}}`, 400, "invalid_tool_input"},
 		{"input not an object", "refused-1", "calculator", `{"input":"1+1"}`, 400, "invalid_request"},
@@ -164,6 +165,11 @@ func TestDirectToolCallRefusals(t *testing.T) {
 			}
 			if tt.code == "invalid_tool_input" && len(body.Error.Details["problems"].([]any)) == 0 {
 				t.Errorf("no schema problems in %s", w.Body)
+			}
+			// The README: the message lists the tools the caller may use,
+			// which ask_user is not.
+			if tt.code == "unknown_tool" && !strings.HasSuffix(body.Error.Message, "the tools you may call are: calculator") {
+				t.Errorf("the message lists no tools: %q", body.Error.Message)
 			}
 		})
 	}

@@ -43,7 +43,7 @@ func TestREADMEDirectToolCallExamples(t *testing.T) {
 	section, _, answers := runSection(t, "### Direct tool calls", 3)
 	// The section quotes what the first two answer, between backquotes.
 	for i, quoted := range []string{
-		`"status":"success","content":[{"text":"Remembered plan."}],"recorded":false,"messages":[]`,
+		`"status":"success","content":[{"text":"Remembered plan."}],"recorded":false`,
 		`"content":[{"json":{"expression":"19*23","result":437}}],"recorded":true`,
 	} {
 		if !strings.Contains(section, "`"+quoted+"`") {
@@ -52,6 +52,9 @@ func TestREADMEDirectToolCallExamples(t *testing.T) {
 		if !strings.Contains(answers[i], quoted) {
 			t.Errorf("answer %d does not contain %s:\n%s", i+1, quoted, answers[i])
 		}
+	}
+	if !strings.Contains(section, "and no messages") || !strings.HasSuffix(strings.TrimSpace(answers[0]), `"messages":[]}`) {
+		t.Errorf("the first answer has messages, which the section says it has not:\n%s", answers[0])
 	}
 	if n := strings.Count(answers[1], `"role":`); n != 4 {
 		t.Errorf("the recorded call added %d messages, want 4:\n%s", n, answers[1])

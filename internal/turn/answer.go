@@ -11,9 +11,7 @@ import (
 type ChatAnswer struct {
 	SessionID string `json:"session_id"`
 	// Text is the final assistant text.
-	Text string `json:"text"`
-	// Messages are the messages the turn added.
-	Messages   []agent.Message  `json:"messages"`
+	Text       string           `json:"text"`
 	StopReason agent.StopReason `json:"stop_reason"`
 	Usage      agent.Usage      `json:"usage"`
 	Metrics    Metrics          `json:"metrics"`
@@ -25,6 +23,8 @@ type ChatAnswer struct {
 	// RewoundTo, for a regenerate or an edit, is the index of the first
 	// message the turn replaced: Messages are stored from there on.
 	RewoundTo *int `json:"rewound_to,omitempty"`
+	// Messages are the messages the turn added.
+	Messages []agent.Message `json:"messages"`
 }
 
 // StructuredAnswer is the answer to a structured turn, as POST /structured

@@ -33,8 +33,8 @@ type ToolAnswer struct {
 	// Recorded says that the call was added to the conversation, as
 	// Messages.
 	Recorded bool            `json:"recorded"`
-	Messages []agent.Message `json:"messages"`
 	Metrics  Metrics         `json:"metrics"`
+	Messages []agent.Message `json:"messages"`
 }
 
 // CallTool runs a direct tool call on a session and commits it as a turn:
