@@ -79,11 +79,15 @@ func (l *messageList) size(n int) int {
 	return total
 }
 
-// encodeWith encodes the body that set makes of the encoded messages, which
-// an answer carries all of: when the body would take more than limit
-// (0: no limit), its largest messages are replaced by references until it
-// fits, or none is left to replace.
-func (l *messageList) encodeWith(limit int, set func([]json.RawMessage) any) ([]byte, error) {
+// fitAnswer encodes the body that set makes of msgs, stored from index
+// first on, which an answer carries all of: when the body would take more
+// than limit (0: no limit), its largest messages are replaced by
+// references until it fits, or none is left to replace.
+func fitAnswer(limit int, msgs []agent.Message, first int, set func([]json.RawMessage) any) ([]byte, error) {
+	l, err := newMessageList(msgs, first)
+	if err != nil {
+		return nil, err
+	}
 	if limit > 0 {
 		rest, err := restSize(set)
 		if err != nil {

@@ -112,6 +112,42 @@ func (a *api) readURL(t *testing.T, session string, ref map[string]any) agent.Me
 	return page.Messages[0]
 }
 
+// readPages reads a session's transcript or export, whose first page the
+// fixture asks for, page by page through the HTTP API, each invoked as
+// Lambda would, and every reference through the stream function's URL. It
+// returns the messages and the number of pages.
+func (a *api) readPages(t *testing.T, fixture, session string) ([]agent.Message, int) {
+	t.Helper()
+	var got []agent.Message
+	pages := 0
+	for cursor := ""; ; {
+		pages++
+		req := request{route: fixture, session: session}
+		if cursor != "" {
+			req.query = map[string]string{"cursor": cursor}
+		}
+		_, page := a.invokeRaw(t, req)
+		if page.status != 200 {
+			t.Fatalf("%s: %d %.300s", fixture, page.status, page.raw)
+		}
+		for _, m := range messagesOf(page) {
+			if ref := reference(m); ref != nil {
+				got = append(got, a.readURL(t, session, ref))
+				continue
+			}
+			var msg agent.Message
+			raw, _ := json.Marshal(m)
+			if err := json.Unmarshal(raw, &msg); err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, msg)
+		}
+		if cursor, _ = page.body["next_cursor"].(string); cursor == "" {
+			return got, pages
+		}
+	}
+}
+
 // reference returns the reference a message of an answer or a page is, or
 // nil for a message.
 func reference(m any) map[string]any {
@@ -167,31 +203,7 @@ func TestAnswersFitLambdasLimit(t *testing.T) {
 	// The transcript, page by page through the HTTP API: every page fits,
 	// the message too large for any is a reference, and the rest come
 	// whole.
-	var got []agent.Message
-	for cursor := ""; ; {
-		q := map[string]string{"limit": "1000"}
-		if cursor != "" {
-			q["cursor"] = cursor
-		}
-		_, page := a.invokeRaw(t, request{route: "session-get.json", session: "big", query: q})
-		if page.status != 200 {
-			t.Fatalf("GET: %d %.300s", page.status, page.raw)
-		}
-		for _, m := range messagesOf(page) {
-			if ref := reference(m); ref != nil {
-				got = append(got, a.readURL(t, "big", ref))
-				continue
-			}
-			var msg agent.Message
-			raw, _ := json.Marshal(m)
-			_ = json.Unmarshal(raw, &msg)
-			got = append(got, msg)
-		}
-		cursor, _ = page.body["next_cursor"].(string)
-		if cursor == "" {
-			break
-		}
-	}
+	got, _ := a.readPages(t, "session-get.json", "big")
 	if len(got) != 6 || len(got[4].Content) != 4 || got[5].Content[0].Text != escapes(1000) {
 		t.Errorf("the transcript read back: %d messages", len(got))
 	}
@@ -234,33 +246,7 @@ func TestPagesFitLambdasLimit(t *testing.T) {
 		t.Fatalf("import: %d %.300s", w.Code, w.Body)
 	}
 	for _, route := range []struct{ fixture string }{{"session-get.json"}, {"session-export.json"}} {
-		var got []agent.Message
-		pages := 0
-		for cursor := ""; ; {
-			pages++
-			req := request{route: route.fixture, session: "pages"}
-			if cursor != "" {
-				req.query = map[string]string{"cursor": cursor}
-			}
-			_, page := a.invokeRaw(t, req)
-			if page.status != 200 {
-				t.Fatalf("%s: %d %.300s", route.fixture, page.status, page.raw)
-			}
-			for _, m := range messagesOf(page) {
-				if ref := reference(m); ref != nil {
-					got = append(got, a.readURL(t, "pages", ref))
-					continue
-				}
-				var msg agent.Message
-				raw, _ := json.Marshal(m)
-				_ = json.Unmarshal(raw, &msg)
-				got = append(got, msg)
-			}
-			cursor, _ = page.body["next_cursor"].(string)
-			if cursor == "" {
-				break
-			}
-		}
+		got, pages := a.readPages(t, route.fixture, "pages")
 		if diff := cmp.Diff(msgs, got); diff != "" {
 			t.Errorf("%s read back (-imported +got):\n%.2000s", route.fixture, diff)
 		}

@@ -193,11 +193,7 @@ func (h *Handler) chat(r *http.Request, rec *record) (int, []byte, error) {
 		return 0, nil, err
 	}
 	rec.result, rec.replayed = out.Result, out.Replayed
-	l, err := newMessageList(out.Answer.Messages, out.First)
-	if err != nil {
-		return 0, nil, err
-	}
-	body, err := l.encodeWith(budget(r), func(raws []json.RawMessage) any { return chatBody{ChatAnswer: out.Answer, Messages: raws} })
+	body, err := fitAnswer(budget(r), out.Answer.Messages, out.First, func(raws []json.RawMessage) any { return chatBody{ChatAnswer: out.Answer, Messages: raws} })
 	return http.StatusOK, body, err
 }
 
@@ -278,13 +274,9 @@ func (h *Handler) callTool(r *http.Request, rec *record) (int, []byte, error) {
 		return 0, nil, err
 	}
 	rec.result, rec.replayed = out.Result, out.Replayed
-	l, err := newMessageList(out.Answer.Messages, out.First)
-	if err != nil {
-		return 0, nil, err
-	}
 	a, limit := out.Answer, budget(r)
 	set := func(raws []json.RawMessage) any { return toolBody{ToolAnswer: a, Messages: raws} }
-	body, err := l.encodeWith(limit, set)
+	body, err := fitAnswer(limit, a.Messages, out.First, set)
 	if err == nil && limit > 0 && lambdahttp.BodySize(body) > limit {
 		// The result alone is too large: the recorded message holds it,
 		// and the function URL, which streams, carries it whole.
@@ -293,9 +285,7 @@ func (h *Handler) callTool(r *http.Request, rec *record) (int, []byte, error) {
 			note = "[the result is too large for this answer, which Lambda carries in 6 MB: the session's message that records it holds it, and the stream function's URL, which streams, serves it]"
 		}
 		a.Content = []agent.ToolResultContent{{Text: note}}
-		if l, err = newMessageList(out.Answer.Messages, out.First); err == nil { // no more references than it needs
-			body, err = l.encodeWith(limit, set)
-		}
+		body, err = fitAnswer(limit, a.Messages, out.First, set) // no more references than the note needs
 	}
 	return http.StatusOK, body, err
 }
