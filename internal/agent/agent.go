@@ -100,7 +100,7 @@ type Agent struct {
 
 type registered struct {
 	tool   Tool
-	schema *toolSchema
+	schema *ToolSchema
 }
 
 // New returns an Agent, or an error that says what is wrong with cfg.
@@ -138,7 +138,7 @@ func New(cfg Config) (*Agent, error) {
 		if _, dup := a.box.tools[spec.Name]; dup {
 			return nil, fmt.Errorf("agent: two tools are named %q", spec.Name)
 		}
-		schema, err := compileToolSchema(spec.InputSchema)
+		schema, err := schemaOf(t, spec)
 		if err != nil {
 			return nil, fmt.Errorf("agent: tool %s: %w", spec.Name, err)
 		}
