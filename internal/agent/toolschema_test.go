@@ -492,3 +492,33 @@ func TestToolSetSchemasAreCompiledOnce(t *testing.T) {
 		t.Errorf("a schema that does not compile: %v, then %v; want the same error, remembered", err1, err2)
 	}
 }
+
+// BenchmarkCompileToolSchema measures compiling a realistic tool schema,
+// as a request that brings its own tools would for each, and the costliest
+// schemas within the budget:
+//
+//	go test -run='^$' -bench=CompileToolSchema ./internal/agent
+func BenchmarkCompileToolSchema(b *testing.B) {
+	cases := []struct{ name, schema string }{
+		{"realistic", createTicket},
+		{"nesting at MaxDepth, 64 KB", object(`"properties":{` + join(90, func(i int) string {
+			return fmt.Sprintf(`"p%d":%s`, i, nested(`{"properties":{"a":`, `}}`, limits.MaxDepth/2-2, `{}`))
+		}) + `}`)},
+		{"subschemas near MaxSubschemas", object(`"properties":{"a":{"prefixItems":[` + join(limits.MaxSubschemas-10, func(int) string { return `{}` }) + `]}}`)},
+		{"patterns at MaxPatternSize", object(`"properties":{` + join(limits.MaxPatternSize/1001, func(i int) string { return fmt.Sprintf(`"p%d":{"pattern":"a{1000}b"}`, i) }) + `}`)},
+		{"allOf chain under MaxExpanded", object(`"$ref":"#/$defs/d0",` + doubling(11, "allOf"))},
+	}
+	for _, c := range cases {
+		b.Run(strings.ReplaceAll(c.name, " ", "_"), func(b *testing.B) {
+			if len(c.schema) > limits.MaxBytes {
+				b.Fatalf("%d bytes", len(c.schema))
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := CompileToolSchema(json.RawMessage(c.schema)); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

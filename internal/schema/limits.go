@@ -33,6 +33,5 @@ func patternSize(p string) int { return limits.PatternSize(p) }
 var (
 	pointer     = limits.Pointer
 	shorten     = limits.Shorten
-	escape      = limits.Escape
 	jsonPointer = limits.JSONPointer
 )
