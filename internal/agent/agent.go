@@ -93,8 +93,8 @@ type Agent struct {
 	cfg   Config
 	model Model
 	box   toolbox // the tools of Config.Tools
-	// schemas caches the compiled schemas of the tool sets' tools, by
-	// name and schema.
+	// schemas caches the compiled schemas of the tool sets' tools that
+	// bring none, by name and schema, or why they do not compile.
 	schemas sync.Map
 }
 

@@ -16,7 +16,8 @@
 // It is a package of its own so that only the functions that take schemas
 // link it: its validator compiles every draft's meta-schema when the program
 // starts, a few milliseconds of every cold start. The agent validates its
-// tools' inputs, whose schemas are the program's own, without it.
+// tools' inputs without it (agent.CompileToolSchema), under the same
+// budget: the limits and the static checks are internal/schema/limits'.
 package schema
 
 import (
