@@ -11,6 +11,7 @@ targets=(
 	"./internal/httpapi FuzzEvent"
 	"./internal/httpapi FuzzStreamBody"
 	"./internal/agent FuzzWindow"
+	"./internal/agent FuzzToolSchema"
 	"./internal/tools FuzzEval"
 	"./internal/conversetest FuzzDecodeValidate"
 	"./internal/schema FuzzCompile"

@@ -106,14 +106,14 @@ type Agent struct {
 	cfg   Config
 	model Model
 	box   toolbox // the tools of Config.Tools
-	// schemas caches the compiled schemas of the tool sets' tools, by
-	// name and schema.
+	// schemas caches the compiled schemas of the tool sets' tools that
+	// bring none, by name and schema, or why they do not compile.
 	schemas sync.Map
 }
 
 type registered struct {
 	tool   Tool
-	schema *toolSchema
+	schema *ToolSchema
 }
 
 // New returns an Agent, or an error that says what is wrong with cfg.
@@ -158,7 +158,7 @@ func New(cfg Config) (*Agent, error) {
 		if _, dup := a.box.tools[spec.Name]; dup {
 			return nil, fmt.Errorf("agent: two tools are named %q", spec.Name)
 		}
-		schema, err := compileToolSchema(spec.InputSchema)
+		schema, err := schemaOf(t, spec)
 		if err != nil {
 			return nil, fmt.Errorf("agent: tool %s: %w", spec.Name, err)
 		}

@@ -1,12 +1,9 @@
 package agent
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
-
-	"github.com/google/jsonschema-go/jsonschema"
 )
 
 // Schema is a compiled JSON Schema: the schema of a structured output, which
@@ -64,47 +61,4 @@ func hasEmptyKey(v any) bool {
 		}
 	}
 	return false
-}
-
-// toolSchema validates a tool's input. Tool schemas are the program's own,
-// usually generated from a Go type by NewFuncTool, so they are checked with
-// the validator that generates them, which is light at start-up; the strict
-// one that checks schemas against their meta-schema is for callers' schemas
-// (internal/schema).
-type toolSchema struct {
-	raw      json.RawMessage
-	resolved *jsonschema.Resolved
-}
-
-// compileToolSchema compiles a tool's input schema. It may not refer to
-// anything outside itself.
-func compileToolSchema(raw json.RawMessage) (*toolSchema, error) {
-	var doc any
-	if err := json.Unmarshal(raw, &doc); err != nil {
-		return nil, invalidSchema("%w", err)
-	}
-	if err := CheckSchemaDocument(doc); err != nil {
-		return nil, err
-	}
-	var s jsonschema.Schema
-	if err := json.Unmarshal(raw, &s); err != nil {
-		return nil, invalidSchema("%w", err)
-	}
-	resolved, err := s.Resolve(nil)
-	if err != nil {
-		return nil, invalidSchema("%w", err)
-	}
-	return &toolSchema{raw: bytes.Clone(raw), resolved: resolved}, nil
-}
-
-// validate returns nil or what is wrong with input, for the model to read.
-func (s *toolSchema) validate(input json.RawMessage) []string {
-	var v any
-	if err := json.Unmarshal(input, &v); err != nil {
-		return []string{"not valid JSON: " + err.Error()}
-	}
-	if err := s.resolved.Validate(v); err != nil {
-		return []string{err.Error()}
-	}
-	return nil
 }

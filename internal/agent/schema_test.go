@@ -24,10 +24,10 @@ func TestCompileToolSchema(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := compileToolSchema(json.RawMessage(tt.schema))
+			_, err := CompileToolSchema(json.RawMessage(tt.schema))
 			if tt.wantErr == "" {
 				if err != nil {
-					t.Fatalf("compileToolSchema: %v", err)
+					t.Fatalf("CompileToolSchema: %v", err)
 				}
 				return
 			}
@@ -39,7 +39,7 @@ func TestCompileToolSchema(t *testing.T) {
 }
 
 func TestToolSchemaValidate(t *testing.T) {
-	s, err := compileToolSchema(json.RawMessage(`{
+	s, err := CompileToolSchema(json.RawMessage(`{
 		"type": "object",
 		"properties": {
 			"name": {"type": "string", "minLength": 1},

@@ -142,7 +142,9 @@ func (t *turn) invoke(ctx context.Context, tool Tool, u *ToolUseBlock) *ToolResu
 		return TextResult(u.ToolUseID, ToolError, "The tool cannot be used: "+err.Error())
 	}
 	input := inputOf(u)
-	if problems := schema.validate(input); problems != nil {
+	if problems, err := schema.Validate(ctx, input); err != nil {
+		return TextResult(u.ToolUseID, ToolError, "The input could not be checked against the tool's schema: "+reasonOf(err))
+	} else if problems != nil {
 		return TextResult(u.ToolUseID, ToolError, "The input does not match the tool's schema:\n- "+strings.Join(problems, "\n- "))
 	}
 
@@ -179,12 +181,12 @@ func (t *turn) invoke(ctx context.Context, tool Tool, u *ToolUseBlock) *ToolResu
 }
 
 // schemaFor returns the compiled input schema of tool: the one compiled
-// when the tool joined the turn, or else a fresh one, for a tool a hook put
-// in place of another.
-func (t *turn) schemaFor(tool Tool) (*toolSchema, error) {
+// when the tool joined the turn, or else the one it brings or a fresh one,
+// for a tool a hook put in place of another.
+func (t *turn) schemaFor(tool Tool) (*ToolSchema, error) {
 	spec := tool.Spec()
 	if r, ok := t.box.tools[spec.Name]; ok && bytes.Equal(r.schema.raw, spec.InputSchema) {
 		return r.schema, nil
 	}
-	return compileToolSchema(spec.InputSchema)
+	return schemaOf(tool, spec)
 }

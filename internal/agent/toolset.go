@@ -1,6 +1,9 @@
 package agent
 
-import "context"
+import (
+	"bytes"
+	"context"
+)
 
 // ToolSet is a set of tools known only at run time, such as the tools a
 // remote server lists. The agent asks for them at the start of every turn,
@@ -17,7 +20,17 @@ type toolbox struct {
 	specs []ToolSpec
 }
 
-func (b *toolbox) add(t Tool, spec ToolSpec, schema *toolSchema) {
+// A CompiledTool is a Tool that brings its input schema compiled already, by
+// CompileToolSchema, as the remote tools do when they are listed, so that
+// the agent does not compile it again. CompiledSchema returns
+// Spec().InputSchema compiled; a schema compiled from other JSON is not
+// used.
+type CompiledTool interface {
+	Tool
+	CompiledSchema() *ToolSchema
+}
+
+func (b *toolbox) add(t Tool, spec ToolSpec, schema *ToolSchema) {
 	b.tools[spec.Name] = &registered{tool: t, schema: schema}
 	b.specs = append(b.specs, spec)
 }
@@ -39,7 +52,7 @@ func (a *Agent) toolbox(ctx context.Context) *toolbox {
 			if _, taken := b.tools[spec.Name]; taken || !toolNamePattern.MatchString(spec.Name) {
 				continue
 			}
-			if schema, err := a.compiled(spec); err == nil {
+			if schema, err := a.compiled(t, spec); err == nil {
 				b.add(t, spec, schema)
 			}
 		}
@@ -47,17 +60,54 @@ func (a *Agent) toolbox(ctx context.Context) *toolbox {
 	return b
 }
 
-// compiled returns the compiled schema of a tool set's tool, from the cache
-// when the same tool had it compiled before.
-func (a *Agent) compiled(spec ToolSpec) (*toolSchema, error) {
+// compiled returns the compiled schema of a tool set's tool: the one it
+// brings, or the one compiled when the same tool came before, or else a
+// new one. A schema that does not compile is remembered too, so that a
+// hostile one costs its compiling once.
+func (a *Agent) compiled(t Tool, spec ToolSpec) (*ToolSchema, error) {
+	if s := compiledOf(t, spec); s != nil {
+		return s, nil
+	}
 	key := spec.Name + "\x00" + string(spec.InputSchema)
-	if s, ok := a.schemas.Load(key); ok {
-		return s.(*toolSchema), nil
+	if c, ok := a.schemas.Load(key); ok {
+		c := c.(compiledSchema)
+		return c.schema, c.err
 	}
-	s, err := compileToolSchema(spec.InputSchema)
-	if err != nil {
-		return nil, err
+	s, err := CompileToolSchema(spec.InputSchema)
+	a.schemas.Store(key, compiledSchema{s, err})
+	return s, err
+}
+
+// compiledSchema is a tool's schema as CompileToolSchema compiled it, or
+// why it did not.
+type compiledSchema struct {
+	schema *ToolSchema
+	err    error
+}
+
+// compiledOf returns the schema t brings compiled (CompiledTool), looking
+// through RequireApproval, or nil.
+func compiledOf(t Tool, spec ToolSpec) *ToolSchema {
+	for {
+		switch c := t.(type) {
+		case CompiledTool:
+			if s := c.CompiledSchema(); s != nil && bytes.Equal(s.raw, spec.InputSchema) {
+				return s
+			}
+			return nil
+		case approvalTool:
+			t = c.Tool
+		default:
+			return nil
+		}
 	}
-	a.schemas.Store(key, s)
-	return s, nil
+}
+
+// schemaOf returns the compiled schema of t, whose spec is spec: the one it
+// brings, or a new one.
+func schemaOf(t Tool, spec ToolSpec) (*ToolSchema, error) {
+	if s := compiledOf(t, spec); s != nil {
+		return s, nil
+	}
+	return CompileToolSchema(spec.InputSchema)
 }

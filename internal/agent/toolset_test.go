@@ -3,7 +3,10 @@ package agent_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -83,4 +86,54 @@ func TestToolSetsJoinEachTurn(t *testing.T) {
 	if set.calls != 2 {
 		t.Errorf("the set was asked %d times in 2 turns", set.calls)
 	}
+}
+
+// TestToolInputTooCostlyToCheck: a tool set's tool whose schema compiles,
+// but against which an input would take more than MaxSteps to check, gets
+// an error result that says so, before it runs; the turn goes on.
+func TestToolInputTooCostlyToCheck(t *testing.T) {
+	s := newServer(t)
+	defs := make([]string, 11)
+	for i := range defs {
+		defs[i] = fmt.Sprintf(`"d%d":{"allOf":[{"$ref":"#/$defs/d%d"},{"$ref":"#/$defs/d%d"}]}`, i, i+1, i+1)
+	}
+	schema := `{"type":"object","properties":{"a":{"type":"array","items":{"$ref":"#/$defs/d0"}}},"$defs":{` + strings.Join(defs, ",") + `,"d11":{"type":"object"}}}`
+	ran := &countedTool{spec: agent.ToolSpec{Name: "costly", Description: "remote", InputSchema: json.RawMessage(schema)}}
+	set := &setOf{tools: []agent.Tool{ran}}
+	a := newAgent(t, s, agent.Config{ToolSets: []agent.ToolSet{set}})
+	items := make([]map[string]any, 2000)
+	for i := range items {
+		items[i] = map[string]any{}
+	}
+	s.Enqueue(
+		conversetest.ToolUse("c1", "costly", map[string]any{"a": items[:2]}).WithToolUse("c2", "costly", map[string]any{"a": items}),
+		conversetest.Text("done"),
+	)
+	res, err := a.Run(t.Context(), &agent.Conversation{}, input("go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	results := res.Messages[2].Content
+	if r := results[0].ToolResult; r.Status != agent.ToolSuccess {
+		t.Errorf("a cheap input: %+v", r)
+	}
+	if r := results[1].ToolResult; r.Status != agent.ToolError || !strings.Contains(r.Content[0].Text, "too costly to check") || !strings.Contains(r.Content[0].Text, "(limit: MaxSteps)") {
+		t.Errorf("a costly input: %+v", r)
+	}
+	if n := ran.runs.Load(); n != 1 {
+		t.Errorf("the tool ran %d times; the costly input must not reach it", n)
+	}
+}
+
+// countedTool is a tool with a given spec that counts its runs.
+type countedTool struct {
+	spec agent.ToolSpec
+	runs atomic.Int32
+}
+
+func (t *countedTool) Spec() agent.ToolSpec { return t.spec }
+
+func (t *countedTool) Run(context.Context, *agent.ToolCall) ([]agent.ToolResultContent, error) {
+	t.runs.Add(1)
+	return []agent.ToolResultContent{{Text: "ran"}}, nil
 }

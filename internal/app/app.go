@@ -209,7 +209,7 @@ func newAgent(cfg *Config, client bedrock.ConverseAPI, opts Options, tracing *te
 		if opts.Remote.Lambda == nil {
 			return nil, errors.New("app: LAMBDA_TOOLS is set, and no Lambda client was given")
 		}
-		builtins = append(builtins, remote.LambdaTools(opts.Remote.Lambda, cfg.LambdaTools)...)
+		builtins = append(builtins, remote.LambdaTools(opts.Remote.Lambda, cfg.LambdaTools, cmp.Or(opts.Logger, slog.Default()))...)
 	}
 	for i, t := range builtins {
 		if slices.Contains(cfg.ApprovalTools, t.Spec().Name) {

@@ -134,7 +134,7 @@ func checkURL(raw string) error {
 }
 
 // ParseLambdaTools reads LAMBDA_TOOLS: a JSON list of LambdaTool, checked.
-// The agent checks the input schemas when it is built.
+// LambdaTools compiles the input schemas.
 func ParseLambdaTools(v string) ([]LambdaTool, error) {
 	var tools []LambdaTool
 	if err := decodeStrict(v, &tools); err != nil {

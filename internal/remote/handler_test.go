@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -17,6 +18,7 @@ import (
 	"github.com/lambda-agent/lambda-agent/internal/mcptest"
 	"github.com/lambda-agent/lambda-agent/internal/ssmlocal"
 	"github.com/lambda-agent/lambda-agent/internal/testkit"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // chat posts message to session on s's handler and decodes the answer.
@@ -284,4 +286,101 @@ func randomText(n int) string {
 		b[i] = 'a' + byte(x%26)
 	}
 	return string(b)
+}
+
+// hostileSchemaServer is an MCP server, built with the official SDK, whose
+// tools' input schemas are hostile: loop refers to itself, so that a
+// validator that follows it never ends; doubling applies each of 30
+// definitions twice to the next, 2^30 subschemas in 2 KB. Its tool fine is
+// an ordinary tool. Every tool answers "ran".
+func hostileSchemaServer(t *testing.T) string {
+	t.Helper()
+	server := mcp.NewServer(&mcp.Implementation{Name: "hostile", Version: "1"}, nil)
+	handler := func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ran"}}}, nil
+	}
+	schema := func(raw string) map[string]any {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(raw), &m); err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	defs := make([]string, 30)
+	for i := range defs {
+		defs[i] = fmt.Sprintf(`"d%d":{"allOf":[{"$ref":"#/$defs/d%d"},{"$ref":"#/$defs/d%d"}]}`, i, i+1, i+1)
+	}
+	server.AddTool(&mcp.Tool{Name: "loop", InputSchema: schema(`{"type":"object","$ref":"#/$defs/loop","$defs":{"loop":{"$ref":"#/$defs/loop"}}}`)}, handler)
+	server.AddTool(&mcp.Tool{Name: "doubling", InputSchema: schema(`{"type":"object","$ref":"#/$defs/d0","$defs":{` + strings.Join(defs, ",") + `,"d30":{"type":"object"}}}`)}, handler)
+	server.AddTool(&mcp.Tool{Name: "fine", InputSchema: schema(`{"type":"object","properties":{"q":{"type":"string"}}}`)}, handler)
+	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, &mcp.StreamableHTTPOptions{Stateless: true}))
+	t.Cleanup(hs.Close)
+	return hs.URL
+}
+
+// TestHostileToolSchemasThroughTheHandler (issue 24): an MCP tool whose
+// input schema refers to itself in a cycle, and one that unfolds past
+// MaxExpanded, are left out when they are listed, and a Lambda tool whose
+// schema is a cycle at init, each with a warning that names the tool and
+// why, and the limit; the model is not offered them, a call to any is
+// answered "There is no tool named…", and the turn answers 200 with the
+// server's other tool working beside them.
+func TestHostileToolSchemasThroughTheHandler(t *testing.T) {
+	fn := lambdalocal.NewServer()
+	t.Cleanup(fn.Close)
+	fn.Register("orders", orders)
+	s := testkit.Start(t, testkit.Options{
+		Env: map[string]string{
+			"MCP_SERVERS": fmt.Sprintf(`[{"name":"h","url":%q}]`, hostileSchemaServer(t)),
+			"LAMBDA_TOOLS": `[{"name":"cyclic","function":"orders","description":"A cycle.",
+				"input_schema":{"type":"object","properties":{"a":{"$ref":"#/$defs/x"}},"$defs":{"x":{"anyOf":[{"$ref":"#/$defs/x"}]}}}}]`,
+		},
+		Remote: app.Remote{Lambda: fn.Client()},
+	})
+	s.Model.Enqueue(
+		conversetest.ToolUse("u-loop", "h_loop", map[string]any{}).
+			WithToolUse("u-doubling", "h_doubling", map[string]any{}).
+			WithToolUse("u-cyclic", "cyclic", map[string]any{"a": 1}).
+			WithToolUse("u-fine", "h_fine", map[string]string{"q": "x"}),
+		conversetest.Text("Done."),
+	)
+	code, answer := chat(t, s, "hostile", "use the tools")
+	if code != 200 || answer["text"] != "Done." {
+		t.Fatalf("%d %v", code, answer)
+	}
+	rs := results(t, answer)
+	for _, id := range []string{"u-loop", "u-doubling", "u-cyclic"} {
+		if r := rs[id]; r["status"] != "error" || !strings.Contains(firstText(r), "There is no tool named") {
+			t.Errorf("%s: %v", id, r)
+		}
+	}
+	if r := rs["u-fine"]; r["status"] != "success" || firstText(r) != "ran" {
+		t.Errorf("the server's ordinary tool: %v", r)
+	}
+	for _, tool := range s.Model.Requests()[0].ToolConfig.Tools {
+		if n := tool.ToolSpec.Name; n == "h_loop" || n == "h_doubling" || n == "cyclic" {
+			t.Errorf("the model was offered %s", n)
+		}
+	}
+	if fn.Calls("orders") != 0 {
+		t.Errorf("the Lambda tool left out was called")
+	}
+	warnings := map[string]string{}
+	for _, line := range strings.Split(s.Logs.String(), "\n") {
+		var l struct{ Msg, Tool, Reason, Limit string }
+		if json.Unmarshal([]byte(line), &l) == nil && strings.HasSuffix(l.Msg, "tool left out") {
+			warnings[l.Tool] = l.Msg + ": " + l.Reason + " [" + l.Limit + "]"
+		}
+	}
+	for tool, want := range map[string][]string{
+		"loop":     {"MCP tool left out", "applies itself to the same value again"},
+		"doubling": {"MCP tool left out", "(limit: MaxExpanded)", "[MaxExpanded]"},
+		"cyclic":   {"Lambda tool left out", "applies itself to the same value again"},
+	} {
+		for _, w := range want {
+			if !strings.Contains(warnings[tool], w) {
+				t.Errorf("the warning that %s is left out, %q, does not say %q", tool, warnings[tool], w)
+			}
+		}
+	}
 }

@@ -1,11 +1,13 @@
 package remote
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -20,11 +22,23 @@ type Invoker interface {
 }
 
 // LambdaTools returns the tools of tools, each calling its function through
-// client.
-func LambdaTools(client Invoker, tools []LambdaTool) []agent.Tool {
-	out := make([]agent.Tool, len(tools))
-	for i, t := range tools {
-		out[i] = &lambdaTool{client: client, cfg: t}
+// client, with its input schema compiled. A tool whose schema cannot be
+// used, past the budget of internal/schema/limits say, is left out, with a
+// warning to logger (nil means slog.Default()) that names the tool, why,
+// and the limit: the function starts, and serves its other tools.
+func LambdaTools(client Invoker, tools []LambdaTool, logger *slog.Logger) []agent.Tool {
+	var out []agent.Tool
+	for _, t := range tools {
+		schema, err := agent.CompileToolSchema(t.InputSchema)
+		if err != nil {
+			attrs := []any{"tool", t.Name, "function", t.Function, "reason", "its input schema cannot be used: " + err.Error()}
+			if limit := limitOf(err); limit != "" {
+				attrs = append(attrs, "limit", limit)
+			}
+			cmp.Or(logger, slog.Default()).Warn("Lambda tool left out", attrs...)
+			continue
+		}
+		out = append(out, &lambdaTool{client: client, cfg: t, schema: schema})
 	}
 	return out
 }
@@ -32,11 +46,17 @@ func LambdaTools(client Invoker, tools []LambdaTool) []agent.Tool {
 type lambdaTool struct {
 	client Invoker
 	cfg    LambdaTool
+	schema *agent.ToolSchema // cfg.InputSchema, compiled
 }
+
+var _ agent.CompiledTool = (*lambdaTool)(nil)
 
 func (t *lambdaTool) Spec() agent.ToolSpec {
 	return agent.ToolSpec{Name: t.cfg.Name, Description: t.cfg.Description, InputSchema: t.cfg.InputSchema}
 }
+
+// CompiledSchema returns the input schema, compiled at init.
+func (t *lambdaTool) CompiledSchema() *agent.ToolSchema { return t.schema }
 
 // functionError is the payload of a function that failed.
 type functionError struct {

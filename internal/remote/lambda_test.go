@@ -4,15 +4,18 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
 
 	"github.com/aws/aws-lambda-go/lambdacontext"
+	"github.com/google/go-cmp/cmp"
 	"github.com/lambda-agent/lambda-agent/internal/agent"
 	"github.com/lambda-agent/lambda-agent/internal/lambdalocal"
 	"github.com/lambda-agent/lambda-agent/internal/mcptest"
 	"github.com/lambda-agent/lambda-agent/internal/remote"
 	"github.com/lambda-agent/lambda-agent/internal/ssmlocal"
+	"github.com/lambda-agent/lambda-agent/internal/testkit"
 )
 
 // orders is a function that looks up an order, fails on demand, and
@@ -47,7 +50,7 @@ func TestLambdaTools(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts := remote.LambdaTools(fn.Client(), tools)
+	ts := remote.LambdaTools(fn.Client(), tools, nil)
 	lookup, gone := ts[0], ts[1]
 	if s := lookup.Spec(); s.Name != "lookup_order" || !strings.Contains(string(s.InputSchema), "order_id") {
 		t.Errorf("spec %+v", s)
@@ -122,7 +125,7 @@ func TestRemoteToolsGetTheToolUseID(t *testing.T) {
 		lc, _ := lambdacontext.FromContext(ctx)
 		return json.Marshal(lc.ClientContext.Custom[remote.ToolUseIDKey])
 	})
-	who := remote.LambdaTools(fn.Client(), []remote.LambdaTool{{Name: "who", Function: "who", Description: "d", InputSchema: json.RawMessage(`{"type":"object"}`)}})[0]
+	who := remote.LambdaTools(fn.Client(), []remote.LambdaTool{{Name: "who", Function: "who", Description: "d", InputSchema: json.RawMessage(`{"type":"object"}`)}}, nil)[0]
 	out, err := who.Run(t.Context(), &agent.ToolCall{ID: "tooluse_42", Name: "who", Input: json.RawMessage(`{}`)})
 	if err != nil || out[0].Text != "tooluse_42" {
 		t.Errorf("the function got %v %+v", err, out)
@@ -136,5 +139,37 @@ func TestRemoteToolsGetTheToolUseID(t *testing.T) {
 	}
 	if got := srv.LastMeta()[remote.ToolUseIDKey]; got != "u1" {
 		t.Errorf("the MCP server got _meta %v", srv.LastMeta())
+	}
+}
+
+// TestLambdaToolSchemaPastTheBudget (issue 24): a Lambda tool whose input
+// schema unfolds past MaxExpanded, or refers outside itself, is left out at
+// init, with a warning that names it, why and the limit; the others bring
+// their schemas compiled.
+func TestLambdaToolSchemaPastTheBudget(t *testing.T) {
+	defs := make([]string, 30)
+	for i := range defs {
+		defs[i] = fmt.Sprintf(`"d%d":{"allOf":[{"$ref":"#/$defs/d%d"},{"$ref":"#/$defs/d%d"}]}`, i, i+1, i+1)
+	}
+	var logs testkit.Buffer
+	tools := remote.LambdaTools(nil, []remote.LambdaTool{
+		{Name: "doubling", Function: "f", Description: "d", InputSchema: json.RawMessage(`{"type":"object","$ref":"#/$defs/d0","$defs":{` + strings.Join(defs, ",") + `,"d30":{}}}`)},
+		{Name: "remote", Function: "f", Description: "d", InputSchema: json.RawMessage(`{"type":"object","properties":{"a":{"$ref":"https://example.com/a.json"}}}`)},
+		{Name: "fine", Function: "f", Description: "d", InputSchema: json.RawMessage(`{"type":"object"}`)},
+	}, slog.New(slog.NewJSONHandler(&logs, nil)))
+	if diff := cmp.Diff([]string{"fine"}, names(tools)); diff != "" {
+		t.Errorf("tools (-want +got):\n%s", diff)
+	}
+	if c, ok := tools[0].(agent.CompiledTool); !ok || c.CompiledSchema() == nil {
+		t.Error("the tool does not bring its schema compiled")
+	}
+	for _, want := range []string{
+		`"msg":"Lambda tool left out","tool":"doubling","function":"f","reason":"its input schema cannot be used: invalid JSON Schema: the schema expands to more than 10000 subschemas`,
+		`(limit: MaxExpanded)","limit":"MaxExpanded"}`,
+		`"tool":"remote","function":"f","reason":"its input schema cannot be used: invalid JSON Schema: the $ref \"https://example.com/a.json\" at /properties/a is a remote reference`,
+	} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("the warnings do not say %s:\n%s", want, logs.String())
+		}
 	}
 }

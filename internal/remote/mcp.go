@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/lambda-agent/lambda-agent/internal/agent"
+	"github.com/lambda-agent/lambda-agent/internal/schema/limits"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -222,7 +223,7 @@ func (s *mcpServer) list(ctx context.Context) ([]agent.Tool, error) {
 	var tools []agent.Tool
 	taken := map[string]bool{}
 	for _, t := range ordered {
-		tool, why := s.tool(t)
+		tool, why, limit := s.tool(t)
 		switch {
 		case why != "":
 		case taken[tool.Spec().Name]:
@@ -231,7 +232,11 @@ func (s *mcpServer) list(ctx context.Context) ([]agent.Tool, error) {
 			why = fmt.Sprintf("the agent has another tool named %s", tool.Spec().Name)
 		}
 		if why != "" {
-			s.m.opts.Logger.Warn("MCP tool left out", "server", s.cfg.Name, "tool", t.Name, "reason", why)
+			attrs := []any{"server", s.cfg.Name, "tool", t.Name, "reason", why}
+			if limit != "" {
+				attrs = append(attrs, "limit", limit)
+			}
+			s.m.opts.Logger.Warn("MCP tool left out", attrs...)
 			continue
 		}
 		taken[tool.Spec().Name] = true
@@ -240,32 +245,48 @@ func (s *mcpServer) list(ctx context.Context) ([]agent.Tool, error) {
 	return tools, nil
 }
 
-// tool makes t the agent's, or says why it cannot be.
-func (s *mcpServer) tool(t *mcp.Tool) (agent.Tool, string) {
+// tool makes t the agent's, its input schema compiled, or says why it
+// cannot be, and the limit of the schema's budget it is past, if any.
+func (s *mcpServer) tool(t *mcp.Tool) (_ agent.Tool, why, limit string) {
 	name, ok := validName(s.cfg.ToolPrefix() + t.Name)
 	if !ok {
-		return nil, fmt.Sprintf("%q cannot be made a tool name Bedrock accepts (%s)", s.cfg.ToolPrefix()+t.Name, agent.ToolNameRule)
+		return nil, fmt.Sprintf("%q cannot be made a tool name Bedrock accepts (%s)", s.cfg.ToolPrefix()+t.Name, agent.ToolNameRule), ""
 	}
 	schema, err := json.Marshal(t.InputSchema)
 	if err != nil || string(schema) == "null" {
-		return nil, "the tool has no input schema"
+		return nil, "the tool has no input schema", ""
 	}
 	var doc any
 	if err := json.Unmarshal(schema, &doc); err != nil {
-		return nil, "its input schema is not JSON: " + err.Error()
+		return nil, "its input schema is not JSON: " + err.Error(), ""
 	}
 	if err := agent.CheckSchemaDocument(doc); err != nil {
-		return nil, "Bedrock would refuse its input schema: " + err.Error()
+		return nil, "Bedrock would refuse its input schema: " + err.Error(), ""
+	}
+	compiled, err := agent.CompileToolSchema(schema)
+	if err != nil {
+		return nil, "its input schema cannot be used: " + err.Error(), limitOf(err)
 	}
 	var tool agent.Tool = &mcpTool{
 		server: s,
 		remote: t.Name,
 		spec:   agent.ToolSpec{Name: name, Description: cmp.Or(t.Description, t.Title, t.Name), InputSchema: schema},
+		schema: compiled,
 	}
 	if slices.Contains(s.m.opts.Approval, name) {
 		tool = agent.RequireApproval(tool)
 	}
-	return tool, ""
+	return tool, "", ""
+}
+
+// limitOf names the limit of a schema's budget that err says the schema
+// is past, or "".
+func limitOf(err error) string {
+	var le *limits.Error
+	if errors.As(err, &le) {
+		return le.Limit
+	}
+	return ""
 }
 
 // validName makes name one that Bedrock accepts: each character it does
@@ -350,9 +371,16 @@ type mcpTool struct {
 	server *mcpServer
 	remote string // the server's name for it
 	spec   agent.ToolSpec
+	schema *agent.ToolSchema // spec.InputSchema, compiled when listed
 }
 
+var _ agent.CompiledTool = (*mcpTool)(nil)
+
 func (t *mcpTool) Spec() agent.ToolSpec { return t.spec }
+
+// CompiledSchema returns the input schema, compiled when the tool was
+// listed.
+func (t *mcpTool) CompiledSchema() *agent.ToolSchema { return t.schema }
 
 // Run calls the tool, with the tool use id in _meta. The agent bounds ctx by the tool timeout and the
 // invocation's deadline. A result marked isError, a protocol error and a

@@ -317,3 +317,27 @@ func TestMCPNamesTheAgentHas(t *testing.T) {
 		t.Errorf("no warning:\n%s", logs.String())
 	}
 }
+
+// TestMCPSchemaPastTheBudget (issue 24): a tool whose input schema is a
+// cycle, or unfolds past MaxExpanded, is left out when it is listed, with a
+// warning that names it, why and the limit; the others bring their schemas
+// compiled, so that the agent does not compile them again.
+func TestMCPSchemaPastTheBudget(t *testing.T) {
+	set, _, logs := newSet(t, remote.MCPServer{URL: hostileSchemaServer(t)}, remote.MCPOptions{})
+	tools := set.Tools(t.Context())
+	if diff := cmp.Diff([]string{"srv_fine"}, names(tools)); diff != "" {
+		t.Errorf("tools (-want +got):\n%s", diff)
+	}
+	if c, ok := byName(t, tools, "srv_fine").(agent.CompiledTool); !ok || c.CompiledSchema() == nil {
+		t.Error("the tool does not bring its schema compiled")
+	}
+	for _, want := range []string{
+		`"tool":"loop","reason":"its input schema cannot be used: invalid JSON Schema: the subschema at /$defs/loop applies itself to the same value again`,
+		`"tool":"doubling","reason":"its input schema cannot be used: invalid JSON Schema: the schema expands to more than 10000 subschemas`,
+		`(limit: MaxExpanded)","limit":"MaxExpanded"}`,
+	} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("the warnings do not say %s:\n%s", want, logs.String())
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/lambda-agent/lambda-agent/internal/schema/limits"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
@@ -132,97 +133,20 @@ func (g *graph) children(s *jsonschema.Schema, dynamic bool, f func(c *jsonschem
 // check refuses a schema that applies a subschema to a value through itself
 // (no value passes it: the validator reports a cycle), one that nests deeper
 // than MaxDepth when references are followed, and one whose tree, unfolded,
-// has more than MaxExpanded subschemas.
+// has more than MaxExpanded subschemas: limits.Graph's check, on the
+// references as the compiler resolved them.
 func (g *graph) check(root *jsonschema.Schema) error {
-	if err := g.checkCycles(); err != nil {
-		return err
+	lg := limits.Graph{
+		N: len(g.nodes),
+		Children: func(i int, f func(j int, same bool)) {
+			g.children(g.nodes[i], true, func(c *jsonschema.Schema, same bool) { f(g.index[c], same) })
+		},
+		Where: func(i int) string { return where(g.nodes[i]) },
 	}
-	const (
-		unseen = iota
-		open
-		done
-	)
-	state := make([]int, len(g.nodes))
-	height := make([]int, len(g.nodes))
-	size := make([]int, len(g.nodes))
-	var err error
-	// visit computes the height and the unfolded size of s, reached at
-	// depth: a reference back to an open subschema (recursion) counts one,
-	// since the value bounds how often the validator follows it.
-	var visit func(s *jsonschema.Schema, depth int)
-	visit = func(s *jsonschema.Schema, depth int) {
-		i := g.index[s]
-		if state[i] == done {
-			if depth+height[i]-1 > MaxDepth && err == nil {
-				err = tooDeep(s)
-			}
-			return
-		}
-		if depth > MaxDepth {
-			err = tooDeep(s)
-			return
-		}
-		state[i] = open
-		height[i], size[i] = 1, 1
-		g.children(s, true, func(c *jsonschema.Schema, _ bool) {
-			if err != nil {
-				return
-			}
-			j := g.index[c]
-			if state[j] == open {
-				size[i]++
-				return
-			}
-			visit(c, depth+1)
-			height[i] = max(height[i], height[j]+1)
-			size[i] = min(size[i]+size[j], MaxExpanded+1)
-		})
-		state[i] = done
-		if size[i] > MaxExpanded && err == nil {
-			err = invalid("the schema expands to more than %d subschemas when its references are followed, the one at %s alone (limit: MaxExpanded)", MaxExpanded, where(s))
-		}
+	if err := lg.Check(g.index[root]); err != nil {
+		return invalid("%w", err)
 	}
-	visit(root, 1)
-	return err
-}
-
-func tooDeep(s *jsonschema.Schema) error {
-	return invalid("subschemas are nested more than %d deep when references are followed, at %s (limit: MaxDepth)", MaxDepth, where(s))
-}
-
-// checkCycles refuses a cycle of subschemas that apply each other to the
-// same value.
-func (g *graph) checkCycles() error {
-	const (
-		unseen = iota
-		open
-		done
-	)
-	state := make([]int, len(g.nodes))
-	var err error
-	var visit func(s *jsonschema.Schema)
-	visit = func(s *jsonschema.Schema) {
-		i := g.index[s]
-		state[i] = open
-		g.children(s, true, func(c *jsonschema.Schema, same bool) {
-			if !same || err != nil {
-				return
-			}
-			switch state[g.index[c]] {
-			case open:
-				err = invalid("the subschema at %s applies itself to the same value again, through %s, which no value can pass", where(c), where(s))
-			case unseen:
-				visit(c)
-			}
-		})
-		state[i] = done
-	}
-	for _, s := range g.nodes {
-		if state[g.index[s]] == unseen && err == nil {
-			visit(s)
-		}
-	}
-	return err
+	return nil
 }
 
 // costs computes what applying each subschema costs: its early cost, which

@@ -16,7 +16,8 @@
 // It is a package of its own so that only the functions that take schemas
 // link it: its validator compiles every draft's meta-schema when the program
 // starts, a few milliseconds of every cold start. The agent validates its
-// tools' inputs, whose schemas are the program's own, without it.
+// tools' inputs without it (agent.CompileToolSchema), under the same
+// budget: the limits and the static checks are internal/schema/limits'.
 package schema
 
 import (
@@ -26,19 +27,13 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"strings"
 	"time"
 
 	"github.com/lambda-agent/lambda-agent/internal/agent"
+	"github.com/lambda-agent/lambda-agent/internal/schema/limits"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
 )
-
-// MaxBytes bounds the schemas callers may supply.
-const MaxBytes = 64 << 10
-
-// docURL is where the compiler keeps the schema.
-const docURL = "mem:///schema.json"
 
 // maxProblems bounds the problems Validate reports, which go back to the
 // model: the first ones are enough to fix, and the text of one can be as
@@ -80,15 +75,15 @@ func Compile(raw json.RawMessage) (agent.Schema, error) {
 	}
 	// The static limits come first: the compiler's own work grows faster
 	// than the document with nesting, numbers and patterns.
-	info, err := checkDocument(doc)
+	info, err := limits.CheckDocument(doc)
 	if err != nil {
-		return nil, err
+		return nil, invalid("%w", err)
 	}
 	m := newMeter()
 	c := jsonschema.NewCompiler()
 	c.DefaultDraft(jsonschema.Draft2020)
 	c.UseLoader(noLoader{})
-	c.UseRegexpEngine(m.regexpEngine(info.patterns))
+	c.UseRegexpEngine(m.regexpEngine(info.Patterns))
 	if err := c.AddResource(docURL, doc); err != nil {
 		return nil, invalid("%w", err)
 	}
@@ -97,7 +92,7 @@ func Compile(raw json.RawMessage) (agent.Schema, error) {
 		return nil, invalid("%w", err)
 	}
 	roots := []*jsonschema.Schema{sch}
-	for _, ptr := range info.anchors {
+	for _, ptr := range info.Anchors {
 		a, err := c.Compile(docURL + "#" + (&url.URL{Fragment: ptr}).EscapedFragment())
 		if err != nil {
 			return nil, invalid("%w", err)
@@ -135,9 +130,9 @@ func (s *compiled) Validate(ctx context.Context, value json.RawMessage) ([]strin
 	if err != nil {
 		return []string{"not valid JSON: " + err.Error()}, nil
 	}
-	depth, lerr := checkJSON(v, MaxInstanceDepth, "MaxInstanceDepth")
+	depth, lerr := limits.CheckJSON(v, MaxInstanceDepth, "MaxInstanceDepth")
 	if lerr != nil {
-		return []string{fmt.Sprintf("%s: %s (limit: %s)", pointer(lerr.ptr), lerr.reason, lerr.limit)}, nil
+		return []string{pointer(lerr.Ptr) + ": " + lerr.Error()}, nil
 	}
 	verr, err := s.validate(ctx, v, depth)
 	if err != nil || verr == nil {
@@ -218,14 +213,6 @@ func problems(err error) []string {
 // message is the English text of a violation.
 func message(k jsonschema.ErrorKind) string {
 	return (&jsonschema.ValidationError{ErrorKind: k}).BasicOutput().Error.String()
-}
-
-func jsonPointer(tokens []string) string {
-	var b strings.Builder
-	for _, t := range tokens {
-		b.WriteString("/" + escape(t))
-	}
-	return b.String()
 }
 
 func invalid(format string, args ...any) error {
