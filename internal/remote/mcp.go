@@ -6,11 +6,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/lambda-agent/lambda-agent/internal/agent"
@@ -147,8 +149,86 @@ func (h headers) RoundTrip(r *http.Request) (*http.Response, error) {
 	for k, v := range h.cfg.Headers {
 		r.Header.Set(k, v)
 	}
-	return h.next.RoundTrip(r)
+	resp, err := h.next.RoundTrip(r)
+	if err == nil {
+		over, _ := r.Context().Value(overKey{}).(*atomic.Bool)
+		resp.Body = &capped{ReadCloser: resp.Body, left: MaxResponseBytes, over: over}
+	}
+	return resp, err
 }
+
+// The bounds on what MCP servers may answer. The agent cuts a tool's
+// result to a few kilobytes (agent.Config.MaxToolResultBytes), but reads
+// it whole first, and the SDK holds several copies of it meanwhile, about
+// seven bytes of memory for each byte answered: a server that answered
+// without end would exhaust the function's memory, and so would several
+// large answers at once. An answer past MaxResponseBytes, its framing
+// included, or one that would take what is read at once past
+// MaxInFlightBytes, fails its call with ErrTooLarge, which the model gets
+// as an error result.
+const (
+	MaxResponseBytes = 24 << 20
+	MaxInFlightBytes = 32 << 20
+)
+
+// ErrTooLarge is an answer of an MCP server past the bounds above.
+var ErrTooLarge = fmt.Errorf("the server's answer is larger than %d MiB, or than what the function may read from its servers at once (%d MiB)", MaxResponseBytes>>20, MaxInFlightBytes>>20)
+
+// inFlight is what the responses of every server that are being read hold
+// at the moment, together.
+var inFlight atomic.Int64
+
+// overKey marks a call's context with where to say that its answer was
+// past the bounds: the SDK reports a failed read only as a request that
+// ended without a response.
+type overKey struct{}
+
+// capped is a response body that fails past the bounds.
+type capped struct {
+	io.ReadCloser
+	left int          // of MaxResponseBytes
+	held int64        // counted in inFlight
+	over *atomic.Bool // set when the bounds stop the read; nil for none
+	shut sync.Once
+}
+
+func (c *capped) Read(p []byte) (int, error) {
+	if c.left <= 0 {
+		var one [1]byte
+		if n, err := c.ReadCloser.Read(one[:]); n == 0 && err != nil {
+			c.release()
+			return 0, err // the answer ended right at the limit
+		}
+		return 0, c.tooLarge()
+	}
+	n, err := c.ReadCloser.Read(p[:min(len(p), c.left)])
+	c.left -= n
+	c.held += int64(n)
+	if inFlight.Add(int64(n)) > MaxInFlightBytes {
+		return 0, c.tooLarge()
+	}
+	if err != nil {
+		c.release() // read whole, or failed: it is read no more
+	}
+	return n, err
+}
+
+func (c *capped) tooLarge() error {
+	c.release()
+	if c.over != nil {
+		c.over.Store(true)
+	}
+	return ErrTooLarge
+}
+
+// Close releases what the answer held of MaxInFlightBytes, if its reads
+// have not.
+func (c *capped) Close() error {
+	c.release()
+	return c.ReadCloser.Close()
+}
+
+func (c *capped) release() { c.shut.Do(func() { inFlight.Add(-c.held) }) }
 
 // closed is a channel that is closed already.
 var closed = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
@@ -388,10 +468,15 @@ func (t *mcpTool) CompiledSchema() *agent.ToolSchema { return t.schema }
 // error results.
 func (t *mcpTool) Run(ctx context.Context, call *agent.ToolCall) ([]agent.ToolResultContent, error) {
 	var res *mcp.CallToolResult
+	over := new(atomic.Bool)
+	ctx = context.WithValue(ctx, overKey{}, over)
 	err := t.server.do(ctx, func(sess *mcp.ClientSession) (err error) {
 		res, err = sess.CallTool(ctx, &mcp.CallToolParams{Name: t.remote, Arguments: call.Input, Meta: mcp.Meta{ToolUseIDKey: call.ID}})
 		return err
 	})
+	if err != nil && over.Load() {
+		err = ErrTooLarge
+	}
 	if err != nil {
 		return nil, fmt.Errorf("MCP server %s: %w", t.server.cfg.Name, err)
 	}

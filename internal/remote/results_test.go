@@ -13,6 +13,7 @@ import (
 	"github.com/lambda-agent/lambda-agent/internal/app"
 	"github.com/lambda-agent/lambda-agent/internal/conversetest"
 	"github.com/lambda-agent/lambda-agent/internal/lambdalocal"
+	"github.com/lambda-agent/lambda-agent/internal/remote"
 	"github.com/lambda-agent/lambda-agent/internal/testkit"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -31,7 +32,8 @@ func hostileServer(t *testing.T) string {
 	answer("mislabelled", &mcp.TextContent{Text: "a chart"}, &mcp.ImageContent{MIMEType: "image/png", Data: conversetest.JPEGStart})
 	answer("empty")
 	answer("blank", &mcp.TextContent{Text: "  "})
-	answer("huge", &mcp.TextContent{Text: strings.Repeat(`\"`, 10<<20)})
+	answer("huge", &mcp.TextContent{Text: strings.Repeat("twenty MiB of text, ", 1<<20)})
+	answer("endless", &mcp.TextContent{Text: strings.Repeat("x", remote.MaxResponseBytes+1)})
 	answer("images", &mcp.ImageContent{MIMEType: "image/png", Data: pngOf(3_000_000)}, &mcp.ImageContent{MIMEType: "image/png", Data: pngOf(3_000_000)})
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return m }, &mcp.StreamableHTTPOptions{Stateless: true})
 	srv := httptest.NewServer(h)
@@ -114,8 +116,18 @@ func TestHostileResultsThroughTheHandler(t *testing.T) {
 	if err := agent.ValidateHistory(stored); err != nil || len(stored) != 4 {
 		t.Errorf("the stored history, %d messages: %v", len(stored), err)
 	}
-	s.Model.Enqueue(conversetest.Text("Still fine."))
-	if code, answer := chat(t, s, "hostile", "and now?"); code != 200 || answer["text"] != "Still fine." {
-		t.Errorf("the next turn: %d %v", code, answer["error"])
+	// An answer past remote.MaxResponseBytes fails its call, with the
+	// reason, and the server's next call works.
+	s.Model.Enqueue(conversetest.ToolUse("u-endless", "h_endless", map[string]any{}), conversetest.ToolUse("u-empty2", "h_empty", map[string]any{}), conversetest.Text("Still fine."))
+	code, answer = chat(t, s, "hostile", "and now?")
+	if code != 200 || answer["text"] != "Still fine." {
+		t.Fatalf("the next turn: %d %v", code, answer["error"])
+	}
+	rs = results(t, answer)
+	if r := rs["u-endless"]; r["status"] != "error" || !strings.Contains(firstText(r), "larger than 24 MiB") {
+		t.Errorf("an answer past remote.MaxResponseBytes: %.300v", r)
+	}
+	if r := rs["u-empty2"]; r["status"] != "success" {
+		t.Errorf("the call after it: %.300v", r)
 	}
 }
