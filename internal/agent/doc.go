@@ -24,6 +24,10 @@
 //     user message, roles alternate, and every tool use is answered;
 //   - tool failures (an unknown tool, invalid input, an error, a panic, a
 //     timeout) go back to the model as error results, and the turn goes on;
+//   - every tool result, whoever made it, is bounded (Config.MaxToolResultBytes
+//     and MaxToolResultMediaBytes) and passes ValidateToolResult, the rule of
+//     every stored history, or goes back to the model as an error result
+//     that says why: what the model sees is what the session stores;
 //   - retryable model failures are retried with backoff and full jitter, but
 //     never past the context's deadline less Config.Reserve;
 //   - a context overflow makes the ConversationManager reduce the window, and
