@@ -128,7 +128,7 @@ func (h *Handler) exportSession(r *http.Request, rec *record) (int, []byte, erro
 	}
 	s := page.Session
 	if version != 0 && s.Version != version {
-		return 0, nil, &Error{Status: http.StatusConflict, Code: "session_changed", Message: "the session changed since its export began (a turn, a redaction or a rewind), so its pages would not fit together; export it again from the first page"}
+		return 0, nil, &Error{Status: http.StatusConflict, Code: "session_changed", Message: "the session changed since its export began (a turn or a rewind), so its pages would not fit together; export it again from the first page"}
 	}
 	// Messages that expired, always a session's oldest, are not in the
 	// document, which begins with the first message there is: offset is
