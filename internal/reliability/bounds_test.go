@@ -44,8 +44,8 @@ func hostileMCP(t *testing.T) string {
 // Bedrock accepts and the session keeps them bounded; a turn whose results
 // are 16 MiB in the response event answers within Lambda's 6 MB, the
 // emulator's limit, and so does its keyed retry, which calls nothing
-// again; another owner gets 404; a kill while the model reads the results
-// leaves the session as it was. The process's peak RSS with a 20 MiB
+// again; another owner gets 404; a kill while the model reads a large
+// result leaves the session as it was. The process's peak RSS with a 20 MiB
 // result stays far inside the template's 512 MB.
 func TestHostileRemoteContentThroughTheBuiltFunction(t *testing.T) {
 	t.Parallel()
@@ -122,9 +122,10 @@ func TestHostileRemoteContentThroughTheBuiltFunction(t *testing.T) {
 		t.Errorf("another owner: %d %.300s", status, raw)
 	}
 
-	// A kill while the model reads a 20 MiB result, cut.
+	// A kill while the model reads a large result. (1 MiB: the race
+	// detector makes reading 20 MiB take longer than waitFor waits.)
 	before := storedIn(t, b.store, "", "crashy")
-	b.model.Enqueue(conversetest.ToolUse("k-huge", "h_huge", map[string]any{}), conversetest.Text("never sent").WithDelay(time.Minute))
+	b.model.Enqueue(conversetest.ToolUse("k-quotes", "h_quotes", map[string]any{}), conversetest.Text("never sent").WithDelay(time.Minute))
 	calls = b.model.Calls()
 	inv, err := b.fn.InvokeAsync(t.Context(), chatEvent(t, "doomed"), 30*time.Second)
 	if err != nil {
