@@ -116,6 +116,10 @@ type registered struct {
 	schema *ToolSchema
 }
 
+// MaxStateBytes is the cap on the agent state (Config.MaxStateBytes), which
+// a session imported from elsewhere must keep too.
+func (a *Agent) MaxStateBytes() int { return a.cfg.MaxStateBytes }
+
 // New returns an Agent, or an error that says what is wrong with cfg.
 func New(cfg Config) (*Agent, error) {
 	if cfg.Model == nil {

@@ -98,8 +98,8 @@ func New(cfg *Config, converse bedrock.ConverseAPI, ddb ddbhistory.DynamoDBAPI, 
 	if priced {
 		turnOpts = append(turnOpts, turn.WithPrices(prices))
 	}
-	traced := tracing.Store(store, cfg.TableName)
-	turns, err := turn.New(traced, a, turnOpts...)
+	turnOpts = append(turnOpts, turn.WithMaxStateBytes(a.MaxStateBytes()))
+	turns, err := turn.New(tracing.Store(store, cfg.TableName), a, turnOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -109,8 +109,7 @@ func New(cfg *Config, converse bedrock.ConverseAPI, ddb ddbhistory.DynamoDBAPI, 
 		metrics.Prices, summary.Prices = &prices, &prices
 	}
 	h, err := httpapi.New(httpapi.Config{
-		Turns:           turns,
-		Sessions:        traced,
+		Service:         turns,
 		Routes:          opts.Routes,
 		CompileSchema:   opts.CompileSchema,
 		RequireAuth:     cfg.RequireAuth,

@@ -5,8 +5,8 @@ import (
 	"net/http"
 
 	"github.com/lambda-agent/lambda-agent/internal/agent"
-	"github.com/lambda-agent/lambda-agent/internal/ddbhistory"
 	"github.com/lambda-agent/lambda-agent/internal/lambdahttp"
+	"github.com/lambda-agent/lambda-agent/internal/turn"
 )
 
 // Reference stands, in an answer or a page, for a message too large for a
@@ -65,7 +65,7 @@ func newMessageList(msgs []agent.Message, first int) (*messageList, error) {
 // reference replaces message i by a reference to it.
 func (l *messageList) reference(i int) {
 	at := l.first + i
-	raw, _ := json.Marshal(referenced{Role: l.msgs[i].Role, Reference: Reference{Index: at, Bytes: len(l.raws[i]), Cursor: ddbhistory.CursorAt(at)}}) // always encodes
+	raw, _ := json.Marshal(referenced{Role: l.msgs[i].Role, Reference: Reference{Index: at, Bytes: len(l.raws[i]), Cursor: turn.CursorAt(at)}}) // always encodes
 	l.raws[i], l.sizes[i], l.refs[i] = raw, lambdahttp.BodySize(raw), true
 }
 

@@ -280,13 +280,13 @@ var (
 func TestBugsAnd500(t *testing.T) {
 	a := newAPI(t, nil)
 	quiet := slog.New(slog.DiscardHandler)
-	serve := func(store turn.Store, sessions httpapi.Sessions) events.APIGatewayV2HTTPResponse {
+	serve := func(store turn.Store) events.APIGatewayV2HTTPResponse {
 		t.Helper()
 		turns, err := turn.New(store, panicky{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		h, err := httpapi.New(httpapi.Config{Turns: turns, Sessions: sessions, Logger: quiet})
+		h, err := httpapi.New(httpapi.Config{Service: turns, Logger: quiet})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -296,11 +296,11 @@ func TestBugsAnd500(t *testing.T) {
 		}
 		return resp
 	}
-	resp := serve(a.store, a.store)
+	resp := serve(a.store)
 	if resp.StatusCode != 500 || !strings.Contains(resp.Body, `"code":"internal"`) || strings.Contains(resp.Body, "nil pointer") {
 		t.Errorf("panic: %d %s", resp.StatusCode, resp.Body)
 	}
-	resp = serve(failingStore{}, a.store)
+	resp = serve(failingStore{})
 	if resp.StatusCode != 503 || resp.Headers["Retry-After"] == "" || strings.Contains(resp.Body, "connection refused") {
 		t.Errorf("store down: %d %s", resp.StatusCode, resp.Body)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/lambda-agent/lambda-agent/internal/conversetest"
 	"github.com/lambda-agent/lambda-agent/internal/httpapi"
 	"github.com/lambda-agent/lambda-agent/internal/testkit"
+	"github.com/lambda-agent/lambda-agent/internal/turn"
 )
 
 // exportPage gets one page of GET /sessions/{id}/export as owner.
@@ -107,12 +108,12 @@ func importDoc(t *testing.T, s *testkit.Stack, owner string, body any, key strin
 }
 
 // imported decodes a 201 from POST /sessions/import.
-func imported(t *testing.T, w *httptest.ResponseRecorder) httpapi.ImportResponse {
+func imported(t *testing.T, w *httptest.ResponseRecorder) turn.ImportAnswer {
 	t.Helper()
 	if w.Code != http.StatusCreated {
 		t.Fatalf("import: %d %s", w.Code, w.Body)
 	}
-	var out httpapi.ImportResponse
+	var out turn.ImportAnswer
 	strictDecode(t, w.Body.Bytes(), &out)
 	if loc := w.Header().Get("Location"); loc != "/sessions/"+out.SessionID {
 		t.Errorf("Location %q for session %q", loc, out.SessionID)
@@ -752,12 +753,12 @@ func importPage(t *testing.T, s *testkit.Stack, owner, id, token string, body an
 }
 
 // progress decodes a 202 of an import in pages.
-func progress(t *testing.T, w *httptest.ResponseRecorder) httpapi.ImportProgress {
+func progress(t *testing.T, w *httptest.ResponseRecorder) turn.ImportAnswer {
 	t.Helper()
 	if w.Code != http.StatusAccepted {
 		t.Fatalf("page: %d %s", w.Code, w.Body)
 	}
-	var p httpapi.ImportProgress
+	var p turn.ImportAnswer
 	strictDecode(t, w.Body.Bytes(), &p)
 	return p
 }
@@ -838,7 +839,7 @@ func TestImportInPagesChecksAcrossPages(t *testing.T) {
 	s := testkit.Start(t, testkit.Options{})
 	msgs := history(10) // a tool use at 5, its result at 6
 	zero, six := 0, 6
-	start := func(id string) httpapi.ImportProgress {
+	start := func(id string) turn.ImportAnswer {
 		doc := document(msgs[:6])
 		doc.MessageCount, doc.NextCursor = len(msgs), "more"
 		req := as(doc, id)
@@ -910,7 +911,7 @@ func TestImportInPagesChecksAcrossPages(t *testing.T) {
 // first page of one alike.
 func TestImportRefusesWhatTheStoreCannotHold(t *testing.T) {
 	s := testkit.Start(t, testkit.Options{})
-	many := document(history(httpapi.MaxImportMessages + 1))
+	many := document(history(turn.MaxImportMessages + 1))
 	summarized := func() httpapi.SessionDocument {
 		msgs := history(12)
 		d := document(msgs)

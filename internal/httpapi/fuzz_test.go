@@ -160,7 +160,7 @@ func FuzzEvent(f *testing.F) {
 func (a *api) recordedHandler(t testing.TB, routes httpapi.Routes, record func(context.Context, telemetry.Request)) *httpapi.Handler {
 	t.Helper()
 	h, err := httpapi.New(httpapi.Config{
-		Turns: a.Turns, Sessions: a.Store, Routes: routes, CompileSchema: schema.Compile,
+		Service: a.Turns, Routes: routes, CompileSchema: schema.Compile,
 		Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), Record: record,
 	})
 	if err != nil {

@@ -15,37 +15,27 @@ import (
 	"time"
 
 	"github.com/lambda-agent/lambda-agent/internal/agent"
-	"github.com/lambda-agent/lambda-agent/internal/ddbhistory"
 	"github.com/lambda-agent/lambda-agent/internal/telemetry"
 	"github.com/lambda-agent/lambda-agent/internal/turn"
 )
 
-// Turns runs turns. *turn.Service implements it; its errors are the turn
-// package's, the agent's and the store's.
-type Turns interface {
+// Service is the session service: every use of a session, turns and the
+// rest. *turn.Service implements it; its errors are the turn package's and
+// the agent's. It must be safe for concurrent use.
+type Service interface {
 	Chat(ctx context.Context, c turn.Chat) (*turn.Outcome[turn.ChatAnswer], error)
 	Structured(ctx context.Context, s turn.Structured) (*turn.Outcome[turn.StructuredAnswer], error)
 	CallTool(ctx context.Context, c turn.ToolCall) (*turn.Outcome[turn.ToolAnswer], error)
 	Rewind(ctx context.Context, r turn.Rewind) (*turn.Outcome[turn.RewindAnswer], error)
 	Import(ctx context.Context, im turn.Import) (*turn.Outcome[turn.ImportAnswer], error)
+	ImportPage(ctx context.Context, p turn.ImportPage) (*turn.Outcome[turn.ImportAnswer], error)
+	Transcript(ctx context.Context, owner, id, cursor string, limit int) (*turn.Page, error)
+	Export(ctx context.Context, owner, id, cursor string) (*turn.Export, error)
+	List(ctx context.Context, owner, cursor string, limit int) (*turn.SessionList, error)
+	Delete(ctx context.Context, owner, id string) error
 }
 
-// Sessions is the session store, as the session routes use it.
-// *ddbhistory.Store implements it; its errors are the ddbhistory sentinels
-// and types. It must be safe for concurrent use.
-type Sessions interface {
-	Transcript(ctx context.Context, key ddbhistory.Key, cursor string, limit int) (*ddbhistory.Page, error)
-	List(ctx context.Context, owner, cursor string, limit int) (*ddbhistory.SessionList, error)
-	Delete(ctx context.Context, key ddbhistory.Key) error
-	// Stage and Staged keep the pages of an import in pages.
-	Stage(ctx context.Context, key ddbhistory.Key, token string, first int, msgs []agent.Message, header json.RawMessage) (*ddbhistory.Staging, error)
-	Staged(ctx context.Context, key ddbhistory.Key, token string) (*ddbhistory.Staging, error)
-}
-
-var (
-	_ Turns    = (*turn.Service)(nil)
-	_ Sessions = (*ddbhistory.Store)(nil)
-)
+var _ Service = (*turn.Service)(nil)
 
 // Routes chooses the routes a Handler serves: each function serves its own,
 // and the local run serves them all.
@@ -91,8 +81,7 @@ const (
 
 // Config configures a Handler.
 type Config struct {
-	Turns    Turns
-	Sessions Sessions
+	Service Service
 	// Routes are the routes to serve; 0 means AllRoutes.
 	Routes Routes
 	// RequireAuth makes requests without an identity fail with 401 rather
@@ -128,8 +117,8 @@ var _ http.Handler = (*Handler)(nil)
 
 // New returns a Handler.
 func New(cfg Config) (*Handler, error) {
-	if cfg.Turns == nil || cfg.Sessions == nil {
-		return nil, errors.New("httpapi: Turns and Sessions are required")
+	if cfg.Service == nil {
+		return nil, errors.New("httpapi: a Service is required")
 	}
 	if cfg.MaxMessageBytes < 0 {
 		return nil, fmt.Errorf("httpapi: MaxMessageBytes %d is negative", cfg.MaxMessageBytes)
@@ -278,7 +267,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, serve route) {
 }
 
 func internalError() *Error {
-	return &Error{Status: http.StatusInternalServerError, Code: "internal", Message: "an internal error occurred"}
+	return &Error{Code: "internal", Message: "an internal error occurred"}
 }
 
 // noRoute answers a request that no route matched: 405 when the path has
@@ -292,9 +281,9 @@ func (h *Handler) noRoute(r *http.Request, _ *record) (int, []byte, error) {
 		}
 	}
 	if len(allowed) > 0 {
-		return 0, nil, &Error{Status: http.StatusMethodNotAllowed, Code: "method_not_allowed", Message: fmt.Sprintf("%s is not allowed on %s; use %s", r.Method, r.URL.Path, strings.Join(allowed, " or ")), allow: allowed}
+		return 0, nil, &Error{Code: "method_not_allowed", Message: fmt.Sprintf("%s is not allowed on %s; use %s", r.Method, r.URL.Path, strings.Join(allowed, " or ")), allow: allowed}
 	}
-	return 0, nil, &Error{Status: http.StatusNotFound, Code: "no_route", Message: fmt.Sprintf("there is no route %s %s", r.Method, r.URL.Path)}
+	return 0, nil, &Error{Code: "no_route", Message: fmt.Sprintf("there is no route %s %s", r.Method, r.URL.Path)}
 }
 
 // writeError answers e, which it notes in rec for the log, and returns the
@@ -312,9 +301,9 @@ func writeError(w http.ResponseWriter, e *Error, rec *record) int {
 	if len(e.allow) > 0 {
 		w.Header().Set("Allow", strings.Join(e.allow, ", "))
 	}
-	w.WriteHeader(e.Status)
+	w.WriteHeader(e.Status())
 	_, _ = w.Write(body) // a client that left cannot be told
-	return e.Status
+	return e.Status()
 }
 
 // log writes the request's one line: who, what, the outcome and the cost.

@@ -55,8 +55,7 @@ func (a *api) function(t testing.TB, routes httpapi.Routes) lambdahttp.Handler {
 func (a *api) handler(t testing.TB, routes httpapi.Routes) *httpapi.Handler {
 	t.Helper()
 	h, err := httpapi.New(httpapi.Config{
-		Turns:           a.Turns,
-		Sessions:        a.Store,
+		Service:         a.Turns,
 		Routes:          routes,
 		CompileSchema:   schema.Compile,
 		RequireAuth:     a.Config.RequireAuth,

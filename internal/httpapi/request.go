@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/lambda-agent/lambda-agent/internal/turn"
 	"io"
 	"net/http"
 	"reflect"
@@ -13,7 +14,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/lambda-agent/lambda-agent/internal/agent"
-	"github.com/lambda-agent/lambda-agent/internal/ddbhistory"
 )
 
 // anonymous owns the sessions of requests that name no caller, when the
@@ -39,7 +39,7 @@ const maxIdempotencyKey = 128
 // a subject that would fall in another namespace.
 func (h *Handler) owner(r *http.Request) (string, *Error) {
 	unauthorized := func(format string, args ...any) *Error {
-		return &Error{Status: http.StatusUnauthorized, Code: "unauthorized", Message: fmt.Sprintf(format, args...)}
+		return &Error{Code: "unauthorized", Message: fmt.Sprintf(format, args...)}
 	}
 	var owner string
 	if a := authorizer(r.Context()); a != nil {
@@ -62,8 +62,8 @@ func (h *Handler) owner(r *http.Request) (string, *Error) {
 		}
 	}
 	switch {
-	case len(owner) > ddbhistory.MaxOwnerBytes:
-		return "", unauthorized("the caller's identity is longer than %d bytes", ddbhistory.MaxOwnerBytes)
+	case len(owner) > turn.MaxOwnerBytes:
+		return "", unauthorized("the caller's identity is longer than %d bytes", turn.MaxOwnerBytes)
 	case owner != "":
 		return owner, nil
 	case h.cfg.RequireAuth:
@@ -101,7 +101,7 @@ func body(r *http.Request, limit int) ([]byte, *Error) {
 		// caller learns the body's size rather than the limit's.
 		rest, _ := io.Copy(io.Discard, io.LimitReader(r.Body, maxCounted))
 		if rest == maxCounted {
-			return nil, &Error{Status: http.StatusRequestEntityTooLarge, Code: "message_too_large", Message: fmt.Sprintf("the body is over %d bytes; at most %d", int64(len(raw))+rest, limit)}
+			return nil, &Error{Code: "message_too_large", Message: fmt.Sprintf("the body is over %d bytes; at most %d", int64(len(raw))+rest, limit)}
 		}
 		return nil, tooLarge(int64(len(raw))+rest, limit)
 	}
@@ -118,7 +118,7 @@ func body(r *http.Request, limit int) ([]byte, *Error) {
 const maxCounted = 8 << 20
 
 func tooLarge(size int64, limit int) *Error {
-	return &Error{Status: http.StatusRequestEntityTooLarge, Code: "message_too_large", Message: fmt.Sprintf("the body is %d bytes; at most %d", size, limit)}
+	return &Error{Code: "message_too_large", Message: fmt.Sprintf("the body is %d bytes; at most %d", size, limit)}
 }
 
 // decodeJSON decodes one JSON value into v, strictly: unknown fields and
@@ -237,7 +237,7 @@ func content(field string, message *string, blocks []json.RawMessage, limit int)
 		}
 	}
 	if size > limit {
-		return nil, &Error{Status: http.StatusRequestEntityTooLarge, Code: "message_too_large", Message: fmt.Sprintf("the message is %d bytes; at most %d", size, limit)}
+		return nil, &Error{Code: "message_too_large", Message: fmt.Sprintf("the message is %d bytes; at most %d", size, limit)}
 	}
 	if err := agent.ValidateInput(in); err != nil {
 		return nil, errorFor(err)

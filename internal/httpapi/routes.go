@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/lambda-agent/lambda-agent/internal/agent"
-	"github.com/lambda-agent/lambda-agent/internal/ddbhistory"
 	"github.com/lambda-agent/lambda-agent/internal/lambdahttp"
 	"github.com/lambda-agent/lambda-agent/internal/turn"
 )
@@ -153,7 +152,7 @@ func (h *Handler) rewind(r *http.Request, rec *record) (int, []byte, error) {
 	case *in.To < 0:
 		return 0, nil, badRequest("invalid_rewind", "to is %d; message indexes start at 0", *in.To)
 	}
-	out, err := h.cfg.Turns.Rewind(r.Context(), turn.Rewind{Request: req, To: *in.To})
+	out, err := h.cfg.Service.Rewind(r.Context(), turn.Rewind{Request: req, To: *in.To})
 	status, body, err := answer(out, err, rec)
 	rec.result = nil // no model, no tools: nothing to count
 	return status, body, err
@@ -188,7 +187,7 @@ func (h *Handler) chat(r *http.Request, rec *record) (int, []byte, error) {
 	if e != nil {
 		return 0, nil, e
 	}
-	out, err := h.cfg.Turns.Chat(r.Context(), c)
+	out, err := h.cfg.Service.Chat(r.Context(), c)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -224,7 +223,7 @@ func namedSession(id *string, rec *record) (string, *Error) {
 		return "", nil
 	}
 	rec.sessionID = *id
-	if !ddbhistory.ValidID(*id) {
+	if !turn.ValidID(*id) {
 		return "", badRequest("invalid_session_id", "session_id %q must be 1 to 128 letters, digits, '.', '_', ':' or '-', starting with a letter or digit", *id)
 	}
 	return *id, nil
@@ -262,9 +261,9 @@ func (h *Handler) callTool(r *http.Request, rec *record) (int, []byte, error) {
 	case input[0] != '{':
 		return 0, nil, badRequest("invalid_request", "input must be a JSON object, the tool's input; got %s", jsonValue(kindOf(input[0])))
 	case len(input) > h.cfg.MaxMessageBytes:
-		return 0, nil, &Error{Status: http.StatusRequestEntityTooLarge, Code: "message_too_large", Message: fmt.Sprintf("input is %d bytes; at most %d (MAX_MESSAGE_BYTES)", len(input), h.cfg.MaxMessageBytes)}
+		return 0, nil, &Error{Code: "message_too_large", Message: fmt.Sprintf("input is %d bytes; at most %d (MAX_MESSAGE_BYTES)", len(input), h.cfg.MaxMessageBytes)}
 	}
-	out, err := h.cfg.Turns.CallTool(r.Context(), turn.ToolCall{
+	out, err := h.cfg.Service.CallTool(r.Context(), turn.ToolCall{
 		Request: req,
 		Name:    name,
 		Input:   input,
@@ -347,7 +346,7 @@ func (h *Handler) structured(r *http.Request, rec *record) (int, []byte, error) 
 	if err != nil {
 		return 0, nil, err
 	}
-	out, err := h.cfg.Turns.Structured(r.Context(), turn.Structured{
+	out, err := h.cfg.Service.Structured(r.Context(), turn.Structured{
 		Request:     req,
 		DenyPending: in.DenyPending,
 		Prompt:      prompt,
@@ -376,7 +375,7 @@ type SessionSummary struct {
 // Page sizes of GET /sessions.
 const (
 	DefaultListSize = 20
-	MaxListSize     = ddbhistory.MaxListSize
+	MaxListSize     = turn.MaxListSize
 )
 
 func (h *Handler) listSessions(r *http.Request, _ *record) (int, []byte, error) {
@@ -388,15 +387,13 @@ func (h *Handler) listSessions(r *http.Request, _ *record) (int, []byte, error) 
 	if e != nil {
 		return 0, nil, e
 	}
-	ctx, cancel := turn.StoreContext(r.Context())
-	defer cancel()
-	list, err := h.cfg.Sessions.List(ctx, owner, r.URL.Query().Get("cursor"), limit)
+	list, err := h.cfg.Service.List(r.Context(), owner, r.URL.Query().Get("cursor"), limit)
 	if err != nil {
 		return 0, nil, err
 	}
 	out := SessionsResponse{Sessions: make([]SessionSummary, 0, len(list.Sessions)), NextCursor: list.NextCursor}
 	for _, s := range list.Sessions {
-		out.Sessions = append(out.Sessions, SessionSummary{SessionID: s.ID, Title: s.Title, CreatedAt: s.CreatedAt.UTC()})
+		out.Sessions = append(out.Sessions, SessionSummary{SessionID: s.SessionID, Title: s.Title, CreatedAt: s.CreatedAt.UTC()})
 	}
 	body, err := json.Marshal(out)
 	if err != nil {
@@ -446,11 +443,11 @@ type SessionResponse struct {
 // Page sizes of GET /sessions/{sessionId}.
 const (
 	DefaultPageSize = 100
-	MaxPageSize     = ddbhistory.MaxPageSize
+	MaxPageSize     = turn.MaxPageSize
 )
 
 func (h *Handler) getSession(r *http.Request, rec *record) (int, []byte, error) {
-	key, e := h.sessionKey(r, rec)
+	owner, id, e := h.sessionOf(r, rec)
 	if e != nil {
 		return 0, nil, e
 	}
@@ -458,22 +455,19 @@ func (h *Handler) getSession(r *http.Request, rec *record) (int, []byte, error) 
 	if e != nil {
 		return 0, nil, e
 	}
-	ctx, cancel := turn.StoreContext(r.Context())
-	defer cancel()
-	page, err := h.cfg.Sessions.Transcript(ctx, key, r.URL.Query().Get("cursor"), limit)
+	page, err := h.cfg.Service.Transcript(r.Context(), owner, id, r.URL.Query().Get("cursor"), limit)
 	if err != nil {
 		return 0, nil, err
 	}
-	s := page.Session
 	out := SessionResponse{
-		SessionID:  s.ID,
-		Title:      s.Title,
+		SessionID:  page.SessionID,
+		Title:      page.Title,
 		First:      page.First,
 		Messages:   page.Messages,
-		State:      s.Conversation.State,
-		Window:     turn.WindowOf(s.Conversation.Window),
-		CreatedAt:  s.CreatedAt.UTC(),
-		UpdatedAt:  s.UpdatedAt.UTC(),
+		State:      page.State,
+		Window:     turn.WindowOf(page.Window),
+		CreatedAt:  page.CreatedAt.UTC(),
+		UpdatedAt:  page.UpdatedAt.UTC(),
 		NextCursor: page.NextCursor,
 	}
 	if out.Messages == nil {
@@ -482,17 +476,17 @@ func (h *Handler) getSession(r *http.Request, rec *record) (int, []byte, error) 
 	if out.State == nil {
 		out.State = map[string]json.RawMessage{}
 	}
-	if out.Interrupts = s.Conversation.Pending.Live(time.Now()); out.Interrupts == nil {
+	if out.Interrupts = page.Pending.Live(time.Now()); out.Interrupts == nil {
 		out.Interrupts = []agent.Interrupt{}
 	}
-	if sum := s.Conversation.Window.Summary; sum != "" {
+	if sum := page.Window.Summary; sum != "" {
 		out.Summary = &sum
 	}
-	if !s.ExpiresAt.IsZero() {
-		at := s.ExpiresAt.UTC()
+	if !page.ExpiresAt.IsZero() {
+		at := page.ExpiresAt.UTC()
 		out.ExpiresAt = &at
 	}
-	body, err := fitPage(budget(r), page, func(raws []json.RawMessage, next string) any {
+	body, err := fitPage(budget(r), page.Messages, page.First, page.NextCursor, turn.CursorAt, func(raws []json.RawMessage, next string) any {
 		out.NextCursor = next
 		return sessionBody{SessionResponse: out, Messages: raws}
 	})
@@ -509,52 +503,53 @@ type sessionBody struct {
 	Messages []json.RawMessage `json:"messages"`
 }
 
-// fitPage encodes the body that set makes of a page of the store's, with as
-// many of its messages as fit within limit (0: no limit; see messageList)
-// and the store's cursor of the page that follows them ("" for none).
-func fitPage(limit int, page *ddbhistory.Page, set func(raws []json.RawMessage, next string) any) ([]byte, error) {
-	l, err := newMessageList(page.Messages, page.First)
+// fitPage encodes the body that set makes of a page's messages, stored
+// from index first on, with as many of them as fit within limit (0: no
+// limit; see messageList), and the cursor of the page that follows them:
+// next, when they all fit, or cursorAt the first left out.
+func fitPage(limit int, msgs []agent.Message, first int, next string, cursorAt func(int) string, set func(raws []json.RawMessage, next string) any) ([]byte, error) {
+	l, err := newMessageList(msgs, first)
 	if err != nil {
 		return nil, err
 	}
-	next := page.NextCursor
 	if limit > 0 {
 		// The rest is measured with the longest cursor the page may get.
-		end := ddbhistory.CursorAt(page.First + len(page.Messages))
-		rest, err := restSize(func(raws []json.RawMessage) any { return set(raws, end) })
+		longest := next
+		if c := cursorAt(first + len(msgs)); len(c) > len(longest) {
+			longest = c
+		}
+		rest, err := restSize(func(raws []json.RawMessage) any { return set(raws, longest) })
 		if err != nil {
 			return nil, err
 		}
-		if n := l.fitPage(limit, rest); n < len(page.Messages) {
-			l.raws, next = l.raws[:n], ddbhistory.CursorAt(page.First+n)
+		if n := l.fitPage(limit, rest); n < len(msgs) {
+			l.raws, next = l.raws[:n], cursorAt(first+n)
 		}
 	}
 	return json.Marshal(set(l.raws, next))
 }
 
 func (h *Handler) deleteSession(r *http.Request, rec *record) (int, []byte, error) {
-	key, e := h.sessionKey(r, rec)
+	owner, id, e := h.sessionOf(r, rec)
 	if e != nil {
 		return 0, nil, e
 	}
-	ctx, cancel := turn.StoreContext(r.Context())
-	defer cancel()
-	if err := h.cfg.Sessions.Delete(ctx, key); err != nil {
+	if err := h.cfg.Service.Delete(r.Context(), owner, id); err != nil {
 		return 0, nil, fmt.Errorf("%w: %w", errDeleting, err)
 	}
 	return http.StatusNoContent, nil, nil
 }
 
-// sessionKey returns the session a /sessions/{sessionId} request names.
-func (h *Handler) sessionKey(r *http.Request, rec *record) (ddbhistory.Key, *Error) {
-	owner, e := h.owner(r)
-	if e != nil {
-		return ddbhistory.Key{}, e
+// sessionOf returns the caller and the session a /sessions/{sessionId}
+// request names.
+func (h *Handler) sessionOf(r *http.Request, rec *record) (owner, id string, e *Error) {
+	if owner, e = h.owner(r); e != nil {
+		return "", "", e
 	}
-	id := r.PathValue("sessionId")
+	id = r.PathValue("sessionId")
 	rec.sessionID = id
-	if !ddbhistory.ValidID(id) {
-		return ddbhistory.Key{}, badRequest("invalid_session_id", "session id %q must be 1 to 128 letters, digits, '.', '_', ':' or '-', starting with a letter or digit", id)
+	if !turn.ValidID(id) {
+		return "", "", badRequest("invalid_session_id", "session id %q must be 1 to 128 letters, digits, '.', '_', ':' or '-', starting with a letter or digit", id)
 	}
-	return ddbhistory.Key{Owner: owner, ID: id}, nil
+	return owner, id, nil
 }

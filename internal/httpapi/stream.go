@@ -65,7 +65,7 @@ func (h *Handler) chatStream(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.Sink = s
-	out, err := h.cfg.Turns.Chat(r.Context(), c)
+	out, err := h.cfg.Service.Chat(r.Context(), c)
 	if err != nil {
 		rec.noteCost(err)
 		s.fail(errorFor(err), rec)
@@ -133,7 +133,7 @@ func (s *sse) fail(e *Error, rec *record) {
 	if s.started {
 		// The stream answered 200; what failed is as grave as its own
 		// status, for the log and the metrics.
-		rec.errorStatus = e.Status
+		rec.errorStatus = e.Status()
 		s.write(EventError, map[string]*Error{"error": e})
 		return
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/lambda-agent/lambda-agent/internal/agent"
 	"github.com/lambda-agent/lambda-agent/internal/conversetest"
 	"github.com/lambda-agent/lambda-agent/internal/httpapi"
+	"github.com/lambda-agent/lambda-agent/internal/turn"
 )
 
 // sessionDocument is a valid session document of turns turns, whose texts
@@ -307,7 +308,7 @@ func TestImportRetriedWithItsKey(t *testing.T) {
 	if first.status != 201 || first.headers.Get("Idempotent-Replayed") != "" {
 		t.Fatalf("the import: %d %s", first.status, first.raw)
 	}
-	var a httpapi.ImportResponse
+	var a turn.ImportAnswer
 	_ = json.Unmarshal([]byte(first.raw), &a)
 	const retries = 5
 	for range retries {
@@ -621,7 +622,7 @@ func TestExportImportAreTheOwners(t *testing.T) {
 	// Bob imports alice's export: his session, not hers.
 	alices, _ := s.exported(t, "alice", "alices")
 	r := s.serve(t, call("POST", "/sessions/import", "bob", alices), 30*time.Second)
-	var got httpapi.ImportResponse
+	var got turn.ImportAnswer
 	if err := json.Unmarshal([]byte(r.raw), &got); r.status != 201 || err != nil || got.SessionID == "alices" {
 		t.Fatalf("bob imports alice's export: %d %s", r.status, r.raw)
 	}
@@ -681,7 +682,7 @@ func TestCrashDuringAnImportInPages(t *testing.T) {
 		return httpapi.SessionDocumentPage{Format: httpapi.DocumentFormat, FormatVersion: httpapi.DocumentVersion, First: &first, Messages: msgs, NextCursor: next}
 	}
 	status, _, raw := b.send(t, sandboxEvent(t, "POST", "/sessions/import", pageOf(0), ""), 20*time.Second)
-	var progress httpapi.ImportProgress
+	var progress turn.ImportAnswer
 	if status != 202 || json.Unmarshal([]byte(raw), &progress) != nil || progress.Received != cut[1] {
 		t.Fatalf("first page: %d %.300s", status, raw)
 	}

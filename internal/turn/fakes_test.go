@@ -3,6 +3,7 @@ package turn_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"sync"
 
 	"github.com/lambda-agent/lambda-agent/internal/agent"
@@ -243,4 +244,20 @@ func (a *fakeAgent) CallTool(ctx context.Context, conv *agent.Conversation, call
 	}
 	use := &agent.ToolUseBlock{ToolUseID: "direct_1", Name: call.Name, Input: call.Input}
 	return &agent.DirectResult{Result: *res, Use: use, Output: agent.TextResult(use.ToolUseID, agent.ToolSuccess, "done")}, nil
+}
+
+func (f *fakeStore) List(context.Context, string, string, int) (*ddbhistory.SessionList, error) {
+	return nil, errors.New("fakeStore: List is not kept")
+}
+
+func (f *fakeStore) Delete(context.Context, ddbhistory.Key) error {
+	return errors.New("fakeStore: Delete is not kept")
+}
+
+func (f *fakeStore) Stage(context.Context, ddbhistory.Key, string, int, []agent.Message, json.RawMessage) (*ddbhistory.Staging, error) {
+	return nil, errors.New("fakeStore: Stage is not kept")
+}
+
+func (f *fakeStore) Staged(context.Context, ddbhistory.Key, string) (*ddbhistory.Staging, error) {
+	return nil, errors.New("fakeStore: Staged is not kept")
 }

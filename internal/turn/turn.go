@@ -41,6 +41,13 @@ type Store interface {
 	// WindowBefore reads the window a rewind restarts with, when it
 	// discards messages a summary covered.
 	WindowBefore(ctx context.Context, sess *ddbhistory.Session, from, to int) ([]agent.Message, int, error)
+	// List lists an owner's sessions, and Delete deletes one.
+	List(ctx context.Context, owner, cursor string, limit int) (*ddbhistory.SessionList, error)
+	Delete(ctx context.Context, key ddbhistory.Key) error
+	// Stage and Staged keep the pages of an import in pages, where no
+	// reader looks, until the commit of its last makes them visible.
+	Stage(ctx context.Context, key ddbhistory.Key, token string, first int, msgs []agent.Message, header json.RawMessage) (*ddbhistory.Staging, error)
+	Staged(ctx context.Context, key ddbhistory.Key, token string) (*ddbhistory.Staging, error)
 }
 
 // Agent runs turns. *agent.Agent implements it. It must be safe for
@@ -103,11 +110,13 @@ const StoreMargin = 500 * time.Millisecond
 // a context of its own: the turn's may be what ended it.
 const releaseTimeout = time.Second
 
-// Service runs turns. It is safe for concurrent use.
+// Service runs turns, and every other use of a session. It is safe for
+// concurrent use.
 type Service struct {
 	store  Store
 	agent  Agent
 	prices *pricing.Prices // nil when the model's prices are unknown
+	docs   documentChecks
 }
 
 // New returns a Service that runs turns with a and keeps sessions in store.
@@ -115,7 +124,7 @@ func New(store Store, a Agent, opts ...Option) (*Service, error) {
 	if store == nil || a == nil {
 		return nil, errors.New("turn: a store and an agent are required")
 	}
-	s := &Service{store: store, agent: a}
+	s := &Service{store: store, agent: a, docs: documentChecks{maxState: agent.DefaultMaxStateBytes}}
 	for _, o := range opts {
 		o(s)
 	}
@@ -129,6 +138,13 @@ type Option func(*Service)
 // p.
 func WithPrices(p pricing.Prices) Option {
 	return func(s *Service) { s.prices = &p }
+}
+
+// WithMaxStateBytes is the agent's cap on its state (agent.Config's
+// MaxStateBytes), which an imported session's state must keep too; the
+// default is agent.DefaultMaxStateBytes.
+func WithMaxStateBytes(n int) Option {
+	return func(s *Service) { s.docs.maxState = n }
 }
 
 // Request is what every turn names.
