@@ -1,5 +1,6 @@
-// Command chat is the chat function: POST /chat, and GET and DELETE
-// /sessions/{sessionId}, behind API Gateway's HTTP API. It only wires things
+// Command chat is the chat function, behind API Gateway's HTTP API: POST
+// /chat and the session routes (httpapi.ChatRoutes: list, read, delete,
+// direct tool calls, rewinds, export and import). It only wires things
 // up: the configuration is read and checked, and the AWS clients are built,
 // once at init; the handler lives in internal/httpapi, and internal/lambdahttp
 // serves API Gateway's events with it. It takes no schemas, so it does

@@ -324,7 +324,8 @@ func (a *Agent) workContext(ctx context.Context) (context.Context, context.Cance
 	return context.WithCancel(ctx)
 }
 
-// turn is the state of one Run or Structured call.
+// turn is the state of one call that changes a conversation: Run, Stream,
+// Structured, Answer, Continue or CallTool.
 type turn struct {
 	a       *Agent
 	conv    *Conversation

@@ -151,13 +151,9 @@ func StoreConfig(cfg *Config) ddbhistory.Config {
 // schema.Compile does.
 type SchemaCompiler = func(json.RawMessage) (agent.Schema, error)
 
-// NewAgent builds the agent from cfg, calling Bedrock through client. It
-// takes the retry policy and the logger from opts, and traces nothing.
-func NewAgent(cfg *Config, client bedrock.ConverseAPI, opts Options) (*agent.Agent, error) {
-	return newAgent(cfg, client, opts, nil)
-}
-
-// newAgent is NewAgent, whose model calls and tool runs tracing traces.
+// newAgent builds the agent from cfg, calling Bedrock through client, with
+// the retry policy and the logger of opts; tracing traces its model calls
+// and tool runs.
 func newAgent(cfg *Config, client bedrock.ConverseAPI, opts Options, tracing *telemetry.Tracing) (*agent.Agent, error) {
 	bc := bedrock.Config{ModelID: cfg.ModelID, MaxTokens: cfg.MaxTokens, Temperature: cfg.Temperature}
 	if cfg.GuardrailID != "" {

@@ -43,9 +43,11 @@ type Routes uint8
 
 // The route sets.
 const (
-	// ChatRoutes: POST /chat, GET /sessions, GET and DELETE
-	// /sessions/{sessionId}, POST /sessions/{sessionId}/tools/{name},
-	// GET /sessions/{sessionId}/export and POST /sessions/import; the chat
+	// ChatRoutes: POST /chat and the session routes, GET /sessions, GET
+	// and DELETE /sessions/{sessionId}, POST
+	// /sessions/{sessionId}/tools/{name}, POST
+	// /sessions/{sessionId}/rewind, GET /sessions/{sessionId}/export, POST
+	// /sessions/import and POST /sessions/{sessionId}/import; the chat
 	// function.
 	ChatRoutes Routes = 1 << iota
 	// StructuredRoutes: POST /structured; the structured function.

@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"github.com/aws/aws-lambda-go/events"
-	"github.com/aws/aws-lambda-go/lambdaurl"
 	"github.com/lambda-agent/lambda-agent/internal/lambdahttp"
 )
 
@@ -27,7 +26,7 @@ func authorizer(ctx context.Context) *events.APIGatewayV2HTTPRequestContextAutho
 	if ev, ok := lambdahttp.RequestFromContext(ctx); ok {
 		return ev.RequestContext.Authorizer
 	}
-	if u, ok := lambdaurl.RequestFromContext(ctx); ok && u.RequestContext.Authorizer != nil && u.RequestContext.Authorizer.IAM != nil {
+	if u, ok := lambdahttp.URLRequestFromContext(ctx); ok && u.RequestContext.Authorizer != nil && u.RequestContext.Authorizer.IAM != nil {
 		iam := u.RequestContext.Authorizer.IAM
 		return &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{
 			IAM: &events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription{

@@ -58,3 +58,9 @@ func escapeRaw(s, delims string) string {
 func isHex(c byte) bool {
 	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
 }
+
+// URLRequestFromContext returns the function URL event a request made by
+// WrapURL came from.
+func URLRequestFromContext(ctx context.Context) (*events.LambdaFunctionURLRequest, bool) {
+	return lambdaurl.RequestFromContext(ctx)
+}

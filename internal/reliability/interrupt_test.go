@@ -30,7 +30,7 @@ import (
 
 // toolRuns counts the runs of tools, by tool use id, from the handler's log.
 // The application logs one "tool failed" line for each run whose result is
-// an error (app.NewAgent's AfterToolCall hook), and a person's denial or an
+// an error (the AfterToolCall hook app wires), and a person's denial or an
 // expiry is no run and logs nothing; so a test that has the approved
 // calculator fail, on a division by zero, counts exactly the tool's runs.
 type toolRuns struct {
