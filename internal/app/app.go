@@ -99,7 +99,7 @@ func New(cfg *Config, converse bedrock.ConverseAPI, ddb ddbhistory.DynamoDBAPI, 
 		turnOpts = append(turnOpts, turn.WithPrices(prices))
 	}
 	turnOpts = append(turnOpts, turn.WithMaxStateBytes(a.MaxStateBytes()))
-	turns, err := turn.New(tracing.Store(store, cfg.TableName), a, turnOpts...)
+	turns, err := turn.New(traceStore(tracing, store, cfg.TableName), a, turnOpts...)
 	if err != nil {
 		return nil, err
 	}

@@ -8,7 +8,6 @@ import (
 
 	"github.com/lambda-agent/lambda-agent/internal/agent"
 	"github.com/lambda-agent/lambda-agent/internal/ddbhistory"
-	"github.com/lambda-agent/lambda-agent/internal/turn"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
@@ -134,47 +133,26 @@ func (t *Tracing) ToolHook() func(context.Context, *agent.AfterToolCallEvent) {
 	}
 }
 
-// Store is the session store as the turns and the session routes use it:
-// turn.Store, and the listing and deleting of sessions. *ddbhistory.Store
-// implements it.
-type Store interface {
-	turn.Store
-	List(ctx context.Context, owner, cursor string, limit int) (*ddbhistory.SessionList, error)
-	Delete(ctx context.Context, key ddbhistory.Key) error
-	Stage(ctx context.Context, key ddbhistory.Key, token string, first int, msgs []agent.Message, header json.RawMessage) (*ddbhistory.Staging, error)
-	Staged(ctx context.Context, key ddbhistory.Key, token string) (*ddbhistory.Staging, error)
-}
-
-var _ Store = (*ddbhistory.Store)(nil)
-
-// Store wraps s so that each of its requests is a span: session.load,
-// session.begin, session.commit and the rest. It returns s itself when
-// tracing is off.
-func (t *Tracing) Store(s Store, table string) Store {
+// StoreSpan runs call, a request to the session store named name (such
+// as session.commit) about the session id (none when ""), in a client span
+// of its own against table; a decorator of the store (internal/app's) makes
+// a span of each request this way. messages, when not negative, is how many
+// messages the request writes. With tracing off it only runs call.
+func (t *Tracing) StoreSpan(ctx context.Context, name, id, table string, messages int, call func(context.Context) error) error {
 	if !t.On() {
-		return s
+		return call(ctx)
 	}
-	return &tracedStore{t: t, store: s, table: table}
-}
-
-type tracedStore struct {
-	t     *Tracing
-	store Store
-	table string
-}
-
-var _ Store = (*tracedStore)(nil)
-
-// span runs call in a span named name, about the session id.
-func (s *tracedStore) span(ctx context.Context, name, id string, call func(context.Context) error, attrs ...attribute.KeyValue) error {
-	attrs = append(attrs,
+	attrs := []attribute.KeyValue{
 		attribute.String("db.system.name", "aws.dynamodb"),
-		attribute.StringSlice("aws.dynamodb.table_names", []string{s.table}),
-	)
+		attribute.StringSlice("aws.dynamodb.table_names", []string{table}),
+	}
 	if id != "" {
 		attrs = append(attrs, attribute.String("gen_ai.conversation.id", id))
 	}
-	ctx, span := s.t.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
+	if messages >= 0 {
+		attrs = append(attrs, attribute.Int("lambda_agent.messages", messages))
+	}
+	ctx, span := t.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
 	defer span.End()
 	err := call(ctx)
 	if err != nil {
@@ -182,6 +160,12 @@ func (s *tracedStore) span(ctx context.Context, name, id string, call func(conte
 		span.SetStatus(codes.Error, err.Error())
 	}
 	return err
+}
+
+// MarkNewSession says, on the store span of ctx, that the session it
+// loaded does not exist yet: how every new session starts, so no failure.
+func MarkNewSession(ctx context.Context) {
+	trace.SpanFromContext(ctx).SetAttributes(attribute.Bool("lambda_agent.session.new", true))
 }
 
 // errorType names the store's errors that a trace should tell apart.
@@ -195,76 +179,6 @@ func errorType(err error) string {
 		return "timeout"
 	}
 	return "error"
-}
-
-// Load's span is no failure when the session does not exist: that is how
-// every new session starts.
-func (s *tracedStore) Load(ctx context.Context, key ddbhistory.Key, idempotencyKey string) (*ddbhistory.Session, error) {
-	var sess *ddbhistory.Session
-	var loadErr error
-	_ = s.span(ctx, "session.load", key.ID, func(ctx context.Context) error {
-		sess, loadErr = s.store.Load(ctx, key, idempotencyKey)
-		if errors.Is(loadErr, ddbhistory.ErrNotFound) && !errors.Is(loadErr, ddbhistory.ErrIDTaken) {
-			trace.SpanFromContext(ctx).SetAttributes(attribute.Bool("lambda_agent.session.new", true))
-			return nil
-		}
-		return loadErr
-	})
-	return sess, loadErr
-}
-
-func (s *tracedStore) List(ctx context.Context, owner, cursor string, limit int) (l *ddbhistory.SessionList, err error) {
-	err = s.span(ctx, "session.list", "", func(ctx context.Context) error {
-		l, err = s.store.List(ctx, owner, cursor, limit)
-		return err
-	})
-	return l, err
-}
-
-func (s *tracedStore) Delete(ctx context.Context, key ddbhistory.Key) error {
-	return s.span(ctx, "session.delete", key.ID, func(ctx context.Context) error { return s.store.Delete(ctx, key) })
-}
-
-func (s *tracedStore) Stage(ctx context.Context, key ddbhistory.Key, token string, first int, msgs []agent.Message, header json.RawMessage) (st *ddbhistory.Staging, err error) {
-	err = s.span(ctx, "session.stage", key.ID, func(ctx context.Context) error {
-		st, err = s.store.Stage(ctx, key, token, first, msgs, header)
-		return err
-	})
-	return st, err
-}
-
-func (s *tracedStore) Staged(ctx context.Context, key ddbhistory.Key, token string) (st *ddbhistory.Staging, err error) {
-	err = s.span(ctx, "session.staged", key.ID, func(ctx context.Context) error {
-		st, err = s.store.Staged(ctx, key, token)
-		return err
-	})
-	return st, err
-}
-
-func (s *tracedStore) Begin(ctx context.Context, sess *ddbhistory.Session, idempotencyKey, fingerprint string) (h *ddbhistory.Hold, err error) {
-	err = s.span(ctx, "session.begin", sess.ID, func(ctx context.Context) error {
-		h, err = s.store.Begin(ctx, sess, idempotencyKey, fingerprint)
-		return err
-	})
-	return h, err
-}
-
-func (s *tracedStore) Commit(ctx context.Context, sess *ddbhistory.Session, tn ddbhistory.Turn) error {
-	return s.span(ctx, "session.commit", sess.ID, func(ctx context.Context) error {
-		return s.store.Commit(ctx, sess, tn)
-	}, attribute.Int("lambda_agent.messages", len(tn.Messages)))
-}
-
-func (s *tracedStore) Release(ctx context.Context, h *ddbhistory.Hold) error {
-	return s.span(ctx, "session.release", "", func(ctx context.Context) error { return s.store.Release(ctx, h) })
-}
-
-func (s *tracedStore) ClaimPending(ctx context.Context, sess *ddbhistory.Session) error {
-	return s.span(ctx, "session.claim", sess.ID, func(ctx context.Context) error { return s.store.ClaimPending(ctx, sess) })
-}
-
-func (s *tracedStore) ReleaseClaim(ctx context.Context, sess *ddbhistory.Session) error {
-	return s.span(ctx, "session.release_claim", sess.ID, func(ctx context.Context) error { return s.store.ReleaseClaim(ctx, sess) })
 }
 
 // part is a message part as the conventions record content.
@@ -346,20 +260,4 @@ func resultText(r *agent.ToolResultBlock) string {
 		}
 	}
 	return string(s)
-}
-
-func (s *tracedStore) WindowBefore(ctx context.Context, sess *ddbhistory.Session, from, to int) (msgs []agent.Message, start int, err error) {
-	err = s.span(ctx, "session.window", sess.ID, func(ctx context.Context) error {
-		msgs, start, err = s.store.WindowBefore(ctx, sess, from, to)
-		return err
-	})
-	return msgs, start, err
-}
-
-func (s *tracedStore) Transcript(ctx context.Context, key ddbhistory.Key, cursor string, limit int) (p *ddbhistory.Page, err error) {
-	err = s.span(ctx, "session.transcript", key.ID, func(ctx context.Context) error {
-		p, err = s.store.Transcript(ctx, key, cursor, limit)
-		return err
-	})
-	return p, err
 }
