@@ -15,19 +15,22 @@ import (
 	"github.com/lambda-agent/lambda-agent/internal/agent"
 	"github.com/lambda-agent/lambda-agent/internal/agent/bedrock"
 	"github.com/lambda-agent/lambda-agent/internal/conversetest"
-	"github.com/lambda-agent/lambda-agent/internal/testkit"
 	"github.com/lambda-agent/lambda-agent/internal/tools"
 )
 
 // newServer starts a strict Converse stand-in. A test fails if the agent ever
 // sent it a request that Bedrock would reject.
-func newServer(t *testing.T) *conversetest.Server { return testkit.ConverseServer(t) }
+func newServer(t *testing.T) *conversetest.Server { return conversetest.NewChecked(t) }
 
 // newModel returns the Bedrock model on the stand-in s: the real SDK client,
 // over HTTP.
 func newModel(t *testing.T, s *conversetest.Server, modelID string) *bedrock.Model {
 	t.Helper()
-	return testkit.BedrockModel(t, s, modelID)
+	m, err := bedrock.New(s.Client(), bedrock.Config{ModelID: modelID, MaxTokens: 512})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
 }
 
 // The internal tests cannot import internal/agent/bedrock, which imports

@@ -363,3 +363,25 @@ func (s *Server) leave() {
 		s.idle = nil
 	}
 }
+
+// TB is what NewChecked needs of a test: a *testing.T or *testing.B, so
+// that this package need not import package testing.
+type TB interface {
+	Helper()
+	Cleanup(func())
+	Errorf(format string, args ...any)
+}
+
+// NewChecked starts a server for the test t, and closes it when t ends,
+// after failing t if the server saw a request that Bedrock would reject.
+func NewChecked(t TB) *Server {
+	t.Helper()
+	s := NewServer()
+	t.Cleanup(func() {
+		if v := s.Violations(); len(v) > 0 {
+			t.Errorf("requests Bedrock would reject:\n%s", strings.Join(v, "\n"))
+		}
+		s.Close()
+	})
+	return s
+}

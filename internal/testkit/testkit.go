@@ -147,9 +147,7 @@ func Start(t testing.TB, opts Options) *Stack {
 // t ends, failing t if it saw a request that Bedrock would reject.
 func ConverseServer(t testing.TB) *conversetest.Server {
 	t.Helper()
-	s := conversetest.NewServer()
-	closeAtEnd(t, s, s.Close)
-	return s
+	return conversetest.NewChecked(t)
 }
 
 // BedrockModel returns the Bedrock model on the stand-in s, with up to 512
