@@ -30,7 +30,7 @@ var binaries = map[string]string{"ChatFunction": "chat", "StructuredFunction": "
 // DynamoDB Local. Every step must succeed. internal/deploytest holds the
 // sequence to the template and samconfig.toml.
 func TestSamLocalInvokeAsWritten(t *testing.T) {
-	section, err := testkit.READMESection("## `sam local invoke`")
+	section, err := testkit.DocSection("README.md", "## `sam local invoke`")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,7 +21,7 @@ func TestREADMECostFigures(t *testing.T) {
 	if err := tokenCost(t.Context(), config{}, &b); err != nil {
 		t.Fatal(err)
 	}
-	section, err := testkit.READMESection("## Cost")
+	section, err := testkit.DocSection("README.md", "## Cost")
 	if err != nil {
 		t.Fatal(err)
 	}

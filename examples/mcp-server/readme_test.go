@@ -16,7 +16,7 @@ import (
 // shows: the local run, with this server added by -mcp, and the offline
 // model told to call one of its tools.
 func TestREADMEWithTheLocalRun(t *testing.T) {
-	section, err := testkit.READMESection("## Remote tools: MCP servers and Lambda functions")
+	section, err := testkit.DocSection("README.md", "## Remote tools: MCP servers and Lambda functions")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1123,7 +1123,7 @@ func (p *mathParser) call(name string) (*float64, error) {
 // which internal/telemetry's TestREADMEListsTheMetrics ties to the lines
 // the functions write.
 func TestDashboardReadsTheREADMEsMetrics(t *testing.T) {
-	section, err := testkit.READMESection("### Metrics")
+	section, err := testkit.DocSection("README.md", "### Metrics")
 	if err != nil {
 		t.Fatal(err)
 	}

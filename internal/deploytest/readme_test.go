@@ -21,7 +21,7 @@ import (
 // comment.
 func readmeCommands(t *testing.T, heading string) []string {
 	t.Helper()
-	section, err := testkit.READMESection(heading)
+	section, err := testkit.DocSection("README.md", heading)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,7 @@ import (
 // written: the local run it starts, with the environment it names, and
 // each of its curl commands in order, against that run's address.
 func TestREADMEApprovalExamples(t *testing.T) {
-	section, err := testkit.READMESection("## Approvals and interrupts")
+	section, err := testkit.DocSection("README.md", "## Approvals and interrupts")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -62,7 +62,7 @@ func TestLocalRunSendsTracesWithOtel(t *testing.T) {
 // TestREADMESummaryLine runs the README's example of the summary line:
 // offline, "what is 6*7?" in session demo. Only the duration may differ.
 func TestREADMESummaryLine(t *testing.T) {
-	section, err := testkit.READMESection("### Locally")
+	section, err := testkit.DocSection("README.md", "### Locally")
 	if err != nil {
 		t.Fatal(err)
 	}

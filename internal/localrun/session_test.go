@@ -16,7 +16,7 @@ import (
 // command must succeed, and there must be want of them.
 func runSection(t *testing.T, heading string, want int) (section, base string, answers []string) {
 	t.Helper()
-	section, err := testkit.READMESection(heading)
+	section, err := testkit.DocSection("README.md", heading)
 	if err != nil {
 		t.Fatal(err)
 	}

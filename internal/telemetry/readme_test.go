@@ -17,7 +17,7 @@ import (
 // readmeSection returns a subsection of the README, up to the next.
 func readmeSection(t *testing.T, heading string) string {
 	t.Helper()
-	section, err := testkit.READMESection(heading)
+	section, err := testkit.DocSection("README.md", heading)
 	if err != nil {
 		t.Fatal(err)
 	}
