@@ -21,7 +21,7 @@ import (
 )
 
 // weatherInput and forecast are a tool the offline model knows nothing
-// about, as a user's own tool would be: the one README.md shows.
+// about, as a user's own tool would be: the one docs/tools.md shows.
 type weatherInput struct {
 	City string `json:"city" jsonschema:"the city, e.g. Lisbon"`
 	Days int    `json:"days,omitempty" jsonschema:"forecast days, 1 to 7"`
