@@ -159,6 +159,13 @@ func TestDocsCurlExamplesWork(t *testing.T) {
 	if len(curls) < 5 {
 		t.Fatalf("found %d curl commands in the docs", len(curls))
 	}
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(curlsIn(t, string(readme), "http://127.0.0.1:3000")) == 0 {
+		t.Error("the README shows no curl command against the local run")
+	}
 	var answers []string
 	for _, c := range curls {
 		url := strings.Replace(c.url, "http://127.0.0.1:3000", base, 1)
