@@ -15,28 +15,29 @@ import (
 	"github.com/lambda-agent/lambda-agent/internal/testkit"
 )
 
-// invocation is a `sam local invoke FUNCTION -e events/FILE` line of the
-// README.
+// invocation is a `sam local invoke FUNCTION -e events/FILE` line of
+// docs/sam-local.md.
 var invocation = regexp.MustCompile(`(?m)^sam local invoke (\w+) -e (events/\S+)`)
 
 // binaries are the template's functions (see internal/deploytest) by the
 // name of their package.
 var binaries = map[string]string{"ChatFunction": "chat", "StructuredFunction": "structured", "ChatStreamFunction": "stream"}
 
-// TestSamLocalInvokeAsWritten runs the README's sam local sequence on the
-// built functions, in its order, with the environment file samconfig gives
-// sam local, and a table made from the file the README creates it with.
+// TestSamLocalInvokeAsWritten runs the sam local sequence of
+// docs/sam-local.md on the built functions, in its order, with the
+// environment file samconfig gives sam local, and a table made from the
+// file the page creates it with.
 // Only DynamoDB's address differs: the in-process one stands in for
 // DynamoDB Local. Every step must succeed. internal/deploytest holds the
 // sequence to the template and samconfig.toml.
 func TestSamLocalInvokeAsWritten(t *testing.T) {
-	section, err := testkit.READMESection("## `sam local invoke`")
+	section, err := testkit.DocSection("docs/sam-local.md", "# `sam local invoke`")
 	if err != nil {
 		t.Fatal(err)
 	}
 	steps := invocation.FindAllStringSubmatch(section, -1)
 	if len(steps) < len(binaries) {
-		t.Fatalf("the README's sam local section invokes %d times", len(steps))
+		t.Fatalf("docs/sam-local.md invokes %d times", len(steps))
 	}
 
 	var env struct{ Parameters map[string]string }

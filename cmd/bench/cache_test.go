@@ -10,10 +10,10 @@ import (
 	"github.com/lambda-agent/lambda-agent/internal/testkit"
 )
 
-// TestREADMECostFigures runs the bench's token cost section and holds the
-// README's Cost table to it: the simulation is deterministic, so the
+// TestDocsCostFigures runs the bench's token cost section and holds the
+// table of docs/cost.md to it: the simulation is deterministic, so the
 // figures must match to the cent.
-func TestREADMECostFigures(t *testing.T) {
+func TestDocsCostFigures(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs 800 turns")
 	}
@@ -21,7 +21,7 @@ func TestREADMECostFigures(t *testing.T) {
 	if err := tokenCost(t.Context(), config{}, &b); err != nil {
 		t.Fatal(err)
 	}
-	section, err := testkit.READMESection("## Cost")
+	section, err := testkit.DocSection("docs/cost.md", "# Cost")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,12 +34,12 @@ func TestREADMECostFigures(t *testing.T) {
 		cost, _ := strconv.ParseFloat(r[2], 64)
 		want := fmt.Sprintf("| %s | $%.2f | %s%% |", r[1], cost, r[3])
 		if !strings.Contains(section, want) {
-			t.Errorf("the README's Cost table lacks %q", want)
+			t.Errorf("the table of docs/cost.md lacks %q", want)
 		}
 	}
 	ratios := regexp.MustCompile(`costs \*\*([0-9.]+)×\*\* the uncached input .* and \*\*([0-9.]+)×\*\* the plain`).FindStringSubmatch(b.String())
 	if ratios == nil || !strings.Contains(section, ratios[1]+"× the uncached input and "+ratios[2]+"× the plain") {
-		t.Errorf("the README's ratios differ from the bench's %v", ratios)
+		t.Errorf("the ratios of docs/cost.md differ from the bench's %v", ratios)
 	}
 	if !strings.Contains(b.String(), "target ≤ 0.35: met") || !strings.Contains(b.String(), "target ≥ 70%: met") {
 		t.Errorf("a target is missed:\n%s", b.String())

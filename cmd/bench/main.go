@@ -7,8 +7,10 @@
 // It measures, in one run, on this machine:
 //   - cold start: the chat function built as a real bootstrap and started
 //     under a Lambda Runtime API emulator, from process start to its first
-//     completed chat turn, against a minimal Go Lambda that only returns its
-//     event; and peak RSS;
+//     completed chat turn, judged against the SDK floor (a Go Lambda that
+//     makes a first turn's requests through the AWS SDK and nothing else),
+//     with a Go Lambda that only returns its event as the baseline; and
+//     peak RSS;
 //   - warm turn overhead, without the model's time, at 40, 1,000 and 10,000
 //     stored messages;
 //   - DynamoDB cost per turn (requests, bytes, RCU, WCU) for plain, tool and

@@ -12,11 +12,11 @@ import (
 	"github.com/lambda-agent/lambda-agent/internal/testkit"
 )
 
-// TestREADMEWithTheLocalRun does what the README's remote tools section
-// shows: the local run, with this server added by -mcp, and the offline
+// TestDocsWithTheLocalRun does what the remote tools section of
+// docs/tools.md shows: the local run, with this server added by -mcp, and the offline
 // model told to call one of its tools.
-func TestREADMEWithTheLocalRun(t *testing.T) {
-	section, err := testkit.READMESection("## Remote tools: MCP servers and Lambda functions")
+func TestDocsWithTheLocalRun(t *testing.T) {
+	section, err := testkit.DocSection("docs/tools.md", "## Remote tools: MCP servers and Lambda functions")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -24,7 +24,7 @@ func TestREADMEWithTheLocalRun(t *testing.T) {
 	const answer = `{"characters":13,"words":3}`
 	for _, shown := range []string{"go run ./cmd/local -mcp http://127.0.0.1:8765/mcp", "`" + message + "`", "`" + answer + "`"} {
 		if !strings.Contains(section, shown) {
-			t.Fatalf("the README no longer shows %s", shown)
+			t.Fatalf("docs/tools.md no longer shows %s", shown)
 		}
 	}
 	mcp := httptest.NewServer(handler())

@@ -17,10 +17,10 @@ import (
 	"github.com/lambda-agent/lambda-agent/internal/tools"
 )
 
-// The README's examples are these, run by go test. TestREADMEGoIsExamples
-// holds the two together.
+// The Go examples of the docs (docs/tools.md, docs/approvals.md) are these,
+// run by go test. TestDocsGoIsExamples holds the two together.
 
-// Forecast is the weather tool's answer in the README's example.
+// Forecast is the weather tool's answer in the example of docs/tools.md.
 type Forecast struct {
 	City string `json:"city"`
 	Days []Day  `json:"days"`
@@ -163,15 +163,15 @@ func printToolResults(cfg agent.Config, message string) {
 	}
 }
 
-// TestREADMEGoIsExamples checks that every Go block of the README is code
-// of this file, paragraph by paragraph, so that each one compiles and runs
-// as an example.
-func TestREADMEGoIsExamples(t *testing.T) {
-	readme, err := os.Open(filepath.Join("..", "..", "README.md"))
+// TestDocsGoIsExamples checks that every Go block of the README and of
+// docs/ is code of this file, paragraph by paragraph, so that each one
+// compiles and runs as an example.
+func TestDocsGoIsExamples(t *testing.T) {
+	root := filepath.Join("..", "..")
+	pages, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer readme.Close()
 	src, err := os.ReadFile("example_test.go")
 	if err != nil {
 		t.Fatal(err)
@@ -179,26 +179,32 @@ func TestREADMEGoIsExamples(t *testing.T) {
 	examples := dedent(string(src))
 
 	var blocks []string
-	var block *strings.Builder
-	sc := bufio.NewScanner(readme)
-	for sc.Scan() {
-		switch line := sc.Text(); {
-		case line == "```go":
-			block = &strings.Builder{}
-		case line == "```" && block != nil:
-			blocks = append(blocks, block.String())
-			block = nil
-		case block != nil:
-			block.WriteString(line + "\n")
+	for _, file := range append([]string{filepath.Join(root, "README.md")}, pages...) {
+		text, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var block *strings.Builder
+		sc := bufio.NewScanner(strings.NewReader(string(text)))
+		for sc.Scan() {
+			switch line := sc.Text(); {
+			case line == "```go":
+				block = &strings.Builder{}
+			case line == "```" && block != nil:
+				blocks = append(blocks, block.String())
+				block = nil
+			case block != nil:
+				block.WriteString(line + "\n")
+			}
 		}
 	}
 	if len(blocks) < 2 {
-		t.Fatalf("found %d Go blocks in the README, want the tool and the hook", len(blocks))
+		t.Fatalf("found %d Go blocks in the docs, want the tool and the hook", len(blocks))
 	}
 	for _, b := range blocks {
 		for p := range strings.SplitSeq(dedent(b), "\n\n") {
 			if !strings.Contains(examples, p) {
-				t.Errorf("this Go code of the README is not in example_test.go:\n%s", p)
+				t.Errorf("this Go code of the docs is not in example_test.go:\n%s", p)
 			}
 		}
 	}

@@ -1118,16 +1118,15 @@ func (p *mathParser) call(name string) (*float64, error) {
 	return nil, fmt.Errorf("%s with %d arguments is not a function these tests know", name, len(args))
 }
 
-// TestDashboardReadsTheREADMEsMetrics ties emfMetrics, which the dashboard
-// and the alarms are checked against, to the README's table of metrics,
-// which internal/telemetry's TestREADMEListsTheMetrics ties to the lines
-// the functions write.
-func TestDashboardReadsTheREADMEsMetrics(t *testing.T) {
-	section, err := testkit.READMESection("### Metrics")
+// TestDashboardReadsTheDocsMetrics ties emfMetrics, which the dashboard
+// and the alarms are checked against, to the table of metrics of
+// docs/observability.md, which internal/telemetry's TestDocsListTheMetrics
+// ties to the lines the functions write.
+func TestDashboardReadsTheDocsMetrics(t *testing.T) {
+	section, err := testkit.DocSection("docs/observability.md", "## Metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
-	section, _, _ = strings.Cut(section, "\n### ")
 	got := map[string][]string{}
 	for line := range strings.Lines(section) {
 		cells := strings.Split(line, "|")
@@ -1147,7 +1146,7 @@ func TestDashboardReadsTheREADMEsMetrics(t *testing.T) {
 		slices.Sort(got[set])
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("metrics by dimension set: emfMetrics (-) and the README (+):\n%s", diff)
+		t.Errorf("metrics by dimension set: emfMetrics (-) and docs/observability.md (+):\n%s", diff)
 	}
 }
 

@@ -16,12 +16,12 @@ import (
 	"github.com/lambda-agent/lambda-agent/internal/testkit"
 )
 
-// readmeCommands returns the shell commands of the first sh block in the
-// README's section heading, in order, each on one line and without its
+// docCommands returns the shell commands of the sh blocks in the section
+// heading of the document file, in order, each on one line and without its
 // comment.
-func readmeCommands(t *testing.T, heading string) []string {
+func docCommands(t *testing.T, file, heading string) []string {
 	t.Helper()
-	section, err := testkit.READMESection(heading)
+	section, err := testkit.DocSection(file, heading)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,12 +38,12 @@ func readmeCommands(t *testing.T, heading string) []string {
 	return cmds
 }
 
-// TestDeployOverrides: the README's sam deploy commands name parameters
-// of the template, with values the template accepts.
+// TestDeployOverrides: the sam deploy commands of the docs name
+// parameters of the template, with values the template accepts.
 func TestDeployOverrides(t *testing.T) {
 	tp := loadTemplate(t)
 	n := 0
-	commands := slices.Concat(readmeCommands(t, "## Deploy"), readmeCommands(t, "## Remote tools: MCP servers and Lambda functions"), readmeCommands(t, "## Observability"))
+	commands := slices.Concat(docCommands(t, "docs/deploy.md", "# Deploy"), docCommands(t, "docs/tools.md", "## Remote tools: MCP servers and Lambda functions"), docCommands(t, "docs/observability.md", "# Observability"))
 	for _, c := range commands {
 		_, overrides, ok := strings.Cut(c, "--parameter-overrides ")
 		if !ok {
@@ -77,22 +77,23 @@ func TestDeployOverrides(t *testing.T) {
 		}
 	}
 	if n == 0 {
-		t.Error("the README's Deploy section overrides no parameter")
+		t.Error("the docs' sam deploy commands override no parameter")
 	}
 }
 
-// TestSamLocalInvoke holds the README's sam local sequence to the files it
-// uses: the functions are the template's, the events exist, samconfig gives
-// sam local the environment file and the Docker network that the commands
-// set up, the environment file sets only what the template declares (sam
-// local ignores the rest), and the table the commands create is the store's.
+// TestSamLocalInvoke holds the sam local sequence of docs/sam-local.md to
+// the files it uses: the functions are the template's, the events exist,
+// samconfig gives sam local the environment file and the Docker network
+// that the commands set up, the environment file sets only what the
+// template declares (sam local ignores the rest), and the table the
+// commands create is the store's.
 // functions.TestSamLocalInvokeAsWritten runs the same sequence.
 func TestSamLocalInvoke(t *testing.T) {
 	tp := loadTemplate(t)
 	sc := loadSamconfig(t)
 	var network, container, port, tableFile string
 	invoked := 0
-	for _, c := range readmeCommands(t, "## `sam local invoke`") {
+	for _, c := range docCommands(t, "docs/sam-local.md", "# `sam local invoke`") {
 		f := strings.Fields(c)
 		switch {
 		case strings.HasPrefix(c, "docker network create "):
@@ -121,7 +122,7 @@ func TestSamLocalInvoke(t *testing.T) {
 		}
 	}
 	if invoked < len(functions) || network == "" || container == "" || tableFile == "" {
-		t.Fatalf("the README's sequence lacks a step: %d invocations, network %q, container %q, table file %q", invoked, network, container, tableFile)
+		t.Fatalf("the sequence of docs/sam-local.md lacks a step: %d invocations, network %q, container %q, table file %q", invoked, network, container, tableFile)
 	}
 
 	envFile := ""

@@ -595,7 +595,7 @@ func TestRoutes(t *testing.T) {
 // stream URL are open only when AllowAnonymous says so, and that the
 // functions then follow RequireAuth; and that the Rules refuse exactly the
 // contradictory or half-set combinations.
-// TestApiInvokeArnCoversEveryRoute holds the output that the README tells
+// TestApiInvokeArnCoversEveryRoute holds the output that docs/deploy.md tells
 // IAM callers to grant execute-api:Invoke on: it must cover every route of
 // the API, on its stage, and no other API.
 func TestApiInvokeArnCoversEveryRoute(t *testing.T) {

@@ -166,7 +166,7 @@ func TestDirectToolCallRefusals(t *testing.T) {
 			if tt.code == "invalid_tool_input" && len(body.Error.Details["problems"].([]any)) == 0 {
 				t.Errorf("no schema problems in %s", w.Body)
 			}
-			// The README: the message lists the tools the caller may use,
+			// docs/api.md: the message lists the tools the caller may use,
 			// which ask_user is not.
 			if tt.code == "unknown_tool" && !strings.HasSuffix(body.Error.Message, "the tools you may call are: calculator") {
 				t.Errorf("the message lists no tools: %q", body.Error.Message)

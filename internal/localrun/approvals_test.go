@@ -8,11 +8,11 @@ import (
 	"github.com/lambda-agent/lambda-agent/internal/testkit"
 )
 
-// TestREADMEApprovalExamples runs the README's approvals section as
-// written: the local run it starts, with the environment it names, and
-// each of its curl commands in order, against that run's address.
-func TestREADMEApprovalExamples(t *testing.T) {
-	section, err := testkit.READMESection("## Approvals and interrupts")
+// TestDocsApprovalExamples runs docs/approvals.md as written: the local
+// run it starts, with the environment it names, and each of its curl
+// commands in order, against that run's address.
+func TestDocsApprovalExamples(t *testing.T) {
+	section, err := testkit.DocSection("docs/approvals.md", "# Approvals and interrupts")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +51,7 @@ func TestREADMEApprovalExamples(t *testing.T) {
 	}
 }
 
-// wantStatus is the status a README command expects: 409 for the one that
+// wantStatus is the status a command of docs/approvals.md expects: 409 for the one that
 // shows the refusal of a message while interrupts wait, 200 for the rest.
 func wantStatus(c curl) int {
 	if strings.Contains(c.data, `"message":"Hello?"`) {

@@ -50,7 +50,7 @@ func startRun(t *testing.T, opts localrun.Options) (string, *testkit.Buffer) {
 	return "", nil
 }
 
-// curl is one curl command of the README.
+// curl is one curl command of the docs.
 type curl struct {
 	line    string
 	method  string
@@ -59,7 +59,7 @@ type curl struct {
 	data    string
 }
 
-// send sends c's request to url, in place of the README's, and returns the
+// send sends c's request to url, in place of the docs', and returns the
 // answer's status and body.
 func (c curl) send(t *testing.T, url string) (int, string) {
 	t.Helper()
@@ -79,15 +79,24 @@ func (c curl) send(t *testing.T, url string) (int, string) {
 	return resp.StatusCode, string(body)
 }
 
-// readmeCurls returns the curl commands of the README that call the local
-// run.
-func readmeCurls(t *testing.T) []curl {
+// docCurls returns the curl commands of README.md, then of docs/*.md in
+// the order of their names, that call the local run.
+func docCurls(t *testing.T) []curl {
 	t.Helper()
-	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	root := filepath.Join("..", "..")
+	pages, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return curlsIn(t, string(readme), "http://127.0.0.1:3000")
+	var out []curl
+	for _, file := range append([]string{filepath.Join(root, "README.md")}, pages...) {
+		text, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, curlsIn(t, string(text), "http://127.0.0.1:3000")...)
+	}
+	return out
 }
 
 // curlsIn returns the curl commands of text that call base.
@@ -121,7 +130,7 @@ func curlsIn(t *testing.T, text, base string) []curl {
 				i++ // output options do not change the request
 			default:
 				if strings.HasPrefix(a, "-") {
-					t.Fatalf("the README uses curl option %s, which this test does not understand: %s", a, line)
+					t.Fatalf("the docs use curl option %s, which this test does not understand: %s", a, line)
 				}
 				c.url = a
 			}
@@ -141,17 +150,27 @@ func shellWords(t *testing.T, line string) []string {
 	return words
 }
 
-func TestREADMECurlExamplesWork(t *testing.T) {
+// TestDocsCurlExamplesWork runs every curl command of the README and of
+// docs/ that calls the local run's address, in order, on one local run:
+// each must succeed, and the answers must say what the docs say of them.
+func TestDocsCurlExamplesWork(t *testing.T) {
 	base := start(t, nil)
-	curls := readmeCurls(t)
+	curls := docCurls(t)
 	if len(curls) < 5 {
-		t.Fatalf("found %d curl commands in the README", len(curls))
+		t.Fatalf("found %d curl commands in the docs", len(curls))
+	}
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(curlsIn(t, string(readme), "http://127.0.0.1:3000")) == 0 {
+		t.Error("the README shows no curl command against the local run")
 	}
 	var answers []string
 	for _, c := range curls {
 		url := strings.Replace(c.url, "http://127.0.0.1:3000", base, 1)
 		if url == c.url {
-			t.Errorf("a README example does not target the local run's address: %s", c.line)
+			t.Errorf("an example of the docs does not target the local run's address: %s", c.line)
 			continue
 		}
 		status, body := c.send(t, url)

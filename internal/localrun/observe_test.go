@@ -59,10 +59,11 @@ func TestLocalRunSendsTracesWithOtel(t *testing.T) {
 	}
 }
 
-// TestREADMESummaryLine runs the README's example of the summary line:
-// offline, "what is 6*7?" in session demo. Only the duration may differ.
-func TestREADMESummaryLine(t *testing.T) {
-	section, err := testkit.READMESection("### Locally")
+// TestDocsSummaryLine runs the example of the summary line in
+// docs/observability.md: offline, "what is 6*7?" in session demo. Only the
+// duration may differ.
+func TestDocsSummaryLine(t *testing.T) {
+	section, err := testkit.DocSection("docs/observability.md", "## Locally")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +75,7 @@ func TestREADMESummaryLine(t *testing.T) {
 		}
 	}
 	if example == "" {
-		t.Fatal("no summary line in the README's Locally section")
+		t.Fatal("no summary line in the Locally section of docs/observability.md")
 	}
 	want := regexp.MustCompile(`(?m)^` + regexp.MustCompile(` \d+ms `).ReplaceAllLiteralString(regexp.QuoteMeta(example), ` \d+ms `) + `$`)
 	url, out := startRun(t, localrun.Options{Getenv: func(string) string { return "" }})
@@ -84,7 +85,7 @@ func TestREADMESummaryLine(t *testing.T) {
 	}
 	resp.Body.Close()
 	if !want.MatchString(out.String()) {
-		t.Errorf("the README's line\n%s\nis not what the local run printed:\n%s", example, out)
+		t.Errorf("the line of docs/observability.md\n%s\nis not what the local run printed:\n%s", example, out)
 	}
 }
 

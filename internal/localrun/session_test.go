@@ -10,17 +10,16 @@ import (
 	"github.com/lambda-agent/lambda-agent/internal/testkit"
 )
 
-// runSection runs the curl commands of the README's section heading, in
-// order, on a local run started as the README's first command starts it,
-// and returns the section, the run's address and the answers. Every
-// command must succeed, and there must be want of them.
+// runSection runs the curl commands of the section heading of
+// docs/sessions.md, in order, on a local run started as the README's first
+// command starts it, and returns the section, the run's address and the
+// answers. Every command must succeed, and there must be want of them.
 func runSection(t *testing.T, heading string, want int) (section, base string, answers []string) {
 	t.Helper()
-	section, err := testkit.READMESection(heading)
+	section, err := testkit.DocSection("docs/sessions.md", heading)
 	if err != nil {
 		t.Fatal(err)
 	}
-	section, _, _ = strings.Cut(section, "\n### ")
 	base = start(t, nil)
 	curls := curlsIn(t, section, "http://127.0.0.1:3000")
 	if len(curls) != want {
@@ -36,11 +35,11 @@ func runSection(t *testing.T, heading string, want int) (section, base string, a
 	return section, base, answers
 }
 
-// TestREADMEDirectToolCallExamples runs the curl commands of the README's
-// direct tool calls, in order, on a local run started as the README's
+// TestDocsDirectToolCallExamples runs the curl commands of the direct tool
+// calls of docs/sessions.md, in order, on a local run started as the README's
 // first command starts it, and checks the answers the section quotes.
-func TestREADMEDirectToolCallExamples(t *testing.T) {
-	section, _, answers := runSection(t, "### Direct tool calls", 3)
+func TestDocsDirectToolCallExamples(t *testing.T) {
+	section, _, answers := runSection(t, "## Direct tool calls", 3)
 	// The section quotes what the first two answer, between backquotes.
 	for i, quoted := range []string{
 		`"status":"success","content":[{"text":"Remembered plan."}],"recorded":false`,
@@ -61,11 +60,11 @@ func TestREADMEDirectToolCallExamples(t *testing.T) {
 	}
 }
 
-// TestREADMERewindExamples runs the curl commands of the README's rewind,
-// edit and regenerate examples, in order, on a local run, and checks what
+// TestDocsRewindExamples runs the curl commands of the rewind, edit and
+// regenerate examples of docs/sessions.md, in order, on a local run, and checks what
 // the section says of their answers and of the session they leave.
-func TestREADMERewindExamples(t *testing.T) {
-	section, base, answers := runSection(t, "### Rewind, edit and regenerate", 5)
+func TestDocsRewindExamples(t *testing.T) {
+	section, base, answers := runSection(t, "## Rewind, edit and regenerate", 5)
 	for i, want := range map[int][]string{
 		2: {`"rewound_to":2`, "42"},
 		3: {`"rewound_to":2`, "437"},
@@ -92,12 +91,12 @@ func TestREADMERewindExamples(t *testing.T) {
 	}
 }
 
-// TestREADMEExportExamples runs the curl commands of the README's export
-// and import examples on a local run: the export is a document of the
+// TestDocsExportExamples runs the curl commands of the export and import
+// examples of docs/sessions.md on a local run: the export is a document of the
 // session, the import answers as the section says, and the next turn on the
 // imported session goes on from its history.
-func TestREADMEExportExamples(t *testing.T) {
-	section, _, answers := runSection(t, "### Export and import", 4)
+func TestDocsExportExamples(t *testing.T) {
+	section, _, answers := runSection(t, "## Export and import", 4)
 	var doc struct {
 		Format   string          `json:"format"`
 		Version  int             `json:"format_version"`

@@ -21,7 +21,7 @@ import (
 )
 
 // weatherInput and forecast are a tool the offline model knows nothing
-// about, as a user's own tool would be: the one README.md shows.
+// about, as a user's own tool would be: the one docs/tools.md shows.
 type weatherInput struct {
 	City string `json:"city" jsonschema:"the city, e.g. Lisbon"`
 	Days int    `json:"days,omitempty" jsonschema:"forecast days, 1 to 7"`
@@ -262,25 +262,25 @@ func TestDenial(t *testing.T) {
 	}
 }
 
-// readmeStructured is the structured example of README.md.
-const readmeStructured = `{"session_id":"demo","prompt":"Ada Lovelace was born in London in 1815.","name":"person","schema":{"type":"object","properties":{"name":{"type":"string"},"born":{"type":"integer"}},"required":["name","born"]}}`
+// docsStructured is the structured example of docs/local-run.md.
+const docsStructured = `{"session_id":"demo","prompt":"Ada Lovelace was born in London in 1815.","name":"person","schema":{"type":"object","properties":{"name":{"type":"string"},"born":{"type":"integer"}},"required":["name","born"]}}`
 
-// TestStructured runs the README's structured example through the stack on
-// the offline model: an object built from the schema, not extracted from
-// the prompt, in one cycle.
+// TestStructured runs the structured example of docs/local-run.md through
+// the stack on the offline model: an object built from the schema, not
+// extracted from the prompt, in one cycle.
 func TestStructured(t *testing.T) {
-	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	page, err := os.ReadFile(filepath.Join("..", "..", "docs", "local-run.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{readmeStructured, `"data":{"born":1,"name":"example"}`} {
-		if !strings.Contains(string(readme), want) {
-			t.Errorf("the README no longer says %s", want)
+	for _, want := range []string{docsStructured, `"data":{"born":1,"name":"example"}`} {
+		if !strings.Contains(string(page), want) {
+			t.Errorf("docs/local-run.md no longer says %s", want)
 		}
 	}
 	s := testkit.Start(t, testkit.Options{})
 	s.Model.Responder = offline.Respond
-	r := httptest.NewRequestWithContext(t.Context(), http.MethodPost, "/structured", strings.NewReader(readmeStructured))
+	r := httptest.NewRequestWithContext(t.Context(), http.MethodPost, "/structured", strings.NewReader(docsStructured))
 	r.Header.Set("Content-Type", "application/json")
 	w := s.Serve(r)
 	if w.Code != http.StatusOK {

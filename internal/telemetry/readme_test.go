@@ -14,23 +14,23 @@ import (
 	"github.com/lambda-agent/lambda-agent/internal/testkit"
 )
 
-// readmeSection returns a subsection of the README, up to the next.
-func readmeSection(t *testing.T, heading string) string {
+// docSection returns a section of docs/observability.md.
+func docSection(t *testing.T, heading string) string {
 	t.Helper()
-	section, err := testkit.READMESection(heading)
+	section, err := testkit.DocSection("docs/observability.md", heading)
 	if err != nil {
 		t.Fatal(err)
 	}
-	section, _, _ = strings.Cut(section, "\n### ")
 	return section
 }
 
-// TestREADMEListsTheMetrics checks the README's table of metrics against
+// TestDocsListTheMetrics checks the table of metrics of
+// docs/observability.md against
 // the lines the functions write: every metric with its unit and dimension
 // set, and no other.
-func TestREADMEListsTheMetrics(t *testing.T) {
+func TestDocsListTheMetrics(t *testing.T) {
 	var want []string
-	for line := range strings.Lines(readmeSection(t, "### Metrics")) {
+	for line := range strings.Lines(docSection(t, "## Metrics")) {
 		cells := strings.Split(strings.TrimSpace(line), "|")
 		if len(cells) < 5 || !strings.HasPrefix(strings.TrimSpace(cells[1]), "`") {
 			continue
@@ -40,7 +40,7 @@ func TestREADMEListsTheMetrics(t *testing.T) {
 		want = append(want, name+" "+strings.TrimSpace(cells[2])+" "+dims)
 	}
 	if len(want) == 0 {
-		t.Fatal("no metrics in the README's table")
+		t.Fatal("no metrics in the table of docs/observability.md")
 	}
 
 	var out bytes.Buffer
@@ -59,6 +59,6 @@ func TestREADMEListsTheMetrics(t *testing.T) {
 	slices.Sort(want)
 	slices.Sort(got)
 	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("metrics: the README (-) and the lines (+):\n%s", diff)
+		t.Errorf("metrics: docs/observability.md (-) and the lines (+):\n%s", diff)
 	}
 }

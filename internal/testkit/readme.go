@@ -7,29 +7,68 @@ import (
 	"strings"
 )
 
-// READMESection returns the module README's section under heading, a whole
-// line such as "## Deploy", up to the next "## " heading: what tests that
-// hold the README's examples to the code read.
-func READMESection(heading string) (string, error) {
+// DocSection returns the section of a document of the module under
+// heading: file is a path from the module's root, such as "README.md" or
+// "docs/api.md", and heading a whole line, such as "## Deploy". The
+// section runs from the line after the heading to the next heading of the
+// same level or above; lines in fenced code blocks are never headings.
+// Tests that hold the docs' examples to the code read it.
+func DocSection(file, heading string) (string, error) {
 	dir, err := moduleRoot()
 	if err != nil {
 		return "", err
 	}
-	raw, err := os.ReadFile(filepath.Join(dir, "README.md"))
+	raw, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(file)))
 	if err != nil {
 		return "", err
 	}
-	_, section, ok := strings.Cut(string(raw), "\n"+heading+"\n")
+	section, ok := docSection(string(raw), heading)
 	if !ok {
-		return "", fmt.Errorf("README.md has no section %q", heading)
+		return "", fmt.Errorf("%s has no section %q", file, heading)
 	}
-	section, _, _ = strings.Cut(section, "\n## ")
 	return section, nil
 }
 
-// ShellWords splits a command line of the README the way sh does: at
+// docSection is DocSection on a document's text.
+func docSection(text, heading string) (string, bool) {
+	level := headingLevel(heading)
+	var b strings.Builder
+	found, fenced := false, false
+	for line := range strings.Lines(text) {
+		bare := strings.TrimSuffix(line, "\n")
+		fence := strings.HasPrefix(strings.TrimLeft(bare, " "), "```")
+		if !fenced && !fence {
+			if !found && bare == heading {
+				found = true
+				continue
+			}
+			if found && headingLevel(bare) > 0 && headingLevel(bare) <= level {
+				break
+			}
+		}
+		if fence {
+			fenced = !fenced
+		}
+		if found {
+			b.WriteString(line)
+		}
+	}
+	return strings.TrimSuffix(b.String(), "\n"), found
+}
+
+// headingLevel is the level of a Markdown heading line, such as 2 for
+// "## Deploy", or 0 for a line that is not a heading.
+func headingLevel(line string) int {
+	n := len(line) - len(strings.TrimLeft(line, "#"))
+	if n == 0 || n > 6 || !strings.HasPrefix(line[n:], " ") {
+		return 0
+	}
+	return n
+}
+
+// ShellWords splits a command line of the docs the way sh does: at
 // blanks, but not within single or double quotes, which it removes. It
-// knows no escapes, which the README's commands do not need.
+// knows no escapes, which the docs' commands do not need.
 func ShellWords(line string) ([]string, error) {
 	var words []string
 	var cur strings.Builder
