@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -555,12 +556,30 @@ func titleOf(msgs []agent.Message) string {
 }
 
 // fakeAgent answers every turn with its text, or fails with err. It adds
-// to the agent state, so commits can be told apart.
+// to the agent state, so commits can be told apart. Its other fields
+// script the rest of what an agent does: a turn that pauses for a person,
+// the answering of the pause, the rest of the turn, and direct tool calls,
+// each as *agent.Agent shapes its results.
 type fakeAgent struct {
 	mu    sync.Mutex
 	err   error
 	runs  int
 	block chan struct{} // when set, a run waits for it (or its context)
+
+	// text, when set, is the text of a run's answer, in place of "re: "
+	// and the input's text.
+	text string
+	// given are the conversations that runs were given, in order.
+	given []agent.Conversation
+	// pause, when set, makes a run stop for these interrupts: its answer
+	// holds a tool use for each, and one more, "kept", which ran at once.
+	pause []agent.Interrupt
+	// answerErr and continueErr make Answer and Continue fail.
+	answerErr, continueErr error
+	// ran lists the tools that Answer ran, in order; continued the last
+	// message of each conversation that Continue was given.
+	ran       []string
+	continued []agent.Message
 }
 
 var _ turn.Agent = (*fakeAgent)(nil)
@@ -568,7 +587,10 @@ var _ turn.Agent = (*fakeAgent)(nil)
 func (a *fakeAgent) result(ctx context.Context, conv *agent.Conversation, input []agent.ContentBlock) (*agent.Result, error) {
 	a.mu.Lock()
 	a.runs++
-	err, block := a.err, a.block
+	given := *conv
+	given.Messages = slices.Clone(conv.Messages)
+	a.given = append(a.given, given)
+	err, block, pause, text := a.err, a.block, a.pause, cmp.Or(a.text, "re: "+input[0].Text)
 	a.mu.Unlock()
 	if block != nil {
 		select {
@@ -580,15 +602,25 @@ func (a *fakeAgent) result(ctx context.Context, conv *agent.Conversation, input 
 	if err != nil {
 		return nil, err
 	}
-	text := "re: " + input[0].Text
-	return &agent.Result{
+	res := &agent.Result{
 		Messages:   []agent.Message{{Role: agent.RoleUser, Content: input}, agent.AssistantText(text)},
 		Text:       text,
 		StopReason: agent.StopEndTurn,
 		Usage:      agent.Usage{InputTokens: 10, OutputTokens: 2},
 		Window:     conv.Window,
 		State:      map[string]json.RawMessage{"turns": json.RawMessage(`1`)},
-	}, nil
+	}
+	if pause != nil {
+		var uses []agent.ContentBlock
+		for _, in := range pause {
+			uses = append(uses, agent.ContentBlock{ToolUse: &agent.ToolUseBlock{ToolUseID: in.ID, Name: in.Tool, Input: in.Input}})
+		}
+		uses = append(uses, agent.ContentBlock{ToolUse: &agent.ToolUseBlock{ToolUseID: "kept", Name: "lookup", Input: json.RawMessage(`{}`)}})
+		res.Messages[1] = agent.Message{Role: agent.RoleAssistant, Content: uses}
+		res.Text, res.StopReason = "", agent.StopInterrupt
+		res.Pending = &agent.Pending{Interrupts: pause, Results: []*agent.ToolResultBlock{agent.TextResult("kept", agent.ToolSuccess, "looked up")}}
+	}
+	return res, nil
 }
 
 func (a *fakeAgent) Run(ctx context.Context, conv *agent.Conversation, input []agent.ContentBlock) (*agent.Result, error) {
@@ -617,19 +649,114 @@ func (a *fakeAgent) calls() int {
 	return a.runs
 }
 
-func (a *fakeAgent) Answer(context.Context, *agent.Conversation, []agent.Response, func(agent.Event)) (*agent.Result, error) {
-	return nil, agent.ErrNothingPending
+// Answer answers the tool uses of conv's last message, as *agent.Agent's
+// does, in one user message: a kept result as it is, an approved use with
+// its tool's run, any other with a denial. It calls no model.
+func (a *fakeAgent) Answer(_ context.Context, conv *agent.Conversation, responses []agent.Response, emit func(agent.Event)) (*agent.Result, error) {
+	n := len(conv.Messages)
+	if conv.Pending == nil || n == 0 || conv.Messages[n-1].Role != agent.RoleAssistant {
+		return nil, agent.ErrNothingPending
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.answerErr != nil {
+		return nil, a.answerErr
+	}
+	approved := map[string]bool{}
+	for _, r := range responses {
+		approved[r.InterruptID] = r.Approve != nil && *r.Approve
+	}
+	kept := map[string]*agent.ToolResultBlock{}
+	for _, r := range conv.Pending.Results {
+		kept[r.ToolUseID] = r
+	}
+	m := agent.Message{Role: agent.RoleUser}
+	var metrics agent.Metrics
+	for _, u := range conv.Messages[n-1].ToolUses() {
+		r := kept[u.ToolUseID]
+		switch {
+		case r != nil:
+		case approved[u.ToolUseID]:
+			a.ran = append(a.ran, u.Name)
+			metrics.ToolCalls++
+			metrics.Tools = append(metrics.Tools, agent.ToolRun{Name: u.Name})
+			r = agent.TextResult(u.ToolUseID, agent.ToolSuccess, "ran "+u.Name)
+		default:
+			r = agent.TextResult(u.ToolUseID, agent.ToolError, "denied")
+		}
+		m.Content = append(m.Content, agent.ContentBlock{ToolResult: r})
+		if emit != nil {
+			emit(agent.Event{ToolResult: r})
+		}
+	}
+	state := maps.Clone(conv.State)
+	if state == nil {
+		state = map[string]json.RawMessage{}
+	}
+	state["answered"] = json.RawMessage(`true`)
+	return &agent.Result{Messages: []agent.Message{m}, StopReason: agent.StopToolUse, Window: conv.Window, State: state, Metrics: metrics}, nil
 }
 
-func (a *fakeAgent) Continue(ctx context.Context, conv *agent.Conversation, _ func(agent.Event)) (*agent.Result, error) {
-	return a.result(ctx, conv, []agent.ContentBlock{agent.Text("continue")})
+// Continue answers a conversation that ends with a user message, such as
+// the one Answer made, with one assistant message that counts its blocks.
+func (a *fakeAgent) Continue(_ context.Context, conv *agent.Conversation, emit func(agent.Event)) (*agent.Result, error) {
+	n := len(conv.Messages)
+	if n == 0 || conv.Messages[n-1].Role != agent.RoleUser {
+		return nil, errors.New("fakeAgent: Continue needs a conversation that ends with a user message")
+	}
+	a.mu.Lock()
+	a.continued = append(a.continued, conv.Messages[n-1])
+	err := a.continueErr
+	a.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	text := fmt.Sprintf("done, after %d results", len(conv.Messages[n-1].Content))
+	if emit != nil {
+		emit(agent.Event{Text: text})
+	}
+	return &agent.Result{
+		Messages:   []agent.Message{agent.AssistantText(text)},
+		Text:       text,
+		StopReason: agent.StopEndTurn,
+		Usage:      agent.Usage{InputTokens: 20, OutputTokens: 4},
+		Metrics:    agent.Metrics{Cycles: 1, ModelCalls: 1},
+		Window:     conv.Window,
+		State:      conv.State,
+	}, nil
 }
 
-func (a *fakeAgent) CallTool(ctx context.Context, conv *agent.Conversation, call agent.DirectCall) (*agent.DirectResult, error) {
-	res, err := a.result(ctx, conv, []agent.ContentBlock{agent.Text("call " + call.Name)})
+// CallTool runs a tool directly, as *agent.Agent's does: the tool changes
+// the agent state, and with Record the call is four messages, the person's
+// note, the tool use, its result and the assistant's note.
+func (a *fakeAgent) CallTool(_ context.Context, conv *agent.Conversation, call agent.DirectCall) (*agent.DirectResult, error) {
+	a.mu.Lock()
+	a.runs++
+	err := a.err
+	a.mu.Unlock()
 	if err != nil {
 		return nil, err
 	}
 	use := &agent.ToolUseBlock{ToolUseID: "direct_1", Name: call.Name, Input: call.Input}
-	return &agent.DirectResult{Result: *res, Use: use, Output: agent.TextResult(use.ToolUseID, agent.ToolSuccess, "done")}, nil
+	out := agent.TextResult(use.ToolUseID, agent.ToolSuccess, "called "+call.Name)
+	state := maps.Clone(conv.State)
+	if state == nil {
+		state = map[string]json.RawMessage{}
+	}
+	state["called:"+call.Name] = json.RawMessage(`true`)
+	res := agent.Result{
+		StopReason: agent.StopEndTurn,
+		Metrics:    agent.Metrics{ToolCalls: 1, Tools: []agent.ToolRun{{Name: call.Name}}},
+		Window:     conv.Window,
+		State:      state,
+	}
+	if call.Record {
+		res.Messages = []agent.Message{
+			agent.UserText("[I called the tool " + call.Name + " myself]"),
+			{Role: agent.RoleAssistant, Content: []agent.ContentBlock{{ToolUse: use}}},
+			{Role: agent.RoleUser, Content: []agent.ContentBlock{{ToolResult: out}}},
+			agent.AssistantText("[The tool " + call.Name + " was called directly]"),
+		}
+	}
+	return &agent.DirectResult{Result: res, Use: use, Output: out}, nil
 }
