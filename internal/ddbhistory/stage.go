@@ -42,8 +42,9 @@ type Staging struct {
 // replaces an earlier staging under key, which can write no more. Each
 // later part must start where the staging ends. A part sent again after it
 // was written succeeds without writing; a part for a staging that another
-// has replaced, or that does not start at its end, is ErrConflict. It
-// returns the staging as the part leaves it.
+// has replaced is ErrNotFound (or ErrConflict, when the replacement lands
+// while the part is written), and one that does not start at its end is
+// ErrConflict. It returns the staging as the part leaves it.
 func (s *Store) Stage(ctx context.Context, key Key, token string, first int, msgs []agent.Message, header json.RawMessage) (*Staging, error) {
 	if err := key.validate(); err != nil {
 		return nil, err
