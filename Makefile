@@ -14,7 +14,7 @@ fuzz:
 	.ci/fuzz.sh 2m RELIABILITY.md
 
 reliability:
-	RELIABILITY_MD=$(CURDIR)/RELIABILITY.md go test -count=1 ./internal/reliability
+	RELIABILITY_MD=$(CURDIR)/RELIABILITY.md go test -count=1 ./tests/reliability
 
 ci:
 	bash .ci/run

@@ -13,7 +13,7 @@ targets=(
 	"./internal/agent FuzzWindow"
 	"./internal/agent FuzzToolSchema"
 	"./internal/tools FuzzEval"
-	"./internal/conversetest FuzzDecodeValidate"
+	"./internal/testkit/conversetest FuzzDecodeValidate"
 	"./internal/schema FuzzCompile"
 	"./internal/lambdahttp FuzzBodySize"
 )

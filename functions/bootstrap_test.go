@@ -18,9 +18,9 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
-	"github.com/lambda-agent/lambda-agent/internal/lambdatest"
-	"github.com/lambda-agent/lambda-agent/internal/offline"
+	"github.com/lambda-agent/lambda-agent/internal/devrun/offline"
 	"github.com/lambda-agent/lambda-agent/internal/testkit"
+	"github.com/lambda-agent/lambda-agent/internal/testkit/runtimetest"
 )
 
 // build compiles each function once per test binary.
@@ -35,7 +35,7 @@ var build = sync.OnceValues(func() (map[string]string, error) {
 		if err := os.MkdirAll(out, 0o755); err != nil {
 			return nil, err
 		}
-		bin, err := lambdatest.Build(context.Background(), "./"+name, out)
+		bin, err := runtimetest.Build(context.Background(), "./"+name, out)
 		if err != nil {
 			return nil, err
 		}
@@ -47,7 +47,7 @@ var build = sync.OnceValues(func() (map[string]string, error) {
 // deployment is the functions running against in-test DynamoDB and
 // Bedrock, reached only through the SDK's standard endpoint variables.
 type deployment struct {
-	fns map[string]*lambdatest.Function
+	fns map[string]*runtimetest.Function
 }
 
 // logs returns what the functions logged.
@@ -73,9 +73,9 @@ func deployOn(t *testing.T, backends *testkit.Backends, extraEnv ...string) *dep
 		"MODEL_ID=us.anthropic.claude-sonnet-4-5-20250929-v1:0",
 		"AWS_LAMBDA_LOG_FORMAT=JSON",
 	}, extraEnv)
-	d := &deployment{fns: map[string]*lambdatest.Function{}}
+	d := &deployment{fns: map[string]*runtimetest.Function{}}
 	for name, bin := range bins {
-		fn, err := lambdatest.Start(t.Context(), bin, lambdatest.Config{Name: name, Env: env})
+		fn, err := runtimetest.Start(t.Context(), bin, runtimetest.Config{Name: name, Env: env})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -247,13 +247,13 @@ func TestBadConfigurationFailsAtInit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fn, err := lambdatest.Start(t.Context(), bins["chat"], lambdatest.Config{Env: []string{"AWS_REGION=us-east-1", "CONVERSATION_MANAGER=fancy"}})
+	fn, err := runtimetest.Start(t.Context(), bins["chat"], runtimetest.Config{Env: []string{"AWS_REGION=us-east-1", "CONVERSATION_MANAGER=fancy"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer fn.Close()
 	_, err = fn.Invoke(t.Context(), []byte(`{}`), 5*time.Second)
-	var exit *lambdatest.ExitError
+	var exit *runtimetest.ExitError
 	if !errors.As(err, &exit) {
 		t.Fatalf("err = %v, want the process to exit at init", err)
 	}

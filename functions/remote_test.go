@@ -10,11 +10,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/lambda-agent/lambda-agent/internal/conversetest"
-	"github.com/lambda-agent/lambda-agent/internal/lambdalocal"
-	"github.com/lambda-agent/lambda-agent/internal/mcptest"
-	"github.com/lambda-agent/lambda-agent/internal/ssmlocal"
 	"github.com/lambda-agent/lambda-agent/internal/testkit"
+	"github.com/lambda-agent/lambda-agent/internal/testkit/conversetest"
+	"github.com/lambda-agent/lambda-agent/internal/testkit/lambdatest"
+	"github.com/lambda-agent/lambda-agent/internal/testkit/mcptest"
+	"github.com/lambda-agent/lambda-agent/internal/testkit/ssmtest"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -22,10 +22,10 @@ import (
 // at stand-ins only by the SDK's endpoint variables, calls a Lambda tool
 // and an MCP tool whose Authorization header it read from SSM at init.
 func TestRemoteToolsThroughTheBuiltFunction(t *testing.T) {
-	fn := lambdalocal.NewServer()
+	fn := lambdatest.NewServer()
 	t.Cleanup(fn.Close)
 	fn.Register("orders", func(context.Context, []byte) ([]byte, error) { return []byte(`{"status":"shipped"}`), nil })
-	params := ssmlocal.NewServer()
+	params := ssmtest.NewServer()
 	t.Cleanup(params.Close)
 	params.Put("/agent/token", "Bearer s3cret", true)
 	srv := mcptest.NewServer(mcptest.RequireHeader("Authorization", "Bearer s3cret"))

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/lambda-agent/lambda-agent/internal/offline"
+	"github.com/lambda-agent/lambda-agent/internal/devrun/offline"
 	"github.com/lambda-agent/lambda-agent/internal/testkit"
 )
 
@@ -19,7 +19,7 @@ import (
 // docs/sam-local.md.
 var invocation = regexp.MustCompile(`(?m)^sam local invoke (\w+) -e (events/\S+)`)
 
-// binaries are the template's functions (see internal/deploytest) by the
+// binaries are the template's functions (see tests/deploy) by the
 // name of their package.
 var binaries = map[string]string{"ChatFunction": "chat", "StructuredFunction": "structured", "ChatStreamFunction": "stream"}
 
@@ -28,7 +28,7 @@ var binaries = map[string]string{"ChatFunction": "chat", "StructuredFunction": "
 // environment file samconfig gives sam local, and a table made from the
 // file the page creates it with.
 // Only DynamoDB's address differs: the in-process one stands in for
-// DynamoDB Local. Every step must succeed. internal/deploytest holds the
+// DynamoDB Local. Every step must succeed. tests/deploy holds the
 // sequence to the template and samconfig.toml.
 func TestSamLocalInvokeAsWritten(t *testing.T) {
 	section, err := testkit.DocSection("docs/sam-local.md", "# `sam local invoke`")

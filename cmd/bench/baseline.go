@@ -11,8 +11,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/lambda-agent/lambda-agent/internal/ddbhistory"
-	"github.com/lambda-agent/lambda-agent/internal/ddblocal"
 	"github.com/lambda-agent/lambda-agent/internal/testkit"
+	"github.com/lambda-agent/lambda-agent/internal/testkit/dynamodbtest"
 )
 
 // wholeHistory is the layout of popular chat-history classes (LangChain's
@@ -103,15 +103,15 @@ func (w wholeHistory) turn(ctx context.Context, id string, i int) error {
 	return err
 }
 
-func baselineCosts(ctx context.Context, cfg config, b *strings.Builder, ours map[int]ddblocal.Usage) error {
+func baselineCosts(ctx context.Context, cfg config, b *strings.Builder, ours map[int]dynamodbtest.Usage) error {
 	b.WriteString("#### Against a whole-history-in-one-item store\n\nThe same plain turns against a store that keeps the history in one item and appends with `list_append`, the way popular chat-history classes do. It runs in the same process and is metered the same way. An update is charged WCU for the whole item.\n\n")
 	b.WriteString("| stored messages | requests | bytes | RCU | WCU | lambda-agent: bytes, RCU, WCU | bytes ratio |\n|---|---|---|---|---|---|---|\n")
 	for _, n := range sizes {
-		ddb, err := ddblocal.NewServer("")
+		ddb, err := dynamodbtest.NewServer("")
 		if err != nil {
 			return err
 		}
-		meter := &ddblocal.Meter{}
+		meter := &dynamodbtest.Meter{}
 		w := wholeHistory{client: ddb.Client(func(o *dynamodb.Options) { o.HTTPClient = &http.Client{Transport: meter} }), table: testkit.Table}
 		if err := ddbhistory.CreateTable(ctx, ddb.Client(), testkit.Table); err != nil {
 			ddb.Close()

@@ -7,8 +7,8 @@ import (
 
 	"github.com/lambda-agent/lambda-agent/internal/agent"
 	"github.com/lambda-agent/lambda-agent/internal/agent/bedrock"
-	"github.com/lambda-agent/lambda-agent/internal/conversetest"
 	"github.com/lambda-agent/lambda-agent/internal/pricing"
+	"github.com/lambda-agent/lambda-agent/internal/testkit/conversetest"
 )
 
 // cacheModel is the model id of the token cost section: Claude Sonnet 4.5,

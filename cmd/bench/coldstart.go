@@ -11,9 +11,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/lambda-agent/lambda-agent/internal/lambdatest"
-	"github.com/lambda-agent/lambda-agent/internal/mcptest"
 	"github.com/lambda-agent/lambda-agent/internal/testkit"
+	"github.com/lambda-agent/lambda-agent/internal/testkit/mcptest"
+	"github.com/lambda-agent/lambda-agent/internal/testkit/runtimetest"
 )
 
 // coldStart times process start to first completed invocation, for the chat
@@ -26,15 +26,15 @@ func coldStart(ctx context.Context, cfg config, b *strings.Builder) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	chat, err := lambdatest.Build(ctx, "./functions/chat", filepath.Join(dir, "chat"))
+	chat, err := runtimetest.Build(ctx, "./functions/chat", filepath.Join(dir, "chat"))
 	if err != nil {
 		return err
 	}
-	echo, err := lambdatest.Build(ctx, "./internal/lambdatest/echo", filepath.Join(dir, "echo"))
+	echo, err := runtimetest.Build(ctx, "./internal/testkit/runtimetest/echo", filepath.Join(dir, "echo"))
 	if err != nil {
 		return err
 	}
-	floor, err := lambdatest.Build(ctx, "./internal/lambdatest/sdkfloor", filepath.Join(dir, "sdkfloor"))
+	floor, err := runtimetest.Build(ctx, "./internal/testkit/runtimetest/sdkfloor", filepath.Join(dir, "sdkfloor"))
 	if err != nil {
 		return err
 	}
@@ -66,7 +66,7 @@ func coldStart(ctx context.Context, cfg config, b *strings.Builder) error {
 	withOTel := "OTEL_EXPORTER_OTLP_ENDPOINT=" + collector.URL
 	measure := func(bin string, event []byte, extra ...string) (sample, error) {
 		var s sample
-		fn, err := lambdatest.Start(ctx, bin, lambdatest.Config{Env: slices.Concat(env, extra), MemoryMB: 512})
+		fn, err := runtimetest.Start(ctx, bin, runtimetest.Config{Env: slices.Concat(env, extra), MemoryMB: 512})
 		if err != nil {
 			return s, err
 		}
@@ -157,7 +157,7 @@ func coldStart(ctx context.Context, cfg config, b *strings.Builder) error {
 
 	// Where the chat function's init goes: Go's own trace of package
 	// initialization, from one more start.
-	fn, err := lambdatest.Start(ctx, chat, lambdatest.Config{Env: append(env, "GODEBUG=inittrace=1")})
+	fn, err := runtimetest.Start(ctx, chat, runtimetest.Config{Env: append(env, "GODEBUG=inittrace=1")})
 	if err != nil {
 		return err
 	}

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/lambda-agent/lambda-agent/internal/conversetest"
-	"github.com/lambda-agent/lambda-agent/internal/ddblocal"
+	"github.com/lambda-agent/lambda-agent/internal/testkit/conversetest"
+	"github.com/lambda-agent/lambda-agent/internal/testkit/dynamodbtest"
 )
 
 // turnKinds are the turns whose DynamoDB cost is measured.
@@ -63,9 +63,9 @@ func callsSince(msgs []conversetest.Message, prompt string) (int, bool) {
 // costs measures what each kind of turn costs in DynamoDB, against a store
 // that keeps the whole history in one item.
 func costs(ctx context.Context, cfg config, b *strings.Builder) error {
-	fmt.Fprintf(b, "### DynamoDB cost per turn\n\nAverages over %d turns of each kind, through the handler, counted on the wire by the client's transport (`ddblocal.Meter`). RCU is 1 per 4 KB read strongly consistently. WCU is 1 per KB written, doubled in a transaction. Every session has a window of 40 messages. A keyed turn sends a new `Idempotency-Key` each time. A turn of 150 messages is 74 calculator calls in a row (`MAX_CYCLES=80`), more than one transaction holds, so it is committed in parts. A summarizing turn uses `CONVERSATION_MANAGER=summarizing`, whose window summarizes past 40 messages.\n\n", cfg.costTurns)
+	fmt.Fprintf(b, "### DynamoDB cost per turn\n\nAverages over %d turns of each kind, through the handler, counted on the wire by the client's transport (`dynamodbtest.Meter`). RCU is 1 per 4 KB read strongly consistently. WCU is 1 per KB written, doubled in a transaction. Every session has a window of 40 messages. A keyed turn sends a new `Idempotency-Key` each time. A turn of 150 messages is 74 calculator calls in a row (`MAX_CYCLES=80`), more than one transaction holds, so it is committed in parts. A summarizing turn uses `CONVERSATION_MANAGER=summarizing`, whose window summarizes past 40 messages.\n\n", cfg.costTurns)
 	b.WriteString("| turn | stored messages | requests | sent | received | RCU | WCU |\n|---|---|---|---|---|---|---|\n")
-	plain := map[int]ddblocal.Usage{}
+	plain := map[int]dynamodbtest.Usage{}
 	for k, kind := range turnKinds {
 		for _, n := range sizes {
 			s, err := newStack(ctx, kind.env)

@@ -32,7 +32,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/lambda-agent/lambda-agent/internal/mdsection"
+	"github.com/lambda-agent/lambda-agent/internal/testkit/mdsection"
 )
 
 func main() {

@@ -19,11 +19,11 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/lambda-agent/lambda-agent/internal/localrun"
+	"github.com/lambda-agent/lambda-agent/internal/devrun"
 )
 
 func main() {
-	addr := flag.String("addr", localrun.DefaultAddr, "address to listen on")
+	addr := flag.String("addr", devrun.DefaultAddr, "address to listen on")
 	off := flag.Bool("offline", false, "use the offline model even when AWS credentials are found")
 	var mcp endpoints
 	flag.Var(&mcp, "mcp", "the URL of an MCP server (streamable HTTP) whose tools the agent may use; repeat for more")
@@ -31,7 +31,7 @@ func main() {
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	err := localrun.Run(ctx, localrun.Options{Addr: *addr, Offline: *off, Getenv: os.Getenv, Out: os.Stderr, MCP: mcp, OTel: *otel})
+	err := devrun.Run(ctx, devrun.Options{Addr: *addr, Offline: *off, Getenv: os.Getenv, Out: os.Stderr, MCP: mcp, OTel: *otel})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "local:", err)
 		os.Exit(1)

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/lambda-agent/lambda-agent/internal/localrun"
+	"github.com/lambda-agent/lambda-agent/internal/devrun"
 	"github.com/lambda-agent/lambda-agent/internal/testkit"
 )
 
@@ -33,7 +33,7 @@ func TestDocsWithTheLocalRun(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	ready, done := make(chan string, 1), make(chan error, 1)
 	go func() {
-		done <- localrun.Run(ctx, localrun.Options{
+		done <- devrun.Run(ctx, devrun.Options{
 			Addr: "127.0.0.1:0", Offline: true, Getenv: func(string) string { return "" },
 			Out: &testkit.Buffer{}, Ready: func(url string) { ready <- url }, MCP: []string{mcp.URL + "/mcp"},
 		})

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/lambda-agent/lambda-agent/internal/conversetest"
+	"github.com/lambda-agent/lambda-agent/internal/testkit/conversetest"
 )
 
 // Stored session sizes the benchmarks compare. The window is the same for

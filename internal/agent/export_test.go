@@ -3,7 +3,7 @@ package agent
 import (
 	"testing"
 
-	"github.com/lambda-agent/lambda-agent/internal/conversetest"
+	"github.com/lambda-agent/lambda-agent/internal/testkit/conversetest"
 )
 
 // NewWireModel returns a Model that calls the Converse stand-in s through the

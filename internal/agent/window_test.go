@@ -9,7 +9,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/lambda-agent/lambda-agent/internal/conversetest"
+	"github.com/lambda-agent/lambda-agent/internal/testkit/conversetest"
 )
 
 // The window invariants, checked over random histories:

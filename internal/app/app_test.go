@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/lambda-agent/lambda-agent/internal/conversetest"
 	"github.com/lambda-agent/lambda-agent/internal/testkit"
+	"github.com/lambda-agent/lambda-agent/internal/testkit/conversetest"
 )
 
 // A tool that fails does not fail the turn: the model gets the error. The

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/lambda-agent/lambda-agent/internal/ddbhistory"
-	"github.com/lambda-agent/lambda-agent/internal/ddblocal"
 	"github.com/lambda-agent/lambda-agent/internal/telemetry"
+	"github.com/lambda-agent/lambda-agent/internal/testkit/dynamodbtest"
 	"github.com/lambda-agent/lambda-agent/internal/turn"
 	"github.com/lambda-agent/lambda-agent/internal/turn/storetest"
 )
@@ -20,7 +20,7 @@ import (
 // tracing on, keeps the whole contract of turn.Store: the decorator passes
 // every request and its outcome through.
 func TestTracedStoreConformance(t *testing.T) {
-	srv, err := ddblocal.NewServer("127.0.0.1:0")
+	srv, err := dynamodbtest.NewServer("127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,8 +19,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/lambda-agent/lambda-agent/internal/agent"
 	"github.com/lambda-agent/lambda-agent/internal/ddbhistory"
-	"github.com/lambda-agent/lambda-agent/internal/ddblocal"
 	"github.com/lambda-agent/lambda-agent/internal/testkit"
+	"github.com/lambda-agent/lambda-agent/internal/testkit/dynamodbtest"
 )
 
 // backend is a DynamoDB implementation the suite runs against.
@@ -33,7 +33,7 @@ type backend struct {
 // DYNAMODB_TEST_ENDPOINT (moto_server, DynamoDB Local) when it is set.
 func backends() []backend {
 	bs := []backend{{name: "minidyn", opts: func(t testing.TB) dynamodb.Options {
-		srv, err := ddblocal.NewServer("")
+		srv, err := dynamodbtest.NewServer("")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -52,10 +52,10 @@ func backends() []backend {
 	return bs
 }
 
-// counter meters what a client sends and receives (ddblocal.Meter), and can
+// counter meters what a client sends and receives (dynamodbtest.Meter), and can
 // inject faults.
 type counter struct {
-	meter ddblocal.Meter
+	meter dynamodbtest.Meter
 
 	mu sync.Mutex
 	// fault, when set, may answer a request instead of the server.
@@ -97,7 +97,7 @@ func (c *counter) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 // reset returns what was used since the last reset.
-func (c *counter) reset() ddblocal.Usage { return c.meter.Take() }
+func (c *counter) reset() dynamodbtest.Usage { return c.meter.Take() }
 
 func (c *counter) setFault(f func(op string, body []byte) *http.Response) {
 	c.mu.Lock()
@@ -135,7 +135,7 @@ func pause(op string, nth int) (fault func(string, []byte) *http.Response, reach
 
 // throttle is the response DynamoDB sends when it throttles.
 func throttle() *http.Response {
-	return ddblocal.ErrorResponse(nil, "ThrottlingException", "Rate of requests exceeds the allowed throughput.")
+	return dynamodbtest.ErrorResponse(nil, "ThrottlingException", "Rate of requests exceeds the allowed throughput.")
 }
 
 // env is one backend with a fresh table, a counting client and a store.

@@ -345,7 +345,7 @@ func TestDeleteStoppedMidway(t *testing.T) {
 		}
 		// The tombstone has no owner, so it leaves the owner index. minidyn
 		// keeps an item in a sparse index when an update removes its key
-		// (see ddblocal); DynamoDB and moto drop it.
+		// (see dynamodbtest); DynamoDB and moto drop it.
 		if list, err := e.store.List(t.Context(), "alice", "", 10); b.name != "minidyn" && (err != nil || len(list.Sessions) != 0) {
 			t.Errorf("List: %+v, %v", list, err)
 		}

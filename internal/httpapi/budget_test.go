@@ -18,9 +18,9 @@ import (
 	"github.com/aws/aws-lambda-go/lambdaurl"
 	"github.com/google/go-cmp/cmp"
 	"github.com/lambda-agent/lambda-agent/internal/agent"
-	"github.com/lambda-agent/lambda-agent/internal/conversetest"
 	"github.com/lambda-agent/lambda-agent/internal/httpapi"
 	"github.com/lambda-agent/lambda-agent/internal/lambdahttp"
+	"github.com/lambda-agent/lambda-agent/internal/testkit/conversetest"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 

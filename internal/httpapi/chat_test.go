@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lambda-agent/lambda-agent/internal/conversetest"
+	"github.com/lambda-agent/lambda-agent/internal/testkit/conversetest"
 )
 
 func TestMultiTurnChatKeepsHistory(t *testing.T) {

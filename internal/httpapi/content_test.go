@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/lambda-agent/lambda-agent/internal/conversetest"
+	"github.com/lambda-agent/lambda-agent/internal/testkit/conversetest"
 )
 
 // The first bytes of real files, base64-encoded as a request carries them.

@@ -13,12 +13,12 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/lambda-agent/lambda-agent/internal/agent"
-	"github.com/lambda-agent/lambda-agent/internal/conversetest"
 	"github.com/lambda-agent/lambda-agent/internal/ddbhistory"
-	"github.com/lambda-agent/lambda-agent/internal/ddblocal"
 	"github.com/lambda-agent/lambda-agent/internal/httpapi"
 	"github.com/lambda-agent/lambda-agent/internal/lambdahttp"
 	"github.com/lambda-agent/lambda-agent/internal/testkit"
+	"github.com/lambda-agent/lambda-agent/internal/testkit/conversetest"
+	"github.com/lambda-agent/lambda-agent/internal/testkit/dynamodbtest"
 	"github.com/lambda-agent/lambda-agent/internal/turn"
 )
 
@@ -255,7 +255,7 @@ func TestDeniedTableIsMisconfigured(t *testing.T) {
 type denyAll struct{ message string }
 
 func (d denyAll) RoundTrip(r *http.Request) (*http.Response, error) {
-	return ddblocal.ErrorResponse(r, "AccessDeniedException", d.message), nil
+	return dynamodbtest.ErrorResponse(r, "AccessDeniedException", d.message), nil
 }
 
 // panicky is an agent with a bug.

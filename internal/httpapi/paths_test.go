@@ -9,9 +9,9 @@ import (
 	"testing"
 
 	"github.com/aws/aws-lambda-go/events"
-	"github.com/lambda-agent/lambda-agent/internal/conversetest"
 	"github.com/lambda-agent/lambda-agent/internal/httpapi"
 	"github.com/lambda-agent/lambda-agent/internal/lambdahttp"
+	"github.com/lambda-agent/lambda-agent/internal/testkit/conversetest"
 )
 
 // hostileParameters are path parameters that would move a request to

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/lambda-agent/lambda-agent/internal/conversetest"
+	"github.com/lambda-agent/lambda-agent/internal/testkit/conversetest"
 )
 
 // TestCacheTokensAreReported: the prompt cache's read and write tokens,

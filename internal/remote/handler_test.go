@@ -12,12 +12,12 @@ import (
 	"time"
 
 	"github.com/lambda-agent/lambda-agent/internal/app"
-	"github.com/lambda-agent/lambda-agent/internal/conversetest"
 	"github.com/lambda-agent/lambda-agent/internal/ddbhistory"
-	"github.com/lambda-agent/lambda-agent/internal/lambdalocal"
-	"github.com/lambda-agent/lambda-agent/internal/mcptest"
-	"github.com/lambda-agent/lambda-agent/internal/ssmlocal"
 	"github.com/lambda-agent/lambda-agent/internal/testkit"
+	"github.com/lambda-agent/lambda-agent/internal/testkit/conversetest"
+	"github.com/lambda-agent/lambda-agent/internal/testkit/lambdatest"
+	"github.com/lambda-agent/lambda-agent/internal/testkit/mcptest"
+	"github.com/lambda-agent/lambda-agent/internal/testkit/ssmtest"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -142,10 +142,10 @@ func TestMCPServerDownAtInit(t *testing.T) {
 // its failure an error result with the function's message; an MCP
 // server's Authorization header comes from SSM, read once at init.
 func TestLambdaToolsAndSecretsThroughTheHandler(t *testing.T) {
-	fn := lambdalocal.NewServer()
+	fn := lambdatest.NewServer()
 	t.Cleanup(fn.Close)
 	fn.Register("orders", orders)
-	params := ssmlocal.NewServer()
+	params := ssmtest.NewServer()
 	t.Cleanup(params.Close)
 	params.Put("/agent/token", "Bearer s3cret", true)
 	srv := mcptest.NewServer(mcptest.RequireHeader("Authorization", "Bearer s3cret"))
@@ -194,7 +194,7 @@ func TestLambdaToolsAndSecretsThroughTheHandler(t *testing.T) {
 // cannot be read leaves its server out, with an error in the log; the
 // function starts, and its other tools work.
 func TestUnreadableSecretLeavesTheServerOut(t *testing.T) {
-	params := ssmlocal.NewServer()
+	params := ssmtest.NewServer()
 	t.Cleanup(params.Close)
 	srv := mcptest.NewServer()
 	t.Cleanup(srv.Close)
@@ -326,7 +326,7 @@ func hostileSchemaServer(t *testing.T) string {
 // answered "There is no tool named…", and the turn answers 200 with the
 // server's other tool working beside them.
 func TestHostileToolSchemasThroughTheHandler(t *testing.T) {
-	fn := lambdalocal.NewServer()
+	fn := lambdatest.NewServer()
 	t.Cleanup(fn.Close)
 	fn.Register("orders", orders)
 	s := testkit.Start(t, testkit.Options{

@@ -11,11 +11,11 @@ import (
 	"github.com/aws/aws-lambda-go/lambdacontext"
 	"github.com/google/go-cmp/cmp"
 	"github.com/lambda-agent/lambda-agent/internal/agent"
-	"github.com/lambda-agent/lambda-agent/internal/lambdalocal"
-	"github.com/lambda-agent/lambda-agent/internal/mcptest"
 	"github.com/lambda-agent/lambda-agent/internal/remote"
-	"github.com/lambda-agent/lambda-agent/internal/ssmlocal"
 	"github.com/lambda-agent/lambda-agent/internal/testkit"
+	"github.com/lambda-agent/lambda-agent/internal/testkit/lambdatest"
+	"github.com/lambda-agent/lambda-agent/internal/testkit/mcptest"
+	"github.com/lambda-agent/lambda-agent/internal/testkit/ssmtest"
 )
 
 // orders is a function that looks up an order, fails on demand, and
@@ -29,7 +29,7 @@ func orders(_ context.Context, payload []byte) ([]byte, error) {
 	}
 	switch in.OrderID {
 	case "missing":
-		return nil, &lambdalocal.FunctionError{Type: "OrderNotFound", Message: "no order missing"}
+		return nil, &lambdatest.FunctionError{Type: "OrderNotFound", Message: "no order missing"}
 	case "text":
 		return []byte(`"shipped"`), nil
 	case "list":
@@ -39,7 +39,7 @@ func orders(_ context.Context, payload []byte) ([]byte, error) {
 }
 
 func TestLambdaTools(t *testing.T) {
-	fn := lambdalocal.NewServer()
+	fn := lambdatest.NewServer()
 	t.Cleanup(fn.Close)
 	fn.Register("orders", orders)
 	tools, err := remote.ParseLambdaTools(`[
@@ -80,7 +80,7 @@ func TestLambdaTools(t *testing.T) {
 }
 
 func TestResolveSecrets(t *testing.T) {
-	params := ssmlocal.NewServer()
+	params := ssmtest.NewServer()
 	t.Cleanup(params.Close)
 	params.Put("/agent/token", "Bearer s3cret", true)
 	servers, err := remote.ParseMCPServers(`[
@@ -119,7 +119,7 @@ func TestResolveSecrets(t *testing.T) {
 // in its client context, and an MCP server in the call's _meta, so that a
 // call made again (after a crash, say) can be known for a repeat.
 func TestRemoteToolsGetTheToolUseID(t *testing.T) {
-	fn := lambdalocal.NewServer()
+	fn := lambdatest.NewServer()
 	t.Cleanup(fn.Close)
 	fn.Register("who", func(ctx context.Context, _ []byte) ([]byte, error) {
 		lc, _ := lambdacontext.FromContext(ctx)

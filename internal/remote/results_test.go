@@ -11,10 +11,10 @@ import (
 
 	"github.com/lambda-agent/lambda-agent/internal/agent"
 	"github.com/lambda-agent/lambda-agent/internal/app"
-	"github.com/lambda-agent/lambda-agent/internal/conversetest"
-	"github.com/lambda-agent/lambda-agent/internal/lambdalocal"
 	"github.com/lambda-agent/lambda-agent/internal/remote"
 	"github.com/lambda-agent/lambda-agent/internal/testkit"
+	"github.com/lambda-agent/lambda-agent/internal/testkit/conversetest"
+	"github.com/lambda-agent/lambda-agent/internal/testkit/lambdatest"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -53,7 +53,7 @@ func pngOf(n int) []byte {
 // the turn answers 200, the strict stand-in sees no request Bedrock would
 // refuse, the session keeps what the model saw, and the next turn works.
 func TestHostileResultsThroughTheHandler(t *testing.T) {
-	fn := lambdalocal.NewServer()
+	fn := lambdatest.NewServer()
 	t.Cleanup(fn.Close)
 	fn.Register("dump", func(context.Context, []byte) ([]byte, error) {
 		return json.Marshal(strings.Repeat("log line\n", 500_000)) // 4.5 MB: Lambda returns at most 6 MB

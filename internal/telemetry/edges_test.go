@@ -6,9 +6,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/lambda-agent/lambda-agent/internal/conversetest"
 	"github.com/lambda-agent/lambda-agent/internal/telemetry"
 	"github.com/lambda-agent/lambda-agent/internal/testkit"
+	"github.com/lambda-agent/lambda-agent/internal/testkit/conversetest"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 )
 

@@ -4,9 +4,9 @@ import (
 	"context"
 	"testing"
 
-	"github.com/lambda-agent/lambda-agent/internal/conversetest"
 	"github.com/lambda-agent/lambda-agent/internal/ddbhistory"
-	"github.com/lambda-agent/lambda-agent/internal/ddblocal"
+	"github.com/lambda-agent/lambda-agent/internal/testkit/conversetest"
+	"github.com/lambda-agent/lambda-agent/internal/testkit/dynamodbtest"
 )
 
 // BackendOptions configure Backends. The zero value is the session table
@@ -25,7 +25,7 @@ type BackendOptions struct {
 // endpoint variables, as on a developer's machine.
 type Backends struct {
 	// DDB is the in-process DynamoDB.
-	DDB *ddblocal.Server
+	DDB *dynamodbtest.Server
 	// Model is the Converse stand-in.
 	Model *conversetest.Server
 	// Env points a function at them, as "NAME=value": TABLE_NAME, the
@@ -36,7 +36,7 @@ type Backends struct {
 
 // NewBackends starts Backends. Close them when done.
 func NewBackends(ctx context.Context, opts BackendOptions) (*Backends, error) {
-	ddb, err := ddblocal.NewServer("")
+	ddb, err := dynamodbtest.NewServer("")
 	if err != nil {
 		return nil, err
 	}

@@ -14,19 +14,26 @@ import (
 // same level or above; lines in fenced code blocks are never headings.
 // Tests that hold the docs' examples to the code read it.
 func DocSection(file, heading string) (string, error) {
+	raw, err := Doc(file)
+	if err != nil {
+		return "", err
+	}
+	section, ok := docSection(raw, heading)
+	if !ok {
+		return "", fmt.Errorf("%s has no section %q", file, heading)
+	}
+	return section, nil
+}
+
+// Doc returns a document of the module, whole: file is a path from the
+// module's root, such as "docs/local-run.md".
+func Doc(file string) (string, error) {
 	dir, err := moduleRoot()
 	if err != nil {
 		return "", err
 	}
 	raw, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(file)))
-	if err != nil {
-		return "", err
-	}
-	section, ok := docSection(string(raw), heading)
-	if !ok {
-		return "", fmt.Errorf("%s has no section %q", file, heading)
-	}
-	return section, nil
+	return string(raw), err
 }
 
 // docSection is DocSection on a document's text.

@@ -1,6 +1,6 @@
 // Package testkit builds the application the way a function does, on
 // stand-ins for the AWS services: the strict Converse stand-in
-// (internal/conversetest) and an in-process DynamoDB (internal/ddblocal).
+// (internal/testkit/conversetest) and an in-process DynamoDB (internal/testkit/dynamodbtest).
 // Every test of the whole stack, the reliability suite and the bench use
 // it, so that the wiring under test is app.New's and nothing else. For the
 // built functions, which run as processes of their own, it starts the same
@@ -24,11 +24,11 @@ import (
 	"github.com/lambda-agent/lambda-agent/internal/agent"
 	"github.com/lambda-agent/lambda-agent/internal/agent/bedrock"
 	"github.com/lambda-agent/lambda-agent/internal/app"
-	"github.com/lambda-agent/lambda-agent/internal/conversetest"
 	"github.com/lambda-agent/lambda-agent/internal/ddbhistory"
-	"github.com/lambda-agent/lambda-agent/internal/ddblocal"
 	"github.com/lambda-agent/lambda-agent/internal/httpapi"
 	"github.com/lambda-agent/lambda-agent/internal/schema"
+	"github.com/lambda-agent/lambda-agent/internal/testkit/conversetest"
+	"github.com/lambda-agent/lambda-agent/internal/testkit/dynamodbtest"
 )
 
 // Table is the session table's name on the stand-in.
@@ -72,9 +72,9 @@ type Stack struct {
 	// Model is the Converse stand-in the agent calls.
 	Model *conversetest.Server
 	// DDB is the in-process DynamoDB.
-	DDB *ddblocal.Server
+	DDB *dynamodbtest.Server
 	// Meter counts the application's DynamoDB requests and capacity.
-	Meter *ddblocal.Meter
+	Meter *dynamodbtest.Meter
 	// Logs holds the handler's JSON log lines, unless Options.Logger was
 	// set.
 	Logs *Buffer
@@ -94,7 +94,7 @@ func New(ctx context.Context, opts Options) (*Stack, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Stack{Model: b.Model, DDB: b.DDB, Meter: &ddblocal.Meter{}, Logs: &Buffer{}}
+	s := &Stack{Model: b.Model, DDB: b.DDB, Meter: &dynamodbtest.Meter{}, Logs: &Buffer{}}
 	var transport http.RoundTripper = s.Meter
 	if opts.DynamoDB != nil {
 		transport = opts.DynamoDB(transport)

@@ -10,7 +10,7 @@
 //
 // The package agent knows nothing of the SDK: it sees a Model that streams.
 // Its tests, and this package's, reach a real SDK client through
-// internal/conversetest, a strict stand-in that speaks Converse's wire
+// internal/testkit/conversetest, a strict stand-in that speaks Converse's wire
 // protocol.
 //
 //	client := bedrockruntime.NewFromConfig(awsCfg)

@@ -1,7 +1,0 @@
-// Package awslocal holds what the local AWS stand-ins (lambdalocal,
-// ssmlocal) share: the SigV4 header check AWS makes before it reads a
-// request, the error answer in the JSON protocols the SDK clients decode,
-// and request ids. What differs between services and between error shapes,
-// such as the spelling of the message member, is passed in by the caller
-// rather than guessed here.
-package awslocal

@@ -1,2 +1,0 @@
-// Package deploytest checks the deployment files: the SAM template and samconfig.toml.
-package deploytest

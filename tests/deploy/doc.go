@@ -1,0 +1,2 @@
+// Package deploy checks the deployment files: the SAM template and samconfig.toml.
+package deploy
