@@ -590,11 +590,6 @@ func TestRoutes(t *testing.T) {
 	}
 }
 
-// TestPrivateUnlessAllowAnonymous deploys every combination of the auth
-// parameters that the Rules accept, and checks that the HTTP API and the
-// stream URL are open only when AllowAnonymous says so, and that the
-// functions then follow RequireAuth; and that the Rules refuse exactly the
-// contradictory or half-set combinations.
 // TestApiInvokeArnCoversEveryRoute holds the output that docs/deploy.md tells
 // IAM callers to grant execute-api:Invoke on: it must cover every route of
 // the API, on its stage, and no other API.
@@ -621,6 +616,11 @@ func TestApiInvokeArnCoversEveryRoute(t *testing.T) {
 	}
 }
 
+// TestPrivateUnlessAllowAnonymous deploys every combination of the auth
+// parameters that the Rules accept, and checks that the HTTP API and the
+// stream URL are open only when AllowAnonymous says so, and that the
+// functions then follow RequireAuth; and that the Rules refuse exactly the
+// contradictory or half-set combinations.
 func TestPrivateUnlessAllowAnonymous(t *testing.T) {
 	tp := loadTemplate(t)
 	domains := []struct {

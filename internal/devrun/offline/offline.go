@@ -82,7 +82,7 @@ func Respond(req *conversetest.Request) conversetest.Reply {
 // newID returns the id of the tool use that answers req. Ids must be unique
 // within a session: a hash of the messages is, since a session's history
 // only grows, while a count would repeat once the window slides. And the
-// same conversation gets the same ids, so that the README's examples can
+// same conversation gets the same ids, so that the docs' examples can
 // name them.
 func newID(req *conversetest.Request) string {
 	raw, _ := json.Marshal(req.Messages) // decoded from JSON, so it encodes
