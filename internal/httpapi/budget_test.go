@@ -21,6 +21,7 @@ import (
 	"github.com/lambda-agent/lambda-agent/internal/httpapi"
 	"github.com/lambda-agent/lambda-agent/internal/lambdahttp"
 	"github.com/lambda-agent/lambda-agent/internal/testkit/conversetest"
+	"github.com/lambda-agent/lambda-agent/internal/testkit/mcptest"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -28,22 +29,16 @@ import (
 // again: each of its bytes takes four in the event.
 func escapes(n int) string { return strings.Repeat(`"\`, n/2) }
 
-// quotesServer is an MCP server, built with the official SDK, whose tools
-// answer 1 MiB of escapes, and that and an image of 3.5 MB.
+// quotesServer is an MCP server whose tools answer 1 MiB of escapes, and
+// that and an image of 3.5 MB.
 func quotesServer(t *testing.T) string {
 	t.Helper()
-	m := mcp.NewServer(&mcp.Implementation{Name: "quotes", Version: "1"}, nil)
-	m.AddTool(&mcp.Tool{Name: "quotes", InputSchema: map[string]any{"type": "object"}},
-		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: escapes(1 << 20)}}}, nil
-		})
-	m.AddTool(&mcp.Tool{Name: "both", InputSchema: map[string]any{"type": "object"}},
-		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-			png := make([]byte, 3_500_000)
-			copy(png, conversetest.PNGStart)
-			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: escapes(1 << 20)}, &mcp.ImageContent{MIMEType: "image/png", Data: png}}}, nil
-		})
-	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return m }, &mcp.StreamableHTTPOptions{Stateless: true}))
+	png := make([]byte, 3_500_000)
+	copy(png, conversetest.PNGStart)
+	srv := mcptest.Answers(map[string][]mcp.Content{
+		"quotes": {&mcp.TextContent{Text: escapes(1 << 20)}},
+		"both":   {&mcp.TextContent{Text: escapes(1 << 20)}, &mcp.ImageContent{MIMEType: "image/png", Data: png}},
+	})
 	t.Cleanup(srv.Close)
 	return srv.URL
 }

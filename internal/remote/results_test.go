@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -15,28 +14,22 @@ import (
 	"github.com/lambda-agent/lambda-agent/internal/testkit"
 	"github.com/lambda-agent/lambda-agent/internal/testkit/conversetest"
 	"github.com/lambda-agent/lambda-agent/internal/testkit/lambdatest"
+	"github.com/lambda-agent/lambda-agent/internal/testkit/mcptest"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// hostileServer is an MCP server, built with the official SDK, whose tools
-// answer what Bedrock would refuse, or more than anyone should store.
+// hostileServer is an MCP server whose tools answer what Bedrock would
+// refuse, or more than anyone should store.
 func hostileServer(t *testing.T) string {
 	t.Helper()
-	m := mcp.NewServer(&mcp.Implementation{Name: "hostile", Version: "1"}, nil)
-	answer := func(name string, content ...mcp.Content) {
-		m.AddTool(&mcp.Tool{Name: name, InputSchema: map[string]any{"type": "object"}},
-			func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-				return &mcp.CallToolResult{Content: content}, nil
-			})
-	}
-	answer("mislabelled", &mcp.TextContent{Text: "a chart"}, &mcp.ImageContent{MIMEType: "image/png", Data: conversetest.JPEGStart})
-	answer("empty")
-	answer("blank", &mcp.TextContent{Text: "  "})
-	answer("huge", &mcp.TextContent{Text: strings.Repeat("twenty MiB of text, ", 1<<20)})
-	answer("endless", &mcp.TextContent{Text: strings.Repeat("x", remote.MaxResponseBytes+1)})
-	answer("images", &mcp.ImageContent{MIMEType: "image/png", Data: pngOf(3_000_000)}, &mcp.ImageContent{MIMEType: "image/png", Data: pngOf(3_000_000)})
-	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return m }, &mcp.StreamableHTTPOptions{Stateless: true})
-	srv := httptest.NewServer(h)
+	srv := mcptest.Answers(map[string][]mcp.Content{
+		"mislabelled": {&mcp.TextContent{Text: "a chart"}, &mcp.ImageContent{MIMEType: "image/png", Data: conversetest.JPEGStart}},
+		"empty":       nil,
+		"blank":       {&mcp.TextContent{Text: "  "}},
+		"huge":        {&mcp.TextContent{Text: strings.Repeat("twenty MiB of text, ", 1<<20)}},
+		"endless":     {&mcp.TextContent{Text: strings.Repeat("x", remote.MaxResponseBytes+1)}},
+		"images":      {&mcp.ImageContent{MIMEType: "image/png", Data: pngOf(3_000_000)}, &mcp.ImageContent{MIMEType: "image/png", Data: pngOf(3_000_000)}},
+	})
 	t.Cleanup(srv.Close)
 	return srv.URL
 }

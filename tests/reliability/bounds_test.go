@@ -1,11 +1,8 @@
 package reliability_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -14,27 +11,22 @@ import (
 	"github.com/lambda-agent/lambda-agent/internal/agent"
 	"github.com/lambda-agent/lambda-agent/internal/lambdahttp"
 	"github.com/lambda-agent/lambda-agent/internal/testkit/conversetest"
+	"github.com/lambda-agent/lambda-agent/internal/testkit/mcptest"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// hostileMCP is an MCP server, built with the official SDK, whose tools
-// answer what no session should store as it comes: 20 MiB of text, a JPEG
-// labelled PNG, nothing at all, and 1 MiB of text that JSON escapes twice
-// over in Lambda's response event.
+// hostileMCP is an MCP server whose tools answer what no session should
+// store as it comes: 20 MiB of text, a JPEG labelled PNG, nothing at all,
+// and 1 MiB of text that JSON escapes twice over in Lambda's response
+// event.
 func hostileMCP(t *testing.T) string {
 	t.Helper()
-	m := mcp.NewServer(&mcp.Implementation{Name: "hostile", Version: "1"}, nil)
-	answer := func(name string, content ...mcp.Content) {
-		m.AddTool(&mcp.Tool{Name: name, InputSchema: map[string]any{"type": "object"}},
-			func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-				return &mcp.CallToolResult{Content: content}, nil
-			})
-	}
-	answer("huge", &mcp.TextContent{Text: strings.Repeat("x", 20<<20)})
-	answer("mislabelled", &mcp.ImageContent{MIMEType: "image/png", Data: conversetest.JPEGStart})
-	answer("empty")
-	answer("quotes", &mcp.TextContent{Text: strings.Repeat(`"\`, 512<<10)})
-	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return m }, &mcp.StreamableHTTPOptions{Stateless: true}))
+	srv := mcptest.Answers(map[string][]mcp.Content{
+		"huge":        {&mcp.TextContent{Text: strings.Repeat("x", 20<<20)}},
+		"mislabelled": {&mcp.ImageContent{MIMEType: "image/png", Data: conversetest.JPEGStart}},
+		"empty":       nil,
+		"quotes":      {&mcp.TextContent{Text: strings.Repeat(`"\`, 512<<10)}},
+	})
 	t.Cleanup(srv.Close)
 	return srv.URL
 }
