@@ -19,6 +19,10 @@ const (
 // conversations are stored: unlike Bedrock's types.Message it survives
 // encoding/json unchanged.
 type Message struct {
+	// ID, when set, is the id a client gave the message, such as an AG-UI
+	// client's, which the session keeps so that the client knows the
+	// message again. The model never sees it.
+	ID      string         `json:"id,omitempty"`
 	Role    Role           `json:"role"`
 	Content []ContentBlock `json:"content"`
 }

@@ -114,6 +114,7 @@ func New(cfg *Config, converse bedrock.ConverseAPI, ddb ddbhistory.DynamoDBAPI, 
 		CompileSchema:   opts.CompileSchema,
 		RequireAuth:     cfg.RequireAuth,
 		MaxMessageBytes: cfg.MaxMessageBytes,
+		ModelID:         cfg.ModelID,
 		Logger:          opts.Logger,
 		Record: func(ctx context.Context, r telemetry.Request) {
 			metrics.Record(ctx, r)

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/lambda-agent/lambda-agent/internal/agent"
+	"github.com/lambda-agent/lambda-agent/internal/agui"
 	"github.com/lambda-agent/lambda-agent/internal/turn"
 )
 
@@ -58,7 +59,8 @@ func statusOf(code string) int {
 		return http.StatusNotFound
 	case "method_not_allowed":
 		return http.StatusMethodNotAllowed
-	case "conflict", "in_progress", "session_exists", "session_changed", "interrupt_pending", "no_interrupt_pending":
+	case "conflict", "in_progress", "session_exists", "session_changed", "interrupt_pending", "no_interrupt_pending",
+		"thread_mismatch":
 		return http.StatusConflict
 	case "message_too_large", "too_large", "context_overflow":
 		return http.StatusRequestEntityTooLarge
@@ -115,6 +117,10 @@ func errorFor(err error) *Error {
 		return &Error{Code: "invalid_request", Message: "an import in pages takes no Idempotency-Key: each page says where it starts, so a page sent again is not stored twice; send a page again when its answer is lost, and GET the session when the last one's is", err: err}
 	case errors.Is(err, turn.ErrSessionChanged):
 		return &Error{Code: "session_changed", Message: "the session changed since its export began (a turn or a rewind), so its pages would not fit together; export it again from the first page", err: err}
+	case errors.Is(err, agui.ErrInvalidInput):
+		return &Error{Code: "invalid_request", Message: err.Error(), err: err}
+	case errors.Is(err, agui.ErrThreadMismatch):
+		return &Error{Code: "thread_mismatch", Message: err.Error(), err: err}
 	case errors.Is(err, turn.ErrInvalidCursor):
 		return &Error{Code: "invalid_request", Message: err.Error(), err: err}
 	case errors.Is(err, turn.ErrInvalidRewind):

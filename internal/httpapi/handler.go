@@ -78,6 +78,7 @@ const (
 	RouteImportPage    = "POST /sessions/{sessionId}/import"
 	RouteRewind        = "POST /sessions/{sessionId}/rewind"
 	RouteStructured    = "POST /structured"
+	RouteAGUI          = "POST /agui"
 	routeURLStream     = "POST /"
 )
 
@@ -95,6 +96,8 @@ type Config struct {
 	CompileSchema func(json.RawMessage) (agent.Schema, error)
 	// MaxMessageBytes bounds a turn's input; 0 means DefaultMaxMessageBytes.
 	MaxMessageBytes int
+	// ModelID is the model the turns run on, which AG-UI's usage names.
+	ModelID string
 	// Logger gets one line per request; nil means slog.Default().
 	Logger *slog.Logger
 	// Record, when set, is told of each request once it is answered, after
@@ -152,6 +155,9 @@ func New(cfg Config) (*Handler, error) {
 	}
 	if cfg.Routes&FunctionURLRoutes != 0 {
 		h.mux.HandleFunc(routeURLStream, h.chatStream)
+	}
+	if cfg.Routes&(StreamRoutes|FunctionURLRoutes) != 0 {
+		h.mux.HandleFunc(RouteAGUI, h.aguiRun)
 	}
 	h.handle("/", h.noRoute)
 	return h, nil

@@ -73,7 +73,7 @@ func (h *Handler) chatStream(w http.ResponseWriter, r *http.Request) {
 	}
 	rec.outcome, rec.result, rec.replayed = "ok", out.Result, out.Replayed
 	if out.Replayed { // the turn ran in an earlier request
-		s.Start(out.Answer.SessionID)
+		s.Start(out.Answer.SessionID, out.First)
 	}
 	s.event(EventDone, out.Answer)
 }
@@ -90,7 +90,7 @@ type sse struct {
 var _ turn.Sink = (*sse)(nil)
 
 // Start sends the headers and the start event.
-func (s *sse) Start(sessionID string) {
+func (s *sse) Start(sessionID string, _ int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	h := s.w.Header()

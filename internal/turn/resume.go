@@ -46,7 +46,7 @@ func (s *Service) resume(ctx context.Context, c Chat) (*Outcome[ChatAnswer], err
 			var emit func(agent.Event)
 			start := func() {
 				if c.Sink != nil {
-					c.Sink.Start(sess.ID)
+					c.Sink.Start(sess.ID, sess.Count)
 					emit = c.Sink.Event
 				}
 			}

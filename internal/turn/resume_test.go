@@ -128,8 +128,8 @@ func TestResume(t *testing.T) {
 	if len(model.continued) != 1 || !cmp.Equal(model.continued[0], results) {
 		t.Errorf("the rest of the turn ran on %+v, want the results", model.continued)
 	}
-	if sink.started != "s1" || len(sink.events) != 3 || sink.events[2].Text != final.Text() {
-		t.Errorf("sink: started %q, events %+v; want two results and the text", sink.started, sink.events)
+	if sink.started != "s1" || sink.first != 2 || len(sink.events) != 3 || sink.events[2].Text != final.Text() {
+		t.Errorf("sink: started %q at %d, events %+v; want two results and the text, from message 2", sink.started, sink.first, sink.events)
 	}
 
 	// Two commits: the checkpoint keeps the claim and no key, the end

@@ -88,7 +88,7 @@ func (s *Service) redo(ctx, storeCtx context.Context, sess *ddbhistory.Session, 
 	if err != nil {
 		return nil, err
 	}
-	res, err := s.chatRun(ctx, sess.ID, &conv, content, c.Sink)
+	res, err := s.chatRun(ctx, sess.ID, from, &conv, content, c.Sink)
 	if err != nil {
 		return nil, err
 	}

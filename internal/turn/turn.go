@@ -187,6 +187,9 @@ type Chat struct {
 	DenyPending bool
 	// Sink, when set, streams the turn as it happens.
 	Sink Sink
+	// MessageID, when set, is the id a client gave its message, which the
+	// session keeps with it (agent.Message.ID).
+	MessageID string
 	// Regenerate runs the session's last user message again, in place of
 	// its last turn; Edit runs new content in place of the user message at
 	// Edit.From and all that follows it. Either is one turn and one commit:
@@ -197,10 +200,11 @@ type Chat struct {
 }
 
 // Sink receives a streamed turn. Start comes once, when the turn starts to
-// run; Event for each thing that happens in it. A replayed turn ran in an
-// earlier request, so its sink gets neither.
+// run, with the stored index its first message will take; Event for each
+// thing that happens in it. A replayed turn ran in an earlier request, so
+// its sink gets neither.
 type Sink interface {
-	Start(sessionID string)
+	Start(sessionID string, first int)
 	Event(agent.Event)
 }
 
@@ -244,9 +248,19 @@ func (s *Service) Chat(ctx context.Context, c Chat) (*Outcome[ChatAnswer], error
 			if err := checkPending(sess, c.DenyPending); err != nil {
 				return nil, err
 			}
-			res, err := s.chatRun(ctx, sess.ID, &sess.Conversation, c.Content, c.Sink)
+			res, err := s.chatRun(ctx, sess.ID, sess.Count, &sess.Conversation, c.Content, c.Sink)
 			if err != nil {
 				return nil, err
+			}
+			if c.MessageID != "" {
+				// The caller's message is the turn's first that answers no
+				// tool use (a denial of pending interrupts may come before).
+				for i, m := range res.Messages {
+					if agent.IsTurnStart(m) {
+						res.Messages[i].ID = c.MessageID
+						break
+					}
+				}
 			}
 			return &done[ChatAnswer]{Result: res, Answer: s.chatAnswer(sess.ID, res)}, nil
 		},
@@ -257,11 +271,11 @@ func (s *Service) Chat(ctx context.Context, c Chat) (*Outcome[ChatAnswer], error
 
 // chatRun runs a chat turn's agent loop on conv, streamed to sink when
 // there is one.
-func (s *Service) chatRun(ctx context.Context, sessionID string, conv *agent.Conversation, content []agent.ContentBlock, sink Sink) (*agent.Result, error) {
+func (s *Service) chatRun(ctx context.Context, sessionID string, first int, conv *agent.Conversation, content []agent.ContentBlock, sink Sink) (*agent.Result, error) {
 	if sink == nil {
 		return s.agent.Run(ctx, conv, content)
 	}
-	sink.Start(sessionID)
+	sink.Start(sessionID, first)
 	return s.agent.Stream(ctx, conv, content, sink.Event)
 }
 

@@ -172,11 +172,12 @@ func TestNewSessionFromAKey(t *testing.T) {
 // recordingSink is a Sink that notes what it gets.
 type recordingSink struct {
 	started string
+	first   int
 	events  []agent.Event
 }
 
-func (r *recordingSink) Start(id string)     { r.started = id }
-func (r *recordingSink) Event(e agent.Event) { r.events = append(r.events, e) }
+func (r *recordingSink) Start(id string, first int) { r.started, r.first = id, first }
+func (r *recordingSink) Event(e agent.Event)        { r.events = append(r.events, e) }
 
 // TestStreamedTurn: a streamed turn is a chat turn with a sink, replayed
 // like one, and its sink hears nothing of a replay.
@@ -190,7 +191,7 @@ func TestStreamedTurn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sink.started != "s1" || len(sink.events) != 1 || sink.events[0].Text != out.Answer.Text {
+	if sink.started != "s1" || sink.first != 0 || len(sink.events) != 1 || sink.events[0].Text != out.Answer.Text {
 		t.Errorf("sink: started %q, events %+v", sink.started, sink.events)
 	}
 	again := &recordingSink{}
