@@ -125,31 +125,51 @@ func (s *ToolSchema) Validate(ctx context.Context, value json.RawMessage) ([]str
 	if _, lerr := limits.CheckJSON(v, limits.MaxInstanceDepth, "MaxInstanceDepth"); lerr != nil {
 		return []string{limits.Pointer(lerr.Ptr) + ": " + lerr.Error()}, nil
 	}
-	if _, ok := s.cost(v, limits.MaxSteps); !ok {
+	steps, ok := s.cost(v, limits.MaxSteps)
+	if !ok {
 		return nil, invalidSchema("%w", &limits.Error{Limit: "MaxSteps", Reason: fmt.Sprintf("too costly to check: it would take more than %d steps", limits.MaxSteps)})
 	}
-	verr, err := s.run(ctx, v)
+	var verr error
+	var err error
+	if steps <= inlineSteps {
+		verr, err = s.check(v)
+	} else {
+		verr, err = s.run(ctx, v)
+	}
 	if err != nil || verr == nil {
 		return nil, err
 	}
 	return []string{Clip(verr.Error(), maxProblemBytes)}, nil
 }
 
-// run runs the validator on v, and returns its verdict, or why it has none.
-// The validator cannot be interrupted, so it runs on a goroutine of its own
-// that run stops waiting for when the validation takes more than the
-// timeout or ctx ends; the cost, which Validate bounded, bounds what it
-// does after that.
+// inlineSteps is the estimated cost up to which Validate runs the
+// validator on the caller's goroutine, with no clock: at about 100 ns a
+// step, well under a millisecond. MaxValidateTime is a backstop for costly
+// validations; on a busy machine a cheap one could wait that long for a
+// goroutine to be scheduled, and fail for it.
+const inlineSteps = 5000
+
+// check runs the validator on v, and returns its verdict, or why it has
+// none.
+func (s *ToolSchema) check(v any) (verdict, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			verdict, err = nil, invalidSchema("the validator failed on the input: %v", r)
+		}
+	}()
+	return s.resolved.Validate(v), nil
+}
+
+// run runs check on a goroutine of its own, since the validator cannot be
+// interrupted, and stops waiting for it when the validation takes more
+// than the timeout or ctx ends; the cost, which Validate bounded, bounds
+// what it does after that.
 func (s *ToolSchema) run(ctx context.Context, v any) (verdict, err error) {
 	type outcome struct{ verdict, err error }
 	done := make(chan outcome, 1)
 	go func() {
-		defer func() {
-			if r := recover(); r != nil {
-				done <- outcome{err: invalidSchema("the validator failed on the input: %v", r)}
-			}
-		}()
-		done <- outcome{verdict: s.resolved.Validate(v)}
+		verdict, err := s.check(v)
+		done <- outcome{verdict, err}
 	}()
 	timer := time.NewTimer(s.timeout)
 	defer timer.Stop()

@@ -522,3 +522,29 @@ func BenchmarkCompileToolSchema(b *testing.B) {
 		})
 	}
 }
+
+// TestToolSchemaClock: the clock bounds only validations estimated past
+// inlineSteps; a cheap one runs without it, so that a busy machine cannot
+// make it fail.
+func TestToolSchemaClock(t *testing.T) {
+	c := hostileToolCases[len(hostileToolCases)-2] // many small objects
+	s, err := CompileToolSchema(json.RawMessage(c.schema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.timeout = time.Nanosecond
+	var v any
+	if err := json.Unmarshal([]byte(c.value), &v); err != nil {
+		t.Fatal(err)
+	}
+	if steps, _ := s.cost(v, limits.MaxSteps); steps <= inlineSteps {
+		t.Fatalf("the costly case is estimated at %d steps, not past inlineSteps (%d)", steps, inlineSteps)
+	}
+	var le *limits.Error
+	if _, err := s.Validate(t.Context(), json.RawMessage(c.value)); !errors.As(err, &le) || le.Limit != "MaxValidateTime" {
+		t.Errorf("a costly validation past its time: %v, want it refused for MaxValidateTime", err)
+	}
+	if problems, err := s.Validate(t.Context(), json.RawMessage(`{"a":[{"x":1},{"x":"two"}]}`)); err != nil || len(problems) != 1 {
+		t.Errorf("a cheap validation with no time: %q, %v; want its one problem", problems, err)
+	}
+}
