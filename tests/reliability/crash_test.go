@@ -127,7 +127,9 @@ func keyedChatEvent(t *testing.T, session, message, key string) []byte {
 // waitFor polls until cond holds, or fails the test.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(2 * time.Millisecond) {
+	// Long enough for a machine busy with the whole race suite: a wait
+	// that runs out is a failure of the machine, not of what is tested.
+	for deadline := time.Now().Add(25 * time.Second); !cond(); time.Sleep(2 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
