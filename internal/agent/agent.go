@@ -251,9 +251,13 @@ func (a *Agent) run(ctx context.Context, conv *Conversation, input []ContentBloc
 	if err := ValidateInput(input); err != nil {
 		return nil, err
 	}
+	box, err := a.turnBox(ctx, conv.ClientTools)
+	if err != nil {
+		return nil, err
+	}
 	t := a.newTurn(conv)
 	t.emit = emit
-	t.box = a.toolbox(ctx)
+	t.box = box
 	t.begin(ctx, input)
 	return t.loop(ctx)
 }
@@ -343,6 +347,8 @@ type turn struct {
 	input int
 	// box holds the turn's tools.
 	box *toolbox
+	// stateSeen is the count of the state's changes last emitted.
+	stateSeen int
 }
 
 // send emits e when the turn streams.
@@ -494,7 +500,7 @@ func (t *turn) converse(ctx context.Context, req ModelRequest, extra ...Message)
 		if err := t.reduceEarly(ctx); err != nil {
 			return nil, err
 		}
-		req.Messages = t.conv.view(t.a.cfg.TrimResults, extra...)
+		req.Messages = withContext(t.conv.view(t.a.cfg.TrimResults, extra...), t.conv.Context)
 		if t.a.cfg.PromptCache {
 			req.CacheSystem, req.CacheAfter = true, previousTurnEnd(req.Messages)
 		}

@@ -31,6 +31,11 @@ const (
 	// KindQuestion waits for a person's answer, which becomes the tool's
 	// result (AskUser).
 	KindQuestion = "question"
+	// KindClientTool waits for the result of a tool that the caller's
+	// application runs (Conversation.ClientTools): only the client that
+	// offered the tool can answer it with a result, and anyone who may
+	// answer the session's interrupts can deny it.
+	KindClientTool = "client_tool"
 )
 
 // DefaultInterruptTTL is how long interrupts wait for a response when
@@ -89,12 +94,17 @@ func (p *Pending) Live(now time.Time) []Interrupt {
 
 // Response is a person's response to an interrupt: Approve for an approval,
 // with an optional Message that a denied use's result carries; Answer for a
-// question, or Approve false to decline it.
+// question, or Approve false to decline it; Result for a client tool's
+// call, or Approve false to deny it.
 type Response struct {
 	InterruptID string `json:"interrupt_id"`
 	Approve     *bool  `json:"approve,omitempty"`
 	Message     string `json:"message,omitempty"`
 	Answer      string `json:"answer,omitempty"`
+	// Result is a client tool's result, from the client that ran it (its
+	// ToolUseID is the interrupt's). It has no JSON form: a transport
+	// that carries client tools' results (AG-UI) sets it.
+	Result *ToolResultBlock `json:"-"`
 }
 
 // ErrInvalidResponses is the kind of a ResponsesError.
@@ -179,17 +189,24 @@ func (askUser) interrupt(u *ToolUseBlock) Interrupt {
 // Texts of the results a person's response gives.
 const (
 	deniedText   = "A person denied this tool call."
+	notRunText   = "The application that offers this tool did not run it: the call was denied."
 	expiredText  = "A person did not respond to this tool call in time (expired), so it was not run."
 	movedOnText  = "A person sent a new message instead of responding to this tool call, so it was not run."
 	declinedText = "A person declined to answer."
 )
 
 // Answer continues a turn that paused for a person: it checks the
-// responses, which must answer every live interrupt of conv.Pending (expired
-// ones count as denied), runs the approved uses, and returns a Result whose
-// one message is the user message that answers every tool use of the paused
-// answer. It calls no model: commit the result, then Continue. Its State
-// holds what the tools changed. emit, when set, gets each result.
+// responses, which must answer every live approval and question of
+// conv.Pending (expired ones count as denied), runs the approved uses, and
+// returns a Result whose one message is the user message that answers
+// every tool use of the paused answer. It calls no model: commit the
+// result, then Continue. Its State holds what the tools changed. emit,
+// when set, gets each result.
+//
+// A client tool's call may be left unanswered: while one is, the Result
+// adds no message, and its Pending holds what still waits, the client
+// tools' calls, with the results so far. Commit that; the responses that
+// bring the rest answer it.
 func (a *Agent) Answer(ctx context.Context, conv *Conversation, responses []Response, emit func(Event)) (*Result, error) {
 	uses, err := pausedUses(conv)
 	if err != nil {
@@ -200,11 +217,15 @@ func (a *Agent) Answer(ctx context.Context, conv *Conversation, responses []Resp
 	if err != nil {
 		return nil, err
 	}
+	box, err := a.turnBox(ctx, conv.ClientTools)
+	if err != nil {
+		return nil, err
+	}
 	t := a.newTurn(conv)
 	if emit != nil {
 		t.emit = serialized(emit)
 	}
-	t.box = a.toolbox(ctx)
+	t.box = box
 	work, cancel := a.workContext(ctx)
 	defer cancel()
 
@@ -213,11 +234,18 @@ func (a *Agent) Answer(ctx context.Context, conv *Conversation, responses []Resp
 		results[r.ToolUseID] = r
 	}
 	var approved []*ToolUseBlock
+	var waiting []Interrupt
 	for _, in := range conv.Pending.Interrupts {
 		r, ok := byID[in.ID]
 		switch {
 		case in.Expired(now):
 			results[in.ID] = TextResult(in.ID, ToolError, expiredText)
+		case in.Kind == KindClientTool && !ok:
+			waiting = append(waiting, in)
+		case in.Kind == KindClientTool && r.Result != nil:
+			results[in.ID] = r.Result
+		case in.Kind == KindClientTool:
+			results[in.ID] = TextResult(in.ID, ToolError, withMessage(notRunText, r.Message))
 		case in.Kind == KindQuestion && r.Approve == nil:
 			results[in.ID] = TextResult(in.ID, ToolSuccess, r.Answer)
 		case in.Kind == KindQuestion:
@@ -228,14 +256,39 @@ func (a *Agent) Answer(ctx context.Context, conv *Conversation, responses []Resp
 			results[in.ID] = TextResult(in.ID, ToolError, withMessage(deniedText, r.Message))
 		}
 	}
+	// The results that a person's or a client's response made are emitted
+	// here, once; runTools emits those of the tools it runs, and the
+	// results kept from before were emitted when they were made.
+	for _, u := range uses {
+		if r := results[u.ToolUseID]; r != nil && !slices.Contains(conv.Pending.Results, r) {
+			r = a.admit(r)
+			results[u.ToolUseID] = r
+			t.send(Event{ToolResult: r})
+		}
+	}
 	if len(approved) > 0 {
-		ran, _ := t.runTools(work, approved, true)
+		ran, held := t.runTools(work, approved, true)
 		if work.Err() != nil {
 			return nil, t.fail(ctx, work, work.Err())
 		}
 		for _, b := range ran {
-			results[b.ToolResult.ToolUseID] = b.ToolResult
+			if b.ToolResult != nil {
+				results[b.ToolResult.ToolUseID] = b.ToolResult
+			}
 		}
+		waiting = append(waiting, held...) // approved client tools' calls
+	}
+	if len(waiting) > 0 {
+		p := &Pending{Interrupts: waiting}
+		for _, u := range uses {
+			if r := results[u.ToolUseID]; r != nil {
+				p.Results = append(p.Results, r)
+			}
+		}
+		t.conv.Pending = p
+		res := t.finish(StopInterrupt, "")
+		res.Pending = p
+		return res, nil
 	}
 	m := Message{Role: RoleUser}
 	for _, u := range uses {
@@ -243,7 +296,7 @@ func (a *Agent) Answer(ctx context.Context, conv *Conversation, responses []Resp
 		if r == nil {
 			r = TextResult(u.ToolUseID, ToolError, interruptedText)
 		}
-		m.Content = append(m.Content, ContentBlock{ToolResult: a.admit(r)}) // a person's answer too
+		m.Content = append(m.Content, ContentBlock{ToolResult: r}) // admitted above, or by runTools
 	}
 	t.conv.Pending = nil
 	t.add(ctx, m)
@@ -261,10 +314,14 @@ func (a *Agent) Continue(ctx context.Context, conv *Conversation, emit func(Even
 	if emit != nil {
 		emit = serialized(emit)
 	}
+	box, err := a.turnBox(ctx, conv.ClientTools)
+	if err != nil {
+		return nil, err
+	}
 	before(ctx, a.cfg.Hooks.BeforeInvocation, &BeforeInvocationEvent{Conversation: conv})
 	t := a.newTurn(conv)
 	t.emit = emit
-	t.box = a.toolbox(ctx)
+	t.box = box
 	res, err := t.loop(ctx)
 	after(ctx, a.cfg.Hooks.AfterInvocation, &AfterInvocationEvent{Result: res, Err: err})
 	return res, err
@@ -320,6 +377,14 @@ func (p *Pending) check(responses []Response, now time.Time) (map[string]Respons
 			e.Unknown = append(e.Unknown, r.InterruptID)
 		case byID[r.InterruptID].InterruptID != "":
 			e.Problems = append(e.Problems, fmt.Sprintf("responses[%d]: a second response to %s", i, r.InterruptID))
+		case in.Kind == KindClientTool && r.Result != nil && (r.Approve != nil || r.Answer != ""):
+			e.Problems = append(e.Problems, fmt.Sprintf("responses[%d]: %s is a client tool's call: send its result, or deny it, not both", i, r.InterruptID))
+		case in.Kind == KindClientTool && r.Result != nil && r.Result.ToolUseID != in.ID:
+			e.Problems = append(e.Problems, fmt.Sprintf("responses[%d]: the result is of tool call %s, not of %s", i, r.Result.ToolUseID, r.InterruptID))
+		case in.Kind == KindClientTool && r.Result == nil && (r.Approve == nil || *r.Approve || r.Answer != ""):
+			e.Problems = append(e.Problems, fmt.Sprintf("responses[%d]: %s is a call of %s, a tool the client application runs: only that application can answer it, with the tool's result; here it may only be denied, with approve false", i, r.InterruptID, in.Tool))
+		case in.Kind != KindClientTool && r.Result != nil:
+			e.Problems = append(e.Problems, fmt.Sprintf("responses[%d]: %s is a %s, which takes no tool result", i, r.InterruptID, in.Kind))
 		case in.Kind == KindApproval && r.Approve == nil:
 			e.Problems = append(e.Problems, fmt.Sprintf("responses[%d]: %s is an approval: set approve to true or false", i, r.InterruptID))
 		case in.Kind == KindApproval && r.Answer != "":
@@ -332,10 +397,11 @@ func (p *Pending) check(responses []Response, now time.Time) (map[string]Respons
 			byID[r.InterruptID] = r
 		}
 	}
-	// A live interrupt is missing when no response names it; one that a
-	// response with a problem names is reported for that problem alone.
+	// A live approval or question is missing when no response names it;
+	// one that a response with a problem names is reported for that
+	// problem alone. A client tool's call may wait for a later response.
 	for _, in := range p.Live(now) {
-		if !slices.ContainsFunc(responses, func(r Response) bool { return r.InterruptID == in.ID }) {
+		if in.Kind != KindClientTool && !slices.ContainsFunc(responses, func(r Response) bool { return r.InterruptID == in.ID }) {
 			e.Missing = append(e.Missing, in.ID)
 		}
 	}

@@ -22,6 +22,11 @@ type Conversation struct {
 	// Pending is what the last turn waits for, when it paused for a
 	// person.
 	Pending *Pending
+	// ClientTools and Context are what the caller's application brings
+	// to this turn alone: the tools it runs, and context for the model
+	// (see client.go). The store never holds them.
+	ClientTools *ClientTools
+	Context     []ContextEntry
 }
 
 // WindowState is what a conversation manager persists between turns. The

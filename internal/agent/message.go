@@ -95,6 +95,10 @@ type ToolResultBlock struct {
 	ToolUseID string              `json:"toolUseId"`
 	Status    ToolResultStatus    `json:"status,omitempty"`
 	Content   []ToolResultContent `json:"content"`
+	// MessageID, when set, is the id a client gave the message that
+	// brought this result, a client tool's (see Message.ID). The model
+	// never sees it.
+	MessageID string `json:"messageId,omitempty"`
 }
 
 // ToolResultContent is one part of a tool result. Exactly one field is set.

@@ -70,8 +70,9 @@ func (a *Agent) admit(r *ToolResultBlock) *ToolResultBlock {
 		out = truncateResult(out, a.cfg.MaxToolResultBytes)
 	}
 	if err := ValidateToolResult(out); err != nil {
-		return TextResult(r.ToolUseID, ToolError, "The tool's result was refused, so it is not shown: "+err.Error())
+		out = TextResult(r.ToolUseID, ToolError, "The tool's result was refused, so it is not shown: "+err.Error())
 	}
+	out.MessageID = r.MessageID
 	return out
 }
 

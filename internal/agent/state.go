@@ -18,6 +18,8 @@ type State struct {
 	mu    sync.Mutex
 	m     map[string]json.RawMessage
 	limit int // total bytes of keys and values Set may reach; 0 is no limit
+	// changes counts the Sets and Deletes, which a streamed turn reports.
+	changes int
 }
 
 // ErrStateFull is returned by Set when the state would grow past its limit.
@@ -67,6 +69,7 @@ func (s *State) Set(key string, v any) error {
 		}
 	}
 	s.m[key] = raw
+	s.changes++
 	return nil
 }
 
@@ -82,8 +85,18 @@ func (s *State) sizeLocked() int {
 // Delete removes key.
 func (s *State) Delete(key string) {
 	s.mu.Lock()
-	delete(s.m, key)
+	if _, ok := s.m[key]; ok {
+		delete(s.m, key)
+		s.changes++
+	}
 	s.mu.Unlock()
+}
+
+// changed returns the count of changes, and whether it differs from since.
+func (s *State) changed(since int) (int, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.changes, s.changes != since
 }
 
 // Snapshot returns a copy of every key and its JSON value.

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -72,6 +73,8 @@ type Event struct {
 	// Interrupt is a tool use that waits for a person, emitted when the
 	// turn pauses.
 	Interrupt *Interrupt
+	// State is the agent state, emitted after tools changed it.
+	State map[string]json.RawMessage
 }
 
 // Stream runs a turn as Run does and calls emit with what happens as it

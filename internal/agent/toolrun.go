@@ -35,6 +35,10 @@ func (t *turn) runTools(ctx context.Context, uses []*ToolUseBlock, approved bool
 		})
 	}
 	_ = g.Wait() // the goroutines return no errors
+	if n, ok := t.state.changed(t.stateSeen); ok {
+		t.stateSeen = n
+		t.send(Event{State: t.state.Snapshot()})
+	}
 	var interrupts []Interrupt
 	for i, in := range held {
 		if in != nil {
@@ -85,22 +89,27 @@ func (t *turn) runTool(ctx context.Context, u *ToolUseBlock, approved bool, run 
 
 // interruptFor returns the interrupt that holds u back after the
 // BeforeToolCall hooks ran, or nil when it runs: a hook's, or the tool's
-// own when it waits for a person. Nothing holds back an approved use, a
-// cancelled one, or one whose input the tool would refuse anyway.
+// own when it waits for a person or a client. Nothing holds back a
+// cancelled use, an approved one but for a client tool's, or one whose
+// input the tool would refuse anyway.
 func (t *turn) interruptFor(u *ToolUseBlock, ev *BeforeToolCallEvent) *Interrupt {
-	if ev.Approved || ev.Cancel != "" {
+	if ev.Cancel != "" {
 		return nil
 	}
 	var in Interrupt
-	if r := ev.Interrupt; r != nil {
+	_, client := ev.Tool.(clientTool)
+	ir, waits := ev.Tool.(interrupter)
+	switch r := ev.Interrupt; {
+	case r != nil && !ev.Approved:
 		in = Interrupt{Kind: KindApproval, Name: cmp.Or(r.Name, "approval"), Reason: r.Reason, Payload: r.Payload}
-	} else if ir, ok := ev.Tool.(interrupter); ok {
+	case ev.Approved && !client, !waits:
+		// Approved, a client tool's call still waits for the client.
+		return nil
+	default:
 		if schema, err := t.schemaFor(ir); err != nil || schema.validate(inputOf(u)) != nil {
 			return nil
 		}
 		in = ir.interrupt(u)
-	} else {
-		return nil
 	}
 	in.ID, in.Tool, in.Input = u.ToolUseID, u.Name, inputOf(u)
 	if len(in.Payload) > 0 && !json.Valid(in.Payload) {

@@ -109,6 +109,8 @@ const (
 	EventToolCallEnd        = "TOOL_CALL_END"
 	EventToolCallResult     = "TOOL_CALL_RESULT"
 	EventStateSnapshot      = "STATE_SNAPSHOT"
+	EventStateDelta         = "STATE_DELTA"
+	EventMessagesSnapshot   = "MESSAGES_SNAPSHOT"
 )
 
 // TokenUsage is what a run's model calls of one model used. InputTokens
@@ -124,10 +126,29 @@ type TokenUsage struct {
 	CacheWriteInputTokens int    `json:"cacheWriteInputTokens,omitempty"`
 }
 
-// Outcome is how a run finished.
+// Outcome is how a run finished: "success", or "interrupt" when it waits
+// for answers to Interrupts.
 type Outcome struct {
-	Type string `json:"type"` // "success" or "interrupt"
+	Type string `json:"type"`
 	// PendingToolCallIDs, on success, are the client's tool calls that
 	// wait for their results.
-	PendingToolCallIDs []string `json:"pendingToolCallIds,omitempty"`
+	PendingToolCallIDs []string    `json:"pendingToolCallIds,omitempty"`
+	Interrupts         []Interrupt `json:"interrupts,omitempty"`
+}
+
+// Interrupt is something a run waits for: an approval of a tool call, or
+// an answer to a question. A resume entry with its id answers it.
+type Interrupt struct {
+	ID string `json:"id"`
+	// Reason is "approval" or "question".
+	Reason     string `json:"reason"`
+	Message    string `json:"message,omitempty"`
+	ToolCallID string `json:"toolCallId,omitempty"`
+	// ResponseSchema is the JSON Schema of a resolving entry's payload.
+	ResponseSchema json.RawMessage `json:"responseSchema,omitempty"`
+	// ExpiresAt is when it can no longer be answered, in RFC 3339.
+	ExpiresAt string `json:"expiresAt,omitempty"`
+	// Metadata carries what the interrupt holds beside: the tool, its
+	// input, and what its raiser attached.
+	Metadata map[string]any `json:"metadata,omitempty"`
 }

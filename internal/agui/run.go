@@ -8,8 +8,10 @@ import (
 	"errors"
 	"fmt"
 	"mime"
+	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/lambda-agent/lambda-agent/internal/agent"
 	"github.com/lambda-agent/lambda-agent/internal/turn"
@@ -18,8 +20,8 @@ import (
 // Errors of a run refused before it starts, each the Kind of an *Error.
 var (
 	// ErrInvalidInput is a RunAgentInput this server cannot run: a
-	// message of a role it refuses, content it cannot read, or nothing
-	// new to answer.
+	// message of a role it refuses, content it cannot read, or an answer
+	// to an interrupt of the wrong shape.
 	ErrInvalidInput = errors.New("invalid run input")
 	// ErrThreadMismatch is a thread whose messages contradict the ones
 	// the server holds for it.
@@ -51,76 +53,261 @@ type Transcripts interface {
 	Transcript(ctx context.Context, owner, id, cursor string, limit int) (*turn.Page, error)
 }
 
-// Chat maps a run onto a chat turn of the service, for the caller owner,
-// after checking it against the thread the server holds:
+// maxIDBytes bounds the id of a client's message, which the session keeps.
+const maxIDBytes = 256
+
+// tailSize is how many of a thread's last stored messages a run reads to
+// reconcile the client's thread with: two small reads, however long the
+// thread.
+const tailSize = 64
+
+// Run is what a RunAgentInput comes to, once checked against the thread
+// the server holds.
+type Run struct {
+	// Chat is the turn to run; Replay, when true, says there is none: the
+	// server holds every message of the thread, and the run answers with
+	// what it holds.
+	Chat   turn.Chat
+	Replay bool
+	// Missing are the stored messages after the client's last that the
+	// client lacks, from stored index MissingFrom: a run sends them
+	// before its own, so that the client catches up.
+	Missing     []agent.Message
+	MissingFrom int
+	// Snapshot, when set, is the whole thread as the client should hold
+	// it (MESSAGES_SNAPSHOT): the client lacks messages the server holds,
+	// and sends a new one after them.
+	Snapshot []Message
+	// State is the agent state the run found, and Pending what the thread
+	// waits for: a replay's outcome.
+	State   map[string]json.RawMessage
+	Pending []agent.Interrupt
+	waiting *agent.Pending
+	// Known are the ids of the messages the client sent, which the run
+	// need not send back.
+	Known map[string]bool
+}
+
+// Prepare checks a run against the thread the server holds, for the
+// caller owner, and maps it onto a chat turn of the service:
 //
 //   - the thread is the session threadId names, the caller's;
-//   - the server holds the history, so a client may send only its new
-//     message, or the whole thread (as HttpAgent does): the messages that
-//     the server holds already, which carry the ids it gave them (see
-//     MessageID) or the client's own, then the new one. A thread that
-//     names a message the server does not hold, or holds otherwise, is
-//     ErrThreadMismatch, and nothing runs;
-//   - the new message is the user's, and its id is stored with it, so that
-//     the next whole-thread run knows it;
+//   - the server holds the history. A client may send only what is new,
+//     or the whole thread (as HttpAgent does), or any part of it that
+//     ends with what is new: the messages the server holds carry the ids
+//     it gave them (MessageID, ToolMessageID) or the client's own. The
+//     last of them the server holds marks where the new ones begin; the
+//     ones before it must be the server's, in its order, as far back as
+//     the last tailSize stored messages, or the run is ErrThreadMismatch
+//     and nothing runs;
+//   - what is new is a user message, whose id is stored with it; or tool
+//     messages, each the result of a client tool's call the thread waits
+//     for; or nothing, with resume entries that answer the interrupts the
+//     thread waits for. A run that brings nothing new and no resume
+//     replays: the server runs nothing, and answers with the messages
+//     after the client's last;
 //   - system and developer messages, and content at a URL, are
 //     ErrInvalidInput.
 //
 // input.state is ignored: state changes only through tools.
-func Chat(ctx context.Context, sessions Transcripts, owner string, in *RunAgentInput) (turn.Chat, error) {
+func Prepare(ctx context.Context, sessions Transcripts, owner string, in *RunAgentInput) (*Run, error) {
+	if err := checkInput(in); err != nil {
+		return nil, err
+	}
+	stored, err := tail(ctx, sessions, owner, in.ThreadID)
+	if err != nil {
+		return nil, err
+	}
+	r := &Run{State: stored.state, Known: make(map[string]bool, len(in.Messages))}
+	for _, m := range in.Messages {
+		r.Known[m.ID] = true
+	}
+	r.Pending, r.waiting = stored.pending.Live(time.Now()), stored.pending
+	known, last, err := reconcile(stored, in.Messages)
+	if err != nil {
+		return nil, err
+	}
+	if last >= 0 {
+		// What the client lacks: the stored messages after its last.
+		if k := stored.entries[last].index + 1 - stored.first; k < len(stored.msgs) {
+			r.Missing, r.MissingFrom = stored.msgs[k:], stored.entries[last].index+1
+		}
+	}
+	fresh := in.Messages[known:]
+	if len(fresh) > 0 && len(r.Missing) > 0 {
+		// The client missed the end of a turn, as when a run's stream
+		// broke off after its commit, and sends a new message. When it
+		// sent its whole thread, and the server read all of its own, the
+		// client gets the thread as the server holds it: the new message
+		// then follows the ones it missed.
+		if stored.first != 0 || len(stored.msgs) != stored.count || !slices.Contains(stored.entries[0].ids, in.Messages[0].ID) {
+			return nil, mismatch("the server holds %d messages after messages[%d] (id %q) that the thread lacks, before the new ones; send the thread as the server holds it (GET /sessions/{threadId}), or only the new message", len(r.Missing), known-1, in.Messages[known-1].ID)
+		}
+		r.Snapshot, r.Missing = Snapshot(stored.msgs, 0, fresh), nil
+	}
+	tools, context := clientInput(in)
+	r.Chat = turn.Chat{
+		Request:     turn.Request{Owner: owner, SessionID: in.ThreadID},
+		ClientTools: tools,
+		Context:     context,
+	}
+	if err := r.turn(fresh, in, known); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// checkInput checks what a run brings on its own.
+func checkInput(in *RunAgentInput) error {
 	switch {
 	case !turn.ValidID(in.ThreadID):
-		return turn.Chat{}, invalid("threadId %q must be 1 to 128 letters, digits, '.', '_', ':' or '-', starting with a letter or digit: it names the session", in.ThreadID)
+		return invalid("threadId %q must be 1 to 128 letters, digits, '.', '_', ':' or '-', starting with a letter or digit: it names the session", in.ThreadID)
 	case in.RunID == "":
-		return turn.Chat{}, invalid("runId is required")
-	case len(in.Tools) > 0:
-		return turn.Chat{}, invalid("tools: this server does not run client-side tools yet; send none")
-	case len(in.Context) > 0:
-		return turn.Chat{}, invalid("context: this server does not take context yet; send none")
-	case len(in.Resume) > 0:
-		return turn.Chat{}, invalid("resume: this server does not take answers to interrupts through AG-UI yet; answer them with POST /chat")
-	case len(in.Messages) == 0:
-		return turn.Chat{}, invalid("messages is empty: a run answers a new user message")
+		return invalid("runId is required")
+	case len(in.Messages) == 0 && len(in.Resume) == 0:
+		return invalid("messages is empty: a run answers a new message, or resumes the thread")
 	}
+	seen := make(map[string]bool, len(in.Messages))
 	for i, m := range in.Messages {
 		switch m.Role {
 		case RoleUser, RoleAssistant, RoleTool:
 		case RoleSystem, RoleDeveloper:
-			return turn.Chat{}, invalid("messages[%d] is a %s message: the agent's instructions are the server's, so a client sends user messages only", i, m.Role)
+			return invalid("messages[%d] is a %s message: the agent's instructions are the server's, so a client sends user messages, and tool messages with its tools' results", i, m.Role)
 		default:
-			return turn.Chat{}, invalid("messages[%d].role %q is not one this server reads", i, m.Role)
+			return invalid("messages[%d].role %q is not one this server reads", i, m.Role)
 		}
-		if m.ID == "" {
-			return turn.Chat{}, invalid("messages[%d].id is required", i)
+		switch {
+		case m.ID == "":
+			return invalid("messages[%d].id is required", i)
+		case len(m.ID) > maxIDBytes:
+			return invalid("messages[%d].id is %d bytes; at most %d", i, len(m.ID), maxIDBytes)
+		case seen[m.ID]:
+			return invalid("messages[%d].id %q is the id of an earlier message", i, m.ID)
+		}
+		seen[m.ID] = true
+	}
+	return nil
+}
+
+// clientInput maps the run's tools and context onto the turn's.
+func clientInput(in *RunAgentInput) ([]agent.ToolSpec, []agent.ContextEntry) {
+	var tools []agent.ToolSpec
+	for _, t := range in.Tools {
+		tools = append(tools, agent.ToolSpec{Name: t.Name, Description: t.Description, InputSchema: t.Parameters})
+	}
+	var context []agent.ContextEntry
+	for _, c := range in.Context {
+		context = append(context, agent.ContextEntry{Description: c.Description, Value: c.Value})
+	}
+	return tools, context
+}
+
+// turn makes the run's turn of what is new: a user message, or the
+// answers to what the thread waits for, or, with neither, a replay.
+func (r *Run) turn(fresh []Message, in *RunAgentInput, known int) error {
+	var results []agent.Response
+	var user *Message
+	for i := range fresh {
+		m := &fresh[i]
+		at := known + i
+		switch {
+		case m.Role == RoleUser && i == len(fresh)-1:
+			user = m
+		case m.Role == RoleTool && r.held(m.ToolCallID):
+			// A result the server ran and holds until the client's come:
+			// the client has it from the run that ran it.
+		case m.Role == RoleTool:
+			res, err := toolResult(*m, at)
+			if err != nil {
+				return err
+			}
+			results = append(results, agent.Response{InterruptID: m.ToolCallID, Result: res})
+		default:
+			return mismatch("messages[%d] (%s, id %q) is not a message the server holds; after those it holds come the new user message, or the results of the client's tools", at, m.Role, m.ID)
 		}
 	}
-	known := 0
-	if len(in.Messages) > 1 {
-		// A whole thread: what the server holds comes first.
-		stored, err := thread(ctx, sessions, owner, in.ThreadID)
-		if err != nil {
-			return turn.Chat{}, err
-		}
-		if known, err = reconcile(stored, in.Messages); err != nil {
-			return turn.Chat{}, err
-		}
-	}
-	fresh := in.Messages[known:]
-	switch {
-	case len(fresh) == 0:
-		return turn.Chat{}, invalid("every message of the thread is stored already: a run answers a new user message")
-	case len(fresh) > 1 || fresh[0].Role != RoleUser:
-		return turn.Chat{}, mismatch("messages[%d] (%s, id %q) is not a message the server holds, and only one new user message may follow those it holds", known, fresh[0].Role, fresh[0].ID)
-	}
-	content, err := userContent(fresh[0], known)
+	responses, err := r.responses(in.Resume)
 	if err != nil {
-		return turn.Chat{}, err
+		return err
 	}
-	return turn.Chat{
-		Request:   turn.Request{Owner: owner, SessionID: in.ThreadID},
-		Content:   content,
-		MessageID: fresh[0].ID,
-	}, nil
+	responses = append(responses, results...)
+	switch {
+	case user != nil && len(results) > 0:
+		return invalid("the run brings the client tools' results and a new user message: send the results first, in a run of their own, and the message once that run finished")
+	case user != nil && len(responses) > 0:
+		// Resume entries beside a new message may only cancel what waits.
+		for _, resp := range responses {
+			if resp.Approve == nil || *resp.Approve || resp.Answer != "" {
+				return invalid("resume: with a new user message, resume entries may only cancel the interrupts; resolve them in a run of their own")
+			}
+		}
+		r.Chat.DenyPending = true
+		fallthrough
+	case user != nil:
+		content, err := content(*user, known+len(fresh)-1)
+		if err != nil {
+			return err
+		}
+		r.Chat.Content, r.Chat.MessageID = content, user.ID
+	case len(responses) > 0:
+		r.Chat.Responses = responses
+	default:
+		r.Replay = true
+	}
+	return nil
+}
+
+// held reports whether the server holds the result of the tool call id
+// among what the thread waits for: a tool that ran beside a client tool's
+// call that waits.
+func (r *Run) held(id string) bool {
+	return r.waiting != nil && slices.ContainsFunc(r.waiting.Results, func(b *agent.ToolResultBlock) bool { return b.ToolUseID == id })
+}
+
+// responses maps resume entries onto responses to the interrupts the
+// thread waits for. An entry that names none is passed on as a denial,
+// for the service to refuse with the others.
+func (r *Run) responses(entries []ResumeEntry) ([]agent.Response, error) {
+	var out []agent.Response
+	for i, e := range entries {
+		at := fmt.Sprintf("resume[%d]", i)
+		var in agent.Interrupt
+		for _, p := range r.Pending {
+			if p.ID == e.InterruptID {
+				in = p
+			}
+		}
+		var payload struct {
+			Answer string `json:"answer"`
+			Reason string `json:"reason"`
+		}
+		if len(e.Payload) > 0 && string(e.Payload) != "null" {
+			var s string
+			if err := json.Unmarshal(e.Payload, &s); err == nil && in.Kind == agent.KindQuestion {
+				payload.Answer = s
+			} else if err := json.Unmarshal(e.Payload, &payload); err != nil {
+				return nil, invalid("%s.payload must be an object, as the interrupt's responseSchema says: %v", at, err)
+			}
+		}
+		resp := agent.Response{InterruptID: e.InterruptID, Message: payload.Reason}
+		switch {
+		case e.Status == "cancelled":
+			resp.Approve = new(false)
+		case e.Status != "resolved":
+			return nil, invalid("%s.status %q is neither \"resolved\" nor \"cancelled\"", at, e.Status)
+		case in.Kind == agent.KindQuestion:
+			if strings.TrimSpace(payload.Answer) == "" {
+				return nil, invalid("%s answers the question %q: its payload needs an answer, {\"answer\": \"...\"}", at, in.ID)
+			}
+			resp.Answer = payload.Answer
+		case in.Kind == agent.KindClientTool:
+			return nil, invalid("%s resolves %s, a call of the client tool %s: send its result as a tool message with toolCallId %q instead, or cancel it", at, in.ID, in.Tool, in.ID)
+		default:
+			resp.Approve = new(true)
+		}
+		out = append(out, resp)
+	}
+	return out, nil
 }
 
 // MessageID is the AG-UI id of a stored message: the client's, when it
@@ -132,82 +319,159 @@ func MessageID(m agent.Message, index int) string {
 	return "m-" + strconv.Itoa(index)
 }
 
-// ToolMessageID is the AG-UI id of the tool message that holds the result
-// of the tool call id.
-func ToolMessageID(toolCallID string) string { return "t-" + toolCallID }
-
-// view is a stored message as AG-UI messages: one, or, for a user message
-// of tool results, one per result.
-type view struct {
-	id, role string
-	text     string // a user message's text, to compare
-}
-
-// thread reads the thread the server holds, as AG-UI messages; none for a
-// session that does not exist yet.
-func thread(ctx context.Context, sessions Transcripts, owner, id string) ([]view, error) {
-	var out []view
-	for cursor := ""; ; {
-		page, err := sessions.Transcript(ctx, owner, id, cursor, turn.MaxPageSize)
-		if errors.Is(err, turn.ErrNotFound) {
-			return nil, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-		for k, m := range page.Messages {
-			out = append(out, views(m, page.First+k)...)
-		}
-		if cursor = page.NextCursor; cursor == "" {
-			return out, nil
-		}
+// ToolMessageID is the AG-UI id of the tool message that holds a tool's
+// result: the client's, for a client tool's result, else one the tool
+// call id makes.
+func ToolMessageID(r *agent.ToolResultBlock) string {
+	if r.MessageID != "" {
+		return r.MessageID
 	}
+	return "t-" + r.ToolUseID
 }
 
-func views(m agent.Message, index int) []view {
-	if m.Role == agent.RoleUser && m.HasToolResults() {
-		var out []view
-		for _, b := range m.Content {
-			if r := b.ToolResult; r != nil {
-				out = append(out, view{id: ToolMessageID(r.ToolUseID), role: RoleTool})
+// thread is the tail of a stored thread.
+type thread struct {
+	msgs    []agent.Message // the last stored messages
+	first   int             // the stored index of msgs[0]
+	count   int             // how many messages the thread holds
+	entries []entry         // msgs as AG-UI messages, grouped
+	state   map[string]json.RawMessage
+	pending *agent.Pending
+}
+
+// entry is one message of a thread as AG-UI has it, or a group of
+// consecutive tool messages, which a client may hold in any order.
+type entry struct {
+	ids   []string // one id, or a group's, sorted
+	role  string
+	text  string // a user message's text, to compare
+	index int    // the stored index of the message it comes from
+}
+
+// tail reads the last tailSize messages of the thread the server holds;
+// none for a session that does not exist yet.
+func tail(ctx context.Context, sessions Transcripts, owner, id string) (*thread, error) {
+	t := &thread{}
+	page, err := sessions.Transcript(ctx, owner, id, "", tailSize)
+	switch {
+	case errors.Is(err, turn.ErrNotFound):
+		return t, nil
+	case err != nil:
+		return nil, err
+	}
+	t.state, t.pending, t.count = page.State, page.Pending, page.Count
+	if page.NextCursor != "" {
+		cursor := turn.CursorAt(max(page.Count-tailSize, 0))
+		for cursor != "" {
+			if page, err = sessions.Transcript(ctx, owner, id, cursor, tailSize); err != nil {
+				return nil, err
 			}
-		}
-		return out
-	}
-	v := view{id: MessageID(m, index), role: string(m.Role)}
-	if m.Role == agent.RoleUser {
-		var texts []string
-		for _, b := range m.Content {
-			if b.Text != "" {
-				texts = append(texts, b.Text)
+			if t.msgs == nil {
+				t.first = page.First
 			}
+			t.msgs = append(t.msgs, page.Messages...)
+			cursor = page.NextCursor
+			t.state, t.pending = page.State, page.Pending
 		}
-		v.text = strings.Join(texts, "\n")
+	} else {
+		t.first, t.msgs = page.First, page.Messages
 	}
-	return []view{v}
+	for k, m := range t.msgs {
+		t.entries = append(t.entries, entries(m, t.first+k)...)
+	}
+	return t, nil
 }
 
-// reconcile matches the messages of a whole-thread run with the thread
-// the server holds, and returns how many of them it holds: they come
-// first, each under the id and the role it has on the server.
-func reconcile(stored []view, msgs []Message) (int, error) {
+// entries is a stored message as AG-UI messages: a user message of tool
+// results is a group of tool messages, followed by the user's own, when
+// the message holds more than the results.
+func entries(m agent.Message, index int) []entry {
+	if m.Role == agent.RoleAssistant {
+		return []entry{{ids: []string{MessageID(m, index)}, role: RoleAssistant, index: index}}
+	}
+	var tools []string
+	var texts []string
+	other := false
+	for _, b := range m.Content {
+		switch {
+		case b.ToolResult != nil:
+			tools = append(tools, ToolMessageID(b.ToolResult))
+		case b.Text != "":
+			texts, other = append(texts, b.Text), true
+		default:
+			other = true
+		}
+	}
+	var out []entry
+	if len(tools) > 0 {
+		out = append(out, entry{ids: sorted(tools), role: RoleTool, index: index})
+	}
+	if other || len(tools) == 0 {
+		out = append(out, entry{ids: []string{MessageID(m, index)}, role: RoleUser, text: strings.Join(texts, "\n"), index: index})
+	}
+	return out
+}
+
+// reconcile finds where the messages of a run meet the thread the server
+// holds. It returns how many of msgs the server holds, those before the
+// new ones, and the stored entry of the last of them (-1 for none).
+func reconcile(stored *thread, msgs []Message) (int, int, error) {
+	sent := group(msgs)
+	// The last sent entry the server holds.
+	at := make(map[string]int, len(stored.entries))
+	for k, e := range stored.entries {
+		for _, id := range e.ids {
+			at[id] = k
+		}
+	}
+	s, k := -1, -1
+	for i := len(sent) - 1; i >= 0 && k < 0; i-- {
+		if j, ok := at[sent[i].ids[0]]; ok {
+			s, k = i, j
+		}
+	}
+	if k < 0 {
+		return 0, -1, nil // all new, or older than the tail: Run.turn tells
+	}
+	// The ones before it must be the server's, as far back as it read.
+	for d := 0; s-d >= 0 && k-d >= 0; d++ {
+		got, want := sent[s-d], stored.entries[k-d]
+		if got.role != want.role || strings.Join(got.ids, ",") != strings.Join(want.ids, ",") {
+			return 0, -1, mismatch("messages[%d] is %s message %q, but the server holds %s message %q there; send the thread as the server holds it (GET /sessions/{threadId}), or only the new message", got.index, got.role, strings.Join(got.ids, ", "), want.role, strings.Join(want.ids, ", "))
+		}
+		if got.role == RoleUser && want.text != "" && got.text != "" && got.text != want.text {
+			return 0, -1, mismatch("messages[%d] (id %q) differs from the message the server holds under that id", got.index, got.ids[0])
+		}
+	}
+	return sent[s].end, k, nil
+}
+
+// sentEntry is a sent message as an entry, or a group of consecutive
+// tool messages; index is the first's, end one past the last's.
+type sentEntry struct {
+	entry
+	end int
+}
+
+// group groups a run's messages as entries are grouped.
+func group(msgs []Message) []sentEntry {
+	var out []sentEntry
 	for i, m := range msgs {
-		if i == len(stored) {
-			return i, nil // the rest are new
+		if n := len(out); m.Role == RoleTool && n > 0 && out[n-1].role == RoleTool && out[n-1].end == i {
+			out[n-1].ids = sorted(append(out[n-1].ids, m.ID))
+			out[n-1].end = i + 1
+			continue
 		}
-		s := stored[i]
-		if m.ID != s.id || m.Role != s.role {
-			return 0, mismatch("messages[%d] is %s message %q, but the server holds %s message %q there; send the thread as the server holds it (GET /sessions/{threadId}), or only the new message", i, m.Role, m.ID, s.role, s.id)
+		e := sentEntry{entry: entry{ids: []string{m.ID}, role: m.Role, index: i}, end: i + 1}
+		if m.Role == RoleUser {
+			e.text, _ = plainText(m.Content)
 		}
-		if text, ok := plainText(m.Content); ok && m.Role == RoleUser && s.text != "" && text != s.text {
-			return 0, mismatch("messages[%d] (id %q) differs from the message the server holds under that id", i, m.ID)
-		}
+		out = append(out, e)
 	}
-	if len(msgs) < len(stored) {
-		return 0, mismatch("the thread holds %d of the %d messages the server holds; send all of them and the new one, or only the new one", len(msgs), len(stored))
-	}
-	return len(msgs), nil
+	return out
 }
+
+func sorted(ids []string) []string { return slices.Sorted(slices.Values(ids)) }
 
 // plainText returns a message's content as text, when it is only text.
 func plainText(raw json.RawMessage) (string, bool) {
@@ -229,14 +493,37 @@ func plainText(raw json.RawMessage) (string, bool) {
 	return strings.Join(texts, "\n"), true
 }
 
-// userContent turns the content of a user message into the blocks of a
-// turn's input: text, and images and documents whose bytes are inline.
-func userContent(m Message, i int) ([]agent.ContentBlock, error) {
+// toolResult is a tool message's content as the result of the client
+// tool's call it answers.
+func toolResult(m Message, i int) (*agent.ToolResultBlock, error) {
+	if m.ToolCallID == "" {
+		return nil, invalid("messages[%d] is a tool message without a toolCallId", i)
+	}
+	blocks, err := content(m, i)
+	if err != nil {
+		return nil, err
+	}
+	r := &agent.ToolResultBlock{ToolUseID: m.ToolCallID, Status: agent.ToolSuccess, MessageID: m.ID}
+	if m.Error != "" {
+		r.Status = agent.ToolError
+		r.Content = append(r.Content, agent.ToolResultContent{Text: m.Error})
+	}
+	for _, b := range blocks {
+		r.Content = append(r.Content, agent.ToolResultContent{Text: b.Text, Image: b.Image, Document: b.Document})
+	}
+	return r, nil
+}
+
+// content turns a message's content into blocks: text, and images and
+// documents whose bytes are inline.
+func content(m Message, i int) ([]agent.ContentBlock, error) {
 	raw := bytes.TrimSpace(m.Content)
 	if len(raw) == 0 || raw[0] == '"' {
 		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
-			return nil, invalid("messages[%d].content must be a string or a list of content parts", i)
+		if len(raw) > 0 {
+			if err := json.Unmarshal(raw, &s); err != nil {
+				return nil, invalid("messages[%d].content must be a string or a list of content parts", i)
+			}
 		}
 		return []agent.ContentBlock{{Text: s}}, nil
 	}

@@ -1,11 +1,15 @@
 package agui
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
+	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/lambda-agent/lambda-agent/internal/agent"
 	"github.com/lambda-agent/lambda-agent/internal/turn"
@@ -14,15 +18,19 @@ import (
 // Stream writes a run as AG-UI events, as Server-Sent Events whose data
 // lines hold one JSON event each. It is the turn's sink: the service calls
 // Start when the turn starts to run, then Event as things happen; the
-// caller ends the run with Finish or Fail.
+// caller ends the run with Finish, Replay or Fail.
 //
 // The ids of the messages it streams are the ones the thread's messages
 // have once stored (MessageID, ToolMessageID), so that a client that keeps
 // the thread from the events, as HttpAgent does, sends the server back
-// the ids it knows.
+// the ids it knows. Every stored message of the run reaches the client:
+// the results that a person's or the client's response made come as
+// TOOL_CALL_RESULT, as the tools' own do, but for the client's own
+// results, which it holds already.
 type Stream struct {
 	mu              sync.Mutex
 	w               http.ResponseWriter
+	run             *Run
 	threadID, runID string
 	model           string
 	started         bool
@@ -31,14 +39,20 @@ type Stream struct {
 	open            bool   // a text message of it is open
 	afterResults    bool   // the last events were tool results
 	ended           bool
+	sent            map[string]bool // the ids of the messages sent
+	state           map[string]json.RawMessage
 }
 
 var _ turn.Sink = (*Stream)(nil)
 
-// NewStream returns the stream of the run runID on threadID, whose usage is
-// of model.
-func NewStream(w http.ResponseWriter, threadID, runID, model string) *Stream {
-	return &Stream{w: w, threadID: threadID, runID: runID, model: model}
+// NewStream returns the stream of run, which Prepare made of the run runID
+// on threadID; its usage is of model.
+func NewStream(w http.ResponseWriter, run *Run, threadID, runID, model string) *Stream {
+	sent := make(map[string]bool, len(run.Known))
+	for id := range run.Known {
+		sent[id] = true
+	}
+	return &Stream{w: w, run: run, threadID: threadID, runID: runID, model: model, sent: sent, state: run.State}
 }
 
 // Started reports whether the stream has begun: past it, a failure is a
@@ -49,8 +63,11 @@ func (s *Stream) Started() bool {
 	return s.started
 }
 
-// Start sends the headers and RUN_STARTED. first is the stored index of the
-// turn's first message, the user's: the assistant's follow it.
+// Start sends the headers and RUN_STARTED, the thread as the client should
+// hold it when it lacks messages the server holds (MESSAGES_SNAPSHOT, or
+// their events), and the agent state (STATE_SNAPSHOT). first is the stored
+// index of the turn's first message, the user's: the assistant's follow
+// it.
 func (s *Stream) Start(_ string, first int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -63,10 +80,17 @@ func (s *Stream) Start(_ string, first int) {
 	s.w.WriteHeader(http.StatusOK)
 	s.started, s.next = true, first+1
 	s.write(map[string]any{"type": EventRunStarted, "threadId": s.threadID, "runId": s.runID})
+	switch {
+	case s.run.Snapshot != nil:
+		s.write(map[string]any{"type": EventMessagesSnapshot, "messages": s.run.Snapshot})
+	case len(s.run.Missing) > 0:
+		s.messages(s.run.Missing, s.run.MissingFrom)
+	}
+	s.write(map[string]any{"type": EventStateSnapshot, "snapshot": nonNil(s.state)})
 }
 
-// Event sends what happened in the turn: a piece of text, a tool call, or
-// a tool's result.
+// Event sends what happened in the turn: a piece of text, a tool call, a
+// tool's result, or a change of the agent state (STATE_DELTA).
 func (s *Stream) Event(e agent.Event) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -81,15 +105,16 @@ func (s *Stream) Event(e agent.Event) {
 	case e.ToolUse != nil:
 		s.assistant()
 		s.closeText()
-		u := e.ToolUse
-		s.write(map[string]any{"type": EventToolCallStart, "toolCallId": u.ToolUseID, "toolCallName": u.Name, "parentMessageId": s.message})
-		s.write(map[string]any{"type": EventToolCallArgs, "toolCallId": u.ToolUseID, "delta": string(inputOf(u))})
-		s.write(map[string]any{"type": EventToolCallEnd, "toolCallId": u.ToolUseID})
+		s.toolCall(e.ToolUse, s.message)
 	case e.ToolResult != nil:
 		s.closeText()
 		s.afterResults = true
-		r := e.ToolResult
-		s.write(map[string]any{"type": EventToolCallResult, "messageId": ToolMessageID(r.ToolUseID), "toolCallId": r.ToolUseID, "role": RoleTool, "content": resultText(r)})
+		s.result(e.ToolResult)
+	case e.State != nil:
+		if patch := diff(s.state, e.State); len(patch) > 0 {
+			s.write(map[string]any{"type": EventStateDelta, "delta": patch})
+		}
+		s.state = e.State
 	}
 }
 
@@ -103,6 +128,7 @@ func (s *Stream) assistant() {
 		s.next += 2 // the results are a user message between
 	}
 	s.message = MessageID(agent.Message{}, s.next)
+	s.sent[s.message] = true
 	s.open, s.afterResults = false, false
 }
 
@@ -113,9 +139,60 @@ func (s *Stream) closeText() {
 	}
 }
 
-// Finish ends a turn that the service committed (or replayed): the agent
-// state as it stands, when the turn ran now, and RUN_FINISHED with the
-// turn's usage.
+func (s *Stream) toolCall(u *agent.ToolUseBlock, parent string) {
+	s.write(map[string]any{"type": EventToolCallStart, "toolCallId": u.ToolUseID, "toolCallName": u.Name, "parentMessageId": parent})
+	s.write(map[string]any{"type": EventToolCallArgs, "toolCallId": u.ToolUseID, "delta": string(inputOf(u))})
+	s.write(map[string]any{"type": EventToolCallEnd, "toolCallId": u.ToolUseID})
+}
+
+// result sends a tool's result, unless the client has it: a result the
+// client sent, or one sent before.
+func (s *Stream) result(r *agent.ToolResultBlock) {
+	id := ToolMessageID(r)
+	if r.MessageID != "" || s.sent[id] {
+		return
+	}
+	s.sent[id] = true
+	s.write(map[string]any{"type": EventToolCallResult, "messageId": id, "toolCallId": r.ToolUseID, "role": RoleTool, "content": resultText(r)})
+}
+
+// messages sends stored messages from stored index first as the events
+// that make them, but for those the client has.
+func (s *Stream) messages(msgs []agent.Message, first int) {
+	for k, m := range msgs {
+		id := MessageID(m, first+k)
+		if m.Role == agent.RoleAssistant {
+			if !s.sent[id] {
+				s.sent[id] = true
+				if text := m.Text(); text != "" {
+					s.write(map[string]any{"type": EventTextMessageStart, "messageId": id, "role": RoleAssistant})
+					s.write(map[string]any{"type": EventTextMessageContent, "messageId": id, "delta": text})
+					s.write(map[string]any{"type": EventTextMessageEnd, "messageId": id})
+				}
+				for _, u := range m.ToolUses() {
+					s.toolCall(u, id)
+				}
+			}
+			continue
+		}
+		for _, b := range m.Content {
+			if b.ToolResult != nil {
+				s.result(b.ToolResult)
+			}
+		}
+		if text := userText(m); text != "" && !s.sent[id] {
+			s.sent[id] = true
+			s.write(map[string]any{"type": EventTextMessageStart, "messageId": id, "role": RoleUser})
+			s.write(map[string]any{"type": EventTextMessageContent, "messageId": id, "delta": text})
+			s.write(map[string]any{"type": EventTextMessageEnd, "messageId": id})
+		}
+	}
+}
+
+// Finish ends a turn that the service committed (or replayed), with
+// RUN_FINISHED: its outcome, and its usage. The client gets what it lacks
+// of the turn's messages first: all of a replayed turn's, and of one that
+// ran now, the results no event carried.
 func (s *Stream) Finish(out *turn.Outcome[turn.ChatAnswer], first int) {
 	if !s.Started() {
 		s.Start(out.Answer.SessionID, first)
@@ -123,12 +200,16 @@ func (s *Stream) Finish(out *turn.Outcome[turn.ChatAnswer], first int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.closeText()
-	if out.Result != nil {
-		state := map[string]json.RawMessage{}
-		for k, v := range out.Result.State {
-			state[k] = v
+	if out.Replayed {
+		s.messages(out.Answer.Messages, first)
+	} else {
+		for _, m := range out.Answer.Messages {
+			for _, b := range m.Content {
+				if b.ToolResult != nil {
+					s.result(b.ToolResult)
+				}
+			}
 		}
-		s.write(map[string]any{"type": EventStateSnapshot, "snapshot": state})
 	}
 	u := out.Answer.Usage
 	in := u.InputTokens + u.CacheReadInputTokens + u.CacheWriteInputTokens
@@ -137,8 +218,68 @@ func (s *Stream) Finish(out *turn.Outcome[turn.ChatAnswer], first int) {
 		InputTokens: in, OutputTokens: u.OutputTokens, TotalTokens: in + u.OutputTokens,
 		CachedInputTokens: u.CacheReadInputTokens, CacheWriteInputTokens: u.CacheWriteInputTokens,
 	}
-	s.write(map[string]any{"type": EventRunFinished, "threadId": s.threadID, "runId": s.runID, "outcome": Outcome{Type: "success"}, "usage": []TokenUsage{usage}})
+	s.write(map[string]any{"type": EventRunFinished, "threadId": s.threadID, "runId": s.runID, "outcome": outcomeOf(out.Answer.Interrupts), "usage": []TokenUsage{usage}})
 	s.ended = true
+}
+
+// Replay answers a run that brings nothing new: the thread is as the
+// server holds it, and the run's outcome what it waits for.
+func (s *Stream) Replay() {
+	s.Start(s.threadID, 0)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.write(map[string]any{"type": EventRunFinished, "threadId": s.threadID, "runId": s.runID, "outcome": outcomeOf(s.run.Pending)})
+	s.ended = true
+}
+
+// outcomeOf is the outcome of a run that leaves interrupts: the approvals
+// and questions, which resume entries answer, come first; once none is
+// left, the client tools' calls, whose results the client sends.
+func outcomeOf(interrupts []agent.Interrupt) Outcome {
+	var out []Interrupt
+	var calls []string
+	for _, in := range interrupts {
+		if in.Kind == agent.KindClientTool {
+			calls = append(calls, in.ID)
+			continue
+		}
+		out = append(out, interruptOf(in))
+	}
+	if len(out) > 0 {
+		return Outcome{Type: "interrupt", Interrupts: out}
+	}
+	return Outcome{Type: "success", PendingToolCallIDs: calls}
+}
+
+// The payloads of resume entries, as the interrupts' responseSchema.
+var (
+	approvalSchema = json.RawMessage(`{"type":"object","properties":{"reason":{"type":"string","description":"Why, in a few words. A denial's reason reaches the model."}},"additionalProperties":false}`)
+	questionSchema = `{"type":"object","properties":{"answer":{"type":"string","minLength":1,"description":"The answer to the question."%s}},"required":["answer"],"additionalProperties":false}`
+)
+
+func interruptOf(in agent.Interrupt) Interrupt {
+	out := Interrupt{
+		ID: in.ID, Reason: in.Kind, Message: in.Reason, ToolCallID: in.ID,
+		ExpiresAt: in.ExpiresAt.UTC().Format(time.RFC3339),
+		Metadata:  map[string]any{"tool": in.Tool, "input": in.Input, "name": in.Name},
+	}
+	if len(in.Payload) > 0 {
+		out.Metadata["payload"] = in.Payload
+	}
+	switch in.Kind {
+	case agent.KindQuestion:
+		var q agent.AskUserInput
+		_ = json.Unmarshal(in.Payload, &q) // a question's payload is its input
+		examples := ""
+		if len(q.Options) > 0 {
+			b, _ := json.Marshal(q.Options)
+			examples = `,"examples":` + string(b)
+		}
+		out.ResponseSchema = json.RawMessage(fmt.Sprintf(questionSchema, examples))
+	default:
+		out.ResponseSchema = approvalSchema
+	}
+	return out
 }
 
 // Fail ends a run that failed after the stream began with RUN_ERROR,
@@ -171,11 +312,59 @@ func (s *Stream) write(event map[string]any) {
 	}
 }
 
+// diff is the JSON Patch that turns the state from into to: the state is
+// an object of keys, each replaced whole.
+func diff(from, to map[string]json.RawMessage) []map[string]any {
+	var patch []map[string]any
+	keys := make([]string, 0, len(from)+len(to))
+	for k := range from {
+		keys = append(keys, k)
+	}
+	for k := range to {
+		if _, ok := from[k]; !ok {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		path := "/" + strings.NewReplacer("~", "~0", "/", "~1").Replace(k)
+		old, had := from[k]
+		v, has := to[k]
+		switch {
+		case had && !has:
+			patch = append(patch, map[string]any{"op": "remove", "path": path})
+		case !had:
+			patch = append(patch, map[string]any{"op": "add", "path": path, "value": v})
+		case string(old) != string(v):
+			patch = append(patch, map[string]any{"op": "replace", "path": path, "value": v})
+		}
+	}
+	return patch
+}
+
+func nonNil(m map[string]json.RawMessage) map[string]json.RawMessage {
+	if m == nil {
+		return map[string]json.RawMessage{}
+	}
+	return m
+}
+
 func inputOf(u *agent.ToolUseBlock) json.RawMessage {
 	if len(u.Input) == 0 {
 		return json.RawMessage("{}")
 	}
 	return u.Input
+}
+
+// userText is the text of a user message, but its tool results.
+func userText(m agent.Message) string {
+	var texts []string
+	for _, b := range m.Content {
+		if b.Text != "" {
+			texts = append(texts, b.Text)
+		}
+	}
+	return strings.Join(texts, "\n")
 }
 
 // resultText is a tool result as the text of a tool message.
@@ -194,4 +383,55 @@ func resultText(r *agent.ToolResultBlock) string {
 		}
 	}
 	return strings.Join(parts, "\n")
+}
+
+// Snapshot is a stored thread as AG-UI messages, from stored index first,
+// followed by the client's new ones.
+func Snapshot(msgs []agent.Message, first int, fresh []Message) []Message {
+	out := make([]Message, 0, len(msgs)+len(fresh))
+	for k, m := range msgs {
+		id := MessageID(m, first+k)
+		if m.Role == agent.RoleAssistant {
+			am := Message{ID: id, Role: RoleAssistant}
+			if text := m.Text(); text != "" {
+				am.Content, _ = json.Marshal(text)
+			}
+			for _, u := range m.ToolUses() {
+				am.ToolCalls = append(am.ToolCalls, ToolCall{ID: u.ToolUseID, Type: "function", Function: FunctionCall{Name: u.Name, Arguments: string(inputOf(u))}})
+			}
+			out = append(out, am)
+			continue
+		}
+		var parts []ContentPart
+		for _, b := range m.Content {
+			switch {
+			case b.ToolResult != nil:
+				content, _ := json.Marshal(resultText(b.ToolResult))
+				out = append(out, Message{ID: ToolMessageID(b.ToolResult), Role: RoleTool, Content: content, ToolCallID: b.ToolResult.ToolUseID})
+			case b.Text != "":
+				parts = append(parts, ContentPart{Type: "text", Text: b.Text})
+			case b.Image != nil:
+				parts = append(parts, ContentPart{Type: "image", Source: &Source{Type: "data", Value: base64.StdEncoding.EncodeToString(b.Image.Source.Bytes), MimeType: "image/" + b.Image.Format}})
+			case b.Document != nil:
+				parts = append(parts, ContentPart{Type: "document", Source: &Source{Type: "data", Value: base64.StdEncoding.EncodeToString(b.Document.Source.Bytes), MimeType: mimeOf(b.Document.Format)}})
+			}
+		}
+		if len(parts) > 0 {
+			content, _ := json.Marshal(parts)
+			out = append(out, Message{ID: id, Role: RoleUser, Content: content})
+		}
+	}
+	return append(out, slices.Clone(fresh)...)
+}
+
+// mimeOf is the MIME type of a document format, formatOf's inverse.
+func mimeOf(format string) string {
+	for _, mt := range []string{"application/pdf", "text/plain", "text/markdown", "text/csv", "text/html", "application/msword",
+		"application/vnd.openxmlformats-officedocument.wordprocessingml.document", "application/vnd.ms-excel",
+		"application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"} {
+		if formatOf(mt) == format {
+			return mt
+		}
+	}
+	return "application/octet-stream"
 }

@@ -59,18 +59,32 @@ func (h *Handler) aguiRun(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rec.sessionID = in.ThreadID
-	c, err := agui.Chat(r.Context(), h.cfg.Service, owner, &in)
+	run, err := agui.Prepare(r.Context(), h.cfg.Service, owner, &in)
 	if err != nil {
 		fail(errorFor(err))
 		return
 	}
 	// The run's id is its idempotency key, in AG-UI's own namespace.
-	c.IdempotencyKey, c.Fingerprint = "agui:"+in.RunID, turn.Fingerprint(RouteAGUI, raw)
-	if len(c.IdempotencyKey) > maxIdempotencyKey {
+	if len(in.RunID) > maxIdempotencyKey-len("agui:") {
 		fail(badRequest("invalid_request", "runId is %d characters; at most %d", len(in.RunID), maxIdempotencyKey-len("agui:")))
 		return
 	}
-	stream = agui.NewStream(w, in.ThreadID, in.RunID, h.cfg.ModelID)
+	if run.Chat.Content != nil {
+		if e := checkInput(run.Chat.Content, h.cfg.MaxMessageBytes); e != nil {
+			fail(e)
+			return
+		}
+	}
+	stream = agui.NewStream(w, run, in.ThreadID, in.RunID, h.cfg.ModelID)
+	if run.Replay {
+		// Every message is stored already: the run answers with what the
+		// server holds, and nothing runs.
+		rec.outcome, rec.replayed = "ok", true
+		stream.Replay()
+		return
+	}
+	c := run.Chat
+	c.IdempotencyKey, c.Fingerprint = "agui:"+in.RunID, turn.Fingerprint(RouteAGUI, raw)
 	c.Sink = stream
 	out, err := h.cfg.Service.Chat(r.Context(), c)
 	if err != nil {

@@ -121,7 +121,7 @@ func TestAGUIRuns(t *testing.T) {
 	first := []agui.Message{userMessage("u-1", "What is 6*7?")}
 	w := aguiRun(t, s, "", agui.RunAgentInput{ThreadID: "t1", RunID: "r1", Messages: first})
 	events := aguiEvents(t, w)
-	want := "RUN_STARTED TEXT_MESSAGE_START TEXT_MESSAGE_CONTENT TEXT_MESSAGE_END TOOL_CALL_START TOOL_CALL_ARGS TOOL_CALL_END TOOL_CALL_RESULT TEXT_MESSAGE_START TEXT_MESSAGE_CONTENT TEXT_MESSAGE_END STATE_SNAPSHOT RUN_FINISHED"
+	want := "RUN_STARTED STATE_SNAPSHOT TEXT_MESSAGE_START TEXT_MESSAGE_CONTENT TEXT_MESSAGE_END TOOL_CALL_START TOOL_CALL_ARGS TOOL_CALL_END TOOL_CALL_RESULT TEXT_MESSAGE_START TEXT_MESSAGE_CONTENT TEXT_MESSAGE_END RUN_FINISHED"
 	if got := types(events); got != want {
 		t.Fatalf("events:\n%s\nwant\n%s", got, want)
 	}
@@ -150,7 +150,7 @@ func TestAGUIRuns(t *testing.T) {
 	held := thread(first, events)
 	s.Model.Enqueue(conversetest.Text("Again 42."))
 	w = aguiRun(t, s, "", agui.RunAgentInput{ThreadID: "t1", RunID: "r2", Messages: append(held, userMessage("u-2", "And again?"))})
-	if got := types(aguiEvents(t, w)); !strings.HasPrefix(got, "RUN_STARTED TEXT_MESSAGE_START") || !strings.HasSuffix(got, "RUN_FINISHED") {
+	if got := types(aguiEvents(t, w)); !strings.HasPrefix(got, "RUN_STARTED STATE_SNAPSHOT TEXT_MESSAGE_START") || !strings.HasSuffix(got, "RUN_FINISHED") {
 		t.Fatalf("the whole-thread run: %s", got)
 	}
 	// Only the new message, as a client that knows the server holds the
@@ -200,7 +200,19 @@ func TestAGUIRefusals(t *testing.T) {
 		{"no messages", "", agui.RunAgentInput{ThreadID: "t", RunID: "r1"}, 400, "invalid_request", "messages is empty"},
 		{"a bad thread id", "", agui.RunAgentInput{ThreadID: "../x", RunID: "r1", Messages: []agui.Message{userMessage("u-2", "Hi")}}, 400, "invalid_request", "threadId"},
 		{"a thread the server holds otherwise", "", agui.RunAgentInput{ThreadID: "t", RunID: "r1", Messages: []agui.Message{userMessage("u-9", "Hi"), userMessage("u-2", "Hi")}}, 409, "thread_mismatch", `"u-9"`},
-		{"only stored messages", "", agui.RunAgentInput{ThreadID: "t", RunID: "r1", Messages: []agui.Message{userMessage("u-1", "Hi"), {ID: "m-1", Role: "assistant"}}}, 400, "invalid_request", "stored already"},
+		{"an assistant message the server does not hold", "", agui.RunAgentInput{ThreadID: "t", RunID: "r1", Messages: []agui.Message{userMessage("u-1", "Hi"), {ID: "m-1", Role: "assistant"}, {ID: "m-9", Role: "assistant"}, userMessage("u-2", "Hi")}}, 409, "thread_mismatch", `"m-9"`},
+		{"a user message the server holds otherwise", "", agui.RunAgentInput{ThreadID: "t", RunID: "r1", Messages: []agui.Message{userMessage("u-1", "Bye"), {ID: "m-1", Role: "assistant"}, userMessage("u-2", "Hi")}}, 409, "thread_mismatch", "differs"},
+		{"a stale thread with a new message", "", agui.RunAgentInput{ThreadID: "t", RunID: "r1", Messages: []agui.Message{{ID: "m-1", Role: "assistant"}, userMessage("u-5", "Hi"), userMessage("u-2", "Hi")}}, 409, "thread_mismatch", `"u-5"`},
+		{"a message id past 256 bytes", "", agui.RunAgentInput{ThreadID: "t", RunID: "r1", Messages: []agui.Message{userMessage(strings.Repeat("i", 257), "Hi")}}, 400, "invalid_request", "at most 256"},
+		{"a message over MAX_MESSAGE_BYTES", "", agui.RunAgentInput{ThreadID: "t", RunID: "r1", Messages: []agui.Message{userMessage("u-2", strings.Repeat("a", 300<<10))}}, 413, "message_too_large", "at most"},
+		{"a blank message", "", agui.RunAgentInput{ThreadID: "t", RunID: "r1", Messages: []agui.Message{userMessage("u-2", " ")}}, 400, "invalid_content", "blank"},
+		{"a message id used twice", "", agui.RunAgentInput{ThreadID: "t", RunID: "r1", Messages: []agui.Message{userMessage("u-2", "Hi"), userMessage("u-2", "Hi")}}, 400, "invalid_request", "earlier message"},
+		{"a client tool named like the agent's", "", agui.RunAgentInput{ThreadID: "t", RunID: "r1", Messages: []agui.Message{userMessage("u-2", "Hi")}, Tools: []agui.Tool{{Name: "calculator", Description: "mine"}}}, 400, "invalid_request", "named like tools of the agent"},
+		{"a client tool whose schema is past the budget", "", agui.RunAgentInput{ThreadID: "t", RunID: "r1", Messages: []agui.Message{userMessage("u-2", "Hi")}, Tools: []agui.Tool{{Name: "deep", Description: "deep", Parameters: json.RawMessage(`{"type":"object","properties":{"a":` + strings.Repeat(`{"items":`, 200) + `{}` + strings.Repeat(`}`, 200) + `}}`)}}}, 400, "invalid_request", "deep"},
+		{"context past the limit", "", agui.RunAgentInput{ThreadID: "t", RunID: "r1", Messages: []agui.Message{userMessage("u-2", "Hi")}, Context: []agui.Context{{Description: "page", Value: strings.Repeat("x", agent.MaxContextBytes)}}}, 400, "invalid_request", "MaxContextBytes"},
+		{"a resume entry neither resolved nor cancelled", "", agui.RunAgentInput{ThreadID: "t", RunID: "r1", Resume: []agui.ResumeEntry{{InterruptID: "x", Status: "maybe"}}}, 400, "invalid_request", `"maybe"`},
+		{"a resume entry when nothing waits", "", agui.RunAgentInput{ThreadID: "t", RunID: "r1", Resume: []agui.ResumeEntry{{InterruptID: "x", Status: "resolved"}}}, 409, "no_interrupt_pending", "no pending interrupts"},
+		{"a tool message that answers no call", "", agui.RunAgentInput{ThreadID: "t", RunID: "r1", Messages: []agui.Message{userMessage("u-1", "Hi"), {ID: "m-1", Role: "assistant"}, {ID: "x-1", Role: "tool", ToolCallID: "nope", Content: json.RawMessage(`"done"`)}}}, 409, "no_interrupt_pending", "no pending interrupts"},
 		{"another owner", "mallory", agui.RunAgentInput{ThreadID: "t", RunID: "r1", Messages: []agui.Message{userMessage("u-2", "Hi")}}, 404, "not_found", "session"},
 	}
 	for _, tt := range tests {
@@ -238,12 +250,21 @@ func TestAGUIRunIDIsTheIdempotencyKey(t *testing.T) {
 	in := agui.RunAgentInput{ThreadID: "k", RunID: "run-1", Messages: []agui.Message{userMessage("u-1", "Hi")}}
 	first := aguiEvents(t, aguiRun(t, s, "", in))
 	calls := s.Model.Calls()
+	// Sent again, as a client whose stream broke off: it gets the answer
+	// it missed, from the thread, and the model is not called again.
 	again := aguiEvents(t, aguiRun(t, s, "", in))
-	if got := types(again); got != "RUN_STARTED RUN_FINISHED" || s.Model.Calls() != calls {
+	if got := types(again); got != "RUN_STARTED TEXT_MESSAGE_START TEXT_MESSAGE_CONTENT TEXT_MESSAGE_END STATE_SNAPSHOT RUN_FINISHED" || s.Model.Calls() != calls {
 		t.Errorf("the replay: %s, %d model calls more", got, s.Model.Calls()-calls)
 	}
-	if a, b := first[len(first)-1]["usage"], again[len(again)-1]["usage"]; fmt.Sprint(a) != fmt.Sprint(b) {
-		t.Errorf("the replay's usage %v, the run's %v", b, a)
+	if a, b := nth(t, first, agui.EventTextMessageStart, 0)["messageId"], nth(t, again, agui.EventTextMessageStart, 0)["messageId"]; a != b || nth(t, again, agui.EventTextMessageContent, 0)["delta"] != "Hello there." {
+		t.Errorf("the replayed answer is %v, the run's %v: %v", b, a, again)
+	}
+	// With a fresh runId, as HttpAgent mints one, and the whole thread:
+	// nothing is missing, and nothing runs.
+	whole := in
+	whole.RunID, whole.Messages = "run-1b", thread(in.Messages, first)
+	if got := types(aguiEvents(t, aguiRun(t, s, "", whole))); got != "RUN_STARTED STATE_SNAPSHOT RUN_FINISHED" || s.Model.Calls() != calls {
+		t.Errorf("a run of the stored thread: %s, %d model calls more", got, s.Model.Calls()-calls)
 	}
 	other := in
 	other.Messages = []agui.Message{userMessage("u-2", "Something else")}

@@ -59,7 +59,7 @@ func statusOf(code string) int {
 		return http.StatusNotFound
 	case "method_not_allowed":
 		return http.StatusMethodNotAllowed
-	case "conflict", "in_progress", "session_exists", "session_changed", "interrupt_pending", "no_interrupt_pending",
+	case "conflict", "in_progress", "session_exists", "session_changed", "interrupt_pending", "no_interrupt_pending", "client_tool_pending",
 		"thread_mismatch":
 		return http.StatusConflict
 	case "message_too_large", "too_large", "context_overflow":
@@ -121,6 +121,8 @@ func errorFor(err error) *Error {
 		return &Error{Code: "invalid_request", Message: err.Error(), err: err}
 	case errors.Is(err, agui.ErrThreadMismatch):
 		return &Error{Code: "thread_mismatch", Message: err.Error(), err: err}
+	case errors.Is(err, turn.ErrInvalidRequest):
+		return &Error{Code: "invalid_request", Message: strings.TrimPrefix(err.Error(), turn.ErrInvalidRequest.Error()+": "), err: err}
 	case errors.Is(err, turn.ErrInvalidCursor):
 		return &Error{Code: "invalid_request", Message: err.Error(), err: err}
 	case errors.Is(err, turn.ErrInvalidRewind):
@@ -149,6 +151,13 @@ func errorFor(err error) *Error {
 		return &Error{Code: "invalid_tool_input",
 			Message: fmt.Sprintf("input does not match the input schema of tool %s", ti.Tool),
 			Details: map[string][]string{"problems": ti.Problems},
+			err:     err,
+		}
+	case errors.As(err, &pe) && len(clientCalls(pe.Interrupts)) > 0:
+		return &Error{Code: "client_tool_pending",
+			Message: fmt.Sprintf("the session's last turn waits for the client application's %s of %s; send the %s (AG-UI: a tool message for each call), or deny the %s (POST /chat: deny_pending; AG-UI: a cancelled resume entry) and send the message",
+				plural(len(clientCalls(pe.Interrupts)), "result"), strings.Join(clientCalls(pe.Interrupts), ", "), plural(len(clientCalls(pe.Interrupts)), "result"), plural(len(clientCalls(pe.Interrupts)), "call")),
+			Details: map[string]any{"interrupts": pe.Interrupts},
 			err:     err,
 		}
 	case errors.As(err, &pe):
@@ -242,4 +251,16 @@ func nonNil(s []string) []string {
 		return []string{}
 	}
 	return s
+}
+
+// clientCalls names the client tools' calls among interrupts, as "call id
+// (tool)".
+func clientCalls(interrupts []agent.Interrupt) []string {
+	var out []string
+	for _, in := range interrupts {
+		if in.Kind == agent.KindClientTool {
+			out = append(out, fmt.Sprintf("call %s (%s)", in.ID, in.Tool))
+		}
+	}
+	return out
 }

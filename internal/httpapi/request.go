@@ -226,6 +226,12 @@ func content(field string, message *string, blocks []json.RawMessage, limit int)
 	default:
 		return nil, badRequest("invalid_request", "%s is required: send {\"%[1]s\": \"...\"} or content blocks", field)
 	}
+	return in, checkInput(in, limit)
+}
+
+// checkInput checks a turn's input as every way in does: at most limit
+// bytes of text and media, and blocks the agent takes.
+func checkInput(in []agent.ContentBlock, limit int) *Error {
 	size := 0
 	for _, b := range in {
 		size += len(b.Text)
@@ -237,10 +243,10 @@ func content(field string, message *string, blocks []json.RawMessage, limit int)
 		}
 	}
 	if size > limit {
-		return nil, &Error{Code: "message_too_large", Message: fmt.Sprintf("the message is %d bytes; at most %d", size, limit)}
+		return &Error{Code: "message_too_large", Message: fmt.Sprintf("the message is %d bytes; at most %d", size, limit)}
 	}
 	if err := agent.ValidateInput(in); err != nil {
-		return nil, errorFor(err)
+		return errorFor(err)
 	}
-	return in, nil
+	return nil
 }

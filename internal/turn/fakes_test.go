@@ -760,3 +760,5 @@ func (a *fakeAgent) CallTool(_ context.Context, conv *agent.Conversation, call a
 	}
 	return &agent.DirectResult{Result: res, Use: use, Output: out}, nil
 }
+
+func (a *fakeAgent) CheckClientTools(context.Context, *agent.ClientTools) error { return nil }

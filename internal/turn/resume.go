@@ -33,7 +33,11 @@ func checkPending(sess *ddbhistory.Session, deny bool) error {
 // rest of the turn fails, the claim ends and the session keeps the results:
 // a retry of the request, which finds them, continues from there without
 // running a tool again, and a message goes on after them.
-func (s *Service) resume(ctx context.Context, c Chat) (*Outcome[ChatAnswer], error) {
+//
+// Responses that leave a client tool's call unanswered commit the rest
+// alone: the turn waits on for the client's result, and the answer lists
+// what still waits.
+func (s *Service) resume(ctx context.Context, c Chat, client func(*agent.Conversation)) (*Outcome[ChatAnswer], error) {
 	if len(c.Content) > 0 || c.DenyPending {
 		return nil, errors.New("turn: responses come without content and without DenyPending")
 	}
@@ -51,6 +55,7 @@ func (s *Service) resume(ctx context.Context, c Chat) (*Outcome[ChatAnswer], err
 				}
 			}
 			conv := &sess.Conversation
+			client(conv)
 			// earlier are the turn's messages stored before its end: the
 			// results, by this request's checkpoint or an earlier attempt's.
 			var earlier []agent.Message
@@ -72,6 +77,11 @@ func (s *Service) resume(ctx context.Context, c Chat) (*Outcome[ChatAnswer], err
 				first, err := s.agent.Answer(ctx, conv, c.Responses, emit)
 				if err != nil {
 					return nil, err
+				}
+				if first.Pending != nil {
+					// Client tools' calls wait on: this is the turn's end
+					// for now, and its commit ends the claim.
+					return &done[ChatAnswer]{Result: first, Answer: s.chatAnswer(sess.ID, first)}, nil
 				}
 				window := append(conv.Messages, first.Messages...)
 				err = s.store.Commit(storeCtx, sess, ddbhistory.Turn{Messages: first.Messages, Window: first.Window, State: first.State, Resuming: true})

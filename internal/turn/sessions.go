@@ -29,7 +29,10 @@ type Page struct {
 	// oldest, are left out.
 	First    int
 	Messages []agent.Message
-	State    map[string]json.RawMessage
+	// Count is how many messages the session holds: the index its next
+	// message takes.
+	Count int
+	State map[string]json.RawMessage
 	// Window is the conversation manager's state; Pending what the last
 	// turn waits for.
 	Window    agent.WindowState
@@ -54,7 +57,7 @@ func (s *Service) Transcript(ctx context.Context, owner, id, cursor string, limi
 	}
 	sess := p.Session
 	return &Page{
-		SessionID: sess.ID, Title: sess.Title, First: p.First, Messages: p.Messages,
+		SessionID: sess.ID, Title: sess.Title, First: p.First, Messages: p.Messages, Count: sess.Count,
 		State: sess.Conversation.State, Window: sess.Conversation.Window, Pending: sess.Conversation.Pending,
 		CreatedAt: sess.CreatedAt, UpdatedAt: sess.UpdatedAt, ExpiresAt: sess.ExpiresAt, NextCursor: p.NextCursor,
 	}, nil

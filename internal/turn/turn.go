@@ -60,6 +60,8 @@ type Agent interface {
 	Answer(ctx context.Context, conv *agent.Conversation, responses []agent.Response, emit func(agent.Event)) (*agent.Result, error)
 	Continue(ctx context.Context, conv *agent.Conversation, emit func(agent.Event)) (*agent.Result, error)
 	CallTool(ctx context.Context, conv *agent.Conversation, call agent.DirectCall) (*agent.DirectResult, error)
+	// CheckClientTools refuses client tools named like the agent's own.
+	CheckClientTools(ctx context.Context, tools *agent.ClientTools) error
 }
 
 var (
@@ -88,6 +90,10 @@ var (
 	// ErrNothingPending is a response to interrupts for a session that has
 	// none pending.
 	ErrNothingPending = errors.New("the session has no pending interrupts")
+	// ErrInvalidRequest is a turn the service refuses before it runs for
+	// what the request brings, such as client tools named like the
+	// agent's own.
+	ErrInvalidRequest = errors.New("invalid request")
 )
 
 // PendingError lists the interrupts a session waits for.
@@ -190,6 +196,12 @@ type Chat struct {
 	// MessageID, when set, is the id a client gave its message, which the
 	// session keeps with it (agent.Message.ID).
 	MessageID string
+	// ClientTools and Context are what the caller's application brings to
+	// this turn alone (agent.Conversation's): tools it runs itself, whose
+	// calls pause the turn until it sends their results, and context for
+	// the model. Neither is stored.
+	ClientTools []agent.ToolSpec
+	Context     []agent.ContextEntry
 	// Regenerate runs the session's last user message again, in place of
 	// its last turn; Edit runs new content in place of the user message at
 	// Edit.From and all that follows it. Either is one turn and one commit:
@@ -237,11 +249,16 @@ type Outcome[A any] struct {
 
 // Chat runs a chat turn.
 func (s *Service) Chat(ctx context.Context, c Chat) (*Outcome[ChatAnswer], error) {
+	client, err := s.client(ctx, c)
+	if err != nil {
+		return nil, err
+	}
 	if len(c.Responses) > 0 {
-		return s.resume(ctx, c)
+		return s.resume(ctx, c, client)
 	}
 	return run(ctx, s, c.Request, job[ChatAnswer]{
 		run: func(ctx, storeCtx context.Context, sess *ddbhistory.Session) (*done[ChatAnswer], error) {
+			client(&sess.Conversation)
 			if c.Regenerate || c.Edit != nil {
 				return s.redo(ctx, storeCtx, sess, c)
 			}
@@ -267,6 +284,31 @@ func (s *Service) Chat(ctx context.Context, c Chat) (*Outcome[ChatAnswer], error
 		stored: storedChat,
 		replay: s.replayChat,
 	})
+}
+
+// client checks what the caller's application brings to a chat turn, its
+// tools and context, and returns what sets them on the turn's
+// conversation.
+func (s *Service) client(ctx context.Context, c Chat) (func(*agent.Conversation), error) {
+	if len(c.ClientTools) == 0 && len(c.Context) == 0 {
+		return func(*agent.Conversation) {}, nil
+	}
+	tools, err := agent.NewClientTools(c.ClientTools)
+	if err == nil {
+		err = s.agent.CheckClientTools(ctx, tools)
+	}
+	if err == nil {
+		err = agent.CheckContext(c.Context)
+	}
+	var ie *agent.InputError
+	if errors.As(err, &ie) {
+		return nil, fmt.Errorf("%w: %s", ErrInvalidRequest, ie.Reason)
+	} else if err != nil {
+		return nil, err
+	}
+	return func(conv *agent.Conversation) {
+		conv.ClientTools, conv.Context = tools, c.Context
+	}, nil
 }
 
 // chatRun runs a chat turn's agent loop on conv, streamed to sink when
