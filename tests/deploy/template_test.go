@@ -58,6 +58,7 @@ var envVars = []string{
 	"GUARDRAIL_VERSION",
 	"GUARDRAIL_REDACTED_INPUT",
 	"REQUIRE_AUTH",
+	"ALLOWED_ORIGINS",
 	// Metrics and traces: see observability_test.go.
 	"METRICS_NAMESPACE",
 	"OTEL_EXPORTER_OTLP_ENDPOINT",
@@ -888,6 +889,26 @@ func TestApiCors(t *testing.T) {
 	}
 	if p := tp.Parameters["ApiAllowedOrigins"]; p.Default == nil || *p.Default != "" || !p.allowed(t, "https://chat.example.com,http://localhost:3000") || p.allowed(t, "*") || p.allowed(t, "https://x.example/path") {
 		t.Errorf("ApiAllowedOrigins must default to none and take only comma-separated origins")
+	}
+	// The stream function reads the origins too (ALLOWED_ORIGINS): what
+	// the parameter takes, its configuration must take, or the function
+	// would fail at init after a deployment that looked successful.
+	p := tp.Parameters["ApiAllowedOrigins"]
+	for _, v := range []string{
+		"https://chat.example.com", "http://localhost:3000", "https://a.example.com:8443,http://127.0.0.1:5173",
+		"https://*.example.com", "https://user@a.example.com", "https://a.example.com?x=1", "https://a.example.com#x",
+		"https://a.example.com/", "https://a.example.com:", "https://a.example.com:99999x",
+	} {
+		if !p.allowed(t, v) {
+			continue
+		}
+		r := newResolver(t, tp, map[string]string{"ApiAllowedOrigins": v})
+		if got := r.environment(t, "ChatStreamFunction")["ALLOWED_ORIGINS"]; got != v {
+			t.Errorf("ApiAllowedOrigins=%q: ALLOWED_ORIGINS = %q", v, got)
+		}
+		if _, _, err := readConfig(r.environment(t, "ChatStreamFunction")); err != nil {
+			t.Errorf("ApiAllowedOrigins=%q is allowed by the template, but the configuration says: %v", v, err)
+		}
 	}
 }
 
