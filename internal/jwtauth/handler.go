@@ -12,8 +12,6 @@ import (
 // errUnauthorized is the error API Gateway answers with 401: a Lambda
 // authorizer refuses a token by failing with exactly this message. Any
 // other error it answers with 500.
-//
-//lint:ignore ST1005 API Gateway matches this exact message.
 var errUnauthorized = errors.New("Unauthorized")
 
 // Handler returns a Lambda handler for API Gateway's TOKEN authorizer

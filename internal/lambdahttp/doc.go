@@ -9,8 +9,9 @@
 // handler, telling them apart by their JSON.
 //
 // Everything behind it speaks plain net/http: the handler, the local run and
-// the tests. This is the one place that reads events, so nothing else builds
-// one by hand. The handler finds the event it serves with
+// the tests. This is the one place that reads HTTP events, so nothing else
+// builds one by hand. (The REST API's Lambda authorizer reads its own
+// events, which carry a token and no request, in internal/jwtauth.) The handler finds the event it serves with
 // RequestFromContext, URLRequestFromContext or ProxyRequestFromContext, for
 // what only API Gateway or Lambda knows, such as the authorizer's claims.
 package lambdahttp
