@@ -265,47 +265,60 @@ func TestBadConfigurationFailsAtInit(t *testing.T) {
 }
 
 // TestStreamEventThroughTheBuiltFunction invokes the stream function with
-// its function URL event. The runtime streams the answer to the emulator as
-// Lambda's HTTP integration response: a JSON prelude, eight NUL bytes, then
-// the body, here Server-Sent Events.
+// its function URL event and with a REST API's event, the two it is invoked
+// with; one handler tells them apart. The runtime streams each answer to
+// the emulator as Lambda's HTTP integration response: a JSON prelude,
+// eight NUL bytes, then the body, here Server-Sent Events.
 func TestStreamEventThroughTheBuiltFunction(t *testing.T) {
 	d := deploy(t)
-	event, err := os.ReadFile(filepath.Join("..", "events", "stream-chat.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := d.fns["stream"].Invoke(t.Context(), event, 30*time.Second)
-	if err != nil {
-		t.Fatalf("%v\nlogs:\n%s", err, d.fns["stream"].Logs())
-	}
-	preludeJSON, body, ok := bytes.Cut(out, make([]byte, 8))
-	if !ok {
-		t.Fatalf("no prelude separator in %q", out)
-	}
-	var prelude struct {
-		StatusCode int               `json:"statusCode"`
-		Headers    map[string]string `json:"headers"`
-	}
-	if err := json.Unmarshal(preludeJSON, &prelude); err != nil || prelude.StatusCode != 200 || prelude.Headers["Content-Type"] != "text/event-stream" {
-		t.Fatalf("prelude %s (%v)", preludeJSON, err)
-	}
-	var names []string
-	var done map[string]any
-	for _, block := range strings.Split(strings.TrimSpace(string(body)), "\n\n") {
-		name, data, _ := strings.Cut(block, "\n")
-		name = strings.TrimPrefix(name, "event: ")
-		if len(names) == 0 || name != "text" || names[len(names)-1] != "text" {
-			names = append(names, name)
+	for _, tt := range []struct{ file, session string }{
+		{"stream-chat.json", "stream-session"},
+		{"stream-chat-rest.json", "rest-session"},
+	} {
+		event, err := os.ReadFile(filepath.Join("..", "events", tt.file))
+		if err != nil {
+			t.Fatal(err)
 		}
-		if name == "done" {
-			_ = json.Unmarshal([]byte(strings.TrimPrefix(data, "data: ")), &done)
+		out, err := d.fns["stream"].Invoke(t.Context(), event, 30*time.Second)
+		if err != nil {
+			t.Fatalf("%s: %v\nlogs:\n%s", tt.file, err, d.fns["stream"].Logs())
+		}
+		preludeJSON, body, ok := bytes.Cut(out, make([]byte, 8))
+		if !ok {
+			t.Fatalf("%s: no prelude separator in %q", tt.file, out)
+		}
+		var prelude struct {
+			StatusCode int               `json:"statusCode"`
+			Headers    map[string]string `json:"headers"`
+		}
+		if err := json.Unmarshal(preludeJSON, &prelude); err != nil || prelude.StatusCode != 200 || prelude.Headers["Content-Type"] != "text/event-stream" {
+			t.Fatalf("%s: prelude %s (%v)", tt.file, preludeJSON, err)
+		}
+		var names []string
+		var done map[string]any
+		for _, block := range strings.Split(strings.TrimSpace(string(body)), "\n\n") {
+			name, data, _ := strings.Cut(block, "\n")
+			name = strings.TrimPrefix(name, "event: ")
+			if len(names) == 0 || name != "text" || names[len(names)-1] != "text" {
+				names = append(names, name)
+			}
+			if name == "done" {
+				_ = json.Unmarshal([]byte(strings.TrimPrefix(data, "data: ")), &done)
+			}
+		}
+		if got, want := strings.Join(names, " "), "start text tool_use tool_result text done"; got != want {
+			t.Errorf("%s: events %s, want %s\n%s\nlogs:\n%s", tt.file, got, want, body, d.fns["stream"].Logs())
+		}
+		if done["session_id"] != tt.session || !strings.Contains(done["text"].(string), "1200") {
+			t.Errorf("%s: done %v", tt.file, done)
 		}
 	}
-	if got, want := strings.Join(names, " "), "start text tool_use tool_result text done"; got != want {
-		t.Errorf("events %s, want %s\n%s\nlogs:\n%s", got, want, body, d.fns["stream"].Logs())
-	}
-	if done["session_id"] != "stream-session" || !strings.Contains(done["text"].(string), "1200") {
-		t.Errorf("done %v", done)
+	// Anything else fails the invocation, rather than be served as one of
+	// them.
+	_, err := d.fns["stream"].Invoke(t.Context(), []byte(`{"hello":"world"}`), 30*time.Second)
+	var ierr *runtimetest.InvokeError
+	if !errors.As(err, &ierr) || !strings.Contains(ierr.Message, "neither a function URL's") {
+		t.Errorf("an event of neither kind: %v", err)
 	}
 }
 
@@ -339,12 +352,28 @@ func TestHostilePathsThroughTheBuiltFunctions(t *testing.T) {
 		}
 		return raw
 	}
+	restEvent := func(param string) []byte {
+		t.Helper()
+		ev, err := testkit.ProxyEvent("session-get-rest.json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ev.PathParameters["sessionId"] = param
+		raw, err := json.Marshal(ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return raw
+	}
 	tests := []struct {
 		name, fn string
 		event    []byte
 		status   int
 		code     string
 	}{
+		{"the REST API with GET /sessions/{sessionId} of ..", "stream", restEvent(".."), 400, "invalid_session_id"},
+		{"the REST API with a session id of rest-session%2Fexport", "stream", restEvent("rest-session%2Fexport"), 400, "invalid_session_id"},
+		{"the REST API with a session id of ../../chat", "stream", restEvent("../../chat"), 400, "invalid_session_id"},
 		{"a tool named ..", "chat", apiEvent("tool-call.json", func(e *events.APIGatewayV2HTTPRequest) { e.PathParameters["name"] = ".." }), 404, "unknown_tool"},
 		{"a tool named calc/../../x", "chat", apiEvent("tool-call.json", func(e *events.APIGatewayV2HTTPRequest) { e.PathParameters["name"] = "calc/../../x" }), 404, "unknown_tool"},
 		{"a session id of <id>/export", "chat", apiEvent("session-get.json", func(e *events.APIGatewayV2HTTPRequest) { e.PathParameters["sessionId"] = "demo-session/export" }), 400, "invalid_session_id"},

@@ -1,15 +1,18 @@
 // Command stream is the streaming chat function, behind a Lambda function URL
-// in RESPONSE_STREAM mode: POST (on any path) streams a chat turn as
-// Server-Sent Events, and the session routes serve the callers the URL
-// authenticates. It only wires things up: the configuration is read and
-// checked, and the AWS clients are built, once at init; the handler lives in
-// internal/httpapi, and aws-lambda-go's lambdaurl streams what it writes,
-// through internal/lambdahttp, which escapes the raw paths lambdaurl cannot
-// parse.
+// in RESPONSE_STREAM mode and a REST API whose methods stream: POST (on any
+// path of the URL) streams a chat turn as Server-Sent Events, and the
+// session routes serve the callers the URL or the REST API authenticates.
+// It only wires things up: the configuration is read and checked, and the
+// AWS clients are built, once at init; the handler lives in
+// internal/httpapi, and internal/lambdahttp tells the two kinds of events
+// apart and streams what the handler writes to either, through aws-lambda-go's
+// lambdaurl for the URL.
 package main
 
 import (
 	"context"
+	"encoding/json"
+	"io"
 	"log/slog"
 	"os"
 
@@ -27,5 +30,11 @@ func main() {
 		logger.Error("init failed", "error", err)
 		os.Exit(1)
 	}
-	lambda.StartHandlerFunc(lambdahttp.WrapURL(a.Handler))
+	lambda.StartHandlerFunc(handler(a))
+}
+
+// handler is the function's Lambda handler: a's HTTP handler, served to
+// function URL events and REST API events alike.
+func handler(a *app.App) func(context.Context, json.RawMessage) (io.Reader, error) {
+	return lambdahttp.WrapStream(a.Handler, lambdahttp.StreamOptions{AllowedOrigins: a.Config.AllowedOrigins})
 }

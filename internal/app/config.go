@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -89,6 +90,12 @@ type Config struct {
 	// user's message that the guardrail blocked.
 	GuardrailRedactedInput string
 	RequireAuth            bool // REQUIRE_AUTH, default false
+	// AllowedOrigins is ALLOWED_ORIGINS, a comma-separated list of browser
+	// origins such as https://chat.example.com, default none: the stream
+	// function allows them by CORS in its answers to a REST API's events,
+	// which API Gateway passes as they are (lambdahttp.StreamOptions).
+	// HTTP APIs and function URLs answer CORS from their own settings.
+	AllowedOrigins []string
 	// FunctionName is AWS_LAMBDA_FUNCTION_NAME, which Lambda sets: the
 	// metrics' FunctionName dimension. Empty, it is "local".
 	FunctionName string
@@ -185,6 +192,7 @@ func ConfigFromEnv(getenv func(string) string) (*Config, error) {
 	if (c.GuardrailID == "") != (c.GuardrailVersion == "") {
 		p.fail("GUARDRAIL_ID and GUARDRAIL_VERSION must be set together")
 	}
+	c.AllowedOrigins = p.origins("ALLOWED_ORIGINS")
 	c.GuardrailRedactedInput = p.text("GUARDRAIL_REDACTED_INPUT", agent.DefaultRedactedInput, MaxRedactedInput)
 	c.FunctionName = cmp.Or(getenv("AWS_LAMBDA_FUNCTION_NAME"), "local")
 	c.MetricsNamespace = cmp.Or(getenv("METRICS_NAMESPACE"), telemetry.DefaultNamespace)
@@ -297,6 +305,22 @@ func (p *parser) duration(name string, def, lo, hi time.Duration) time.Duration 
 		return def
 	}
 	return d
+}
+
+// origins reads a comma-separated list of origins, each a scheme (http or
+// https), a host and perhaps a port, as a browser sends it in Origin: a
+// path, a wildcard or a slash at the end would never match one.
+func (p *parser) origins(name string) []string {
+	var out []string
+	for _, o := range list(p.getenv(name)) {
+		u, err := url.Parse(o)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Scheme+"://"+u.Host != o || strings.Contains(o, "*") {
+			p.fail("%s: %q is not an origin; want a scheme, a host and perhaps a port, such as https://chat.example.com", name, o)
+			continue
+		}
+		out = append(out, o)
+	}
+	return out
 }
 
 // list reads a comma-separated list.

@@ -46,6 +46,7 @@ func TestConfigFromEnvReadsEverything(t *testing.T) {
 		"OTEL_EXPORTER_OTLP_HEADERS": "x-api-key=a%20b,tenant=7", "OTEL_EXPORTER_OTLP_TRACES_COMPRESSION": "gzip",
 		"OTEL_EXPORTER_OTLP_TIMEOUT": "2500", "OTEL_RESOURCE_ATTRIBUTES": "deployment.environment.name=prod",
 		"OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "true", "DIRECT_TOOLS": "recall,orders_refresh",
+		"ALLOWED_ORIGINS": "https://chat.example.com,http://localhost:3000",
 	}))
 	if err != nil {
 		t.Fatal(err)
@@ -58,6 +59,7 @@ func TestConfigFromEnvReadsEverything(t *testing.T) {
 		ApprovalTools: []string{"calculator"}, InterruptTTL: 30 * time.Minute,
 		MaxMessageBytes: 65536, MaxToolResultBytes: 200000, MaxToolResultMediaBytes: 1_000_000, GuardrailID: "g1", GuardrailVersion: "3", GuardrailRedactedInput: "[Entfernt.]", RequireAuth: true,
 		FunctionName: "chat-fn", MetricsNamespace: "Team/Agents", DirectTools: []string{"recall", "orders_refresh"},
+		AllowedOrigins: []string{"https://chat.example.com", "http://localhost:3000"},
 		Tracing: telemetry.TracingConfig{
 			Endpoint: "http://localhost:4318/v1/traces", Headers: map[string]string{"x-api-key": "a b", "tenant": "7"},
 			Gzip: true, Timeout: 2500 * time.Millisecond, ServiceName: "chat-fn", CaptureContent: true,
@@ -100,6 +102,7 @@ func TestConfigFromEnvReportsEveryProblem(t *testing.T) {
 		"OTEL_EXPORTER_OTLP_HEADERS": "novalue", "OTEL_EXPORTER_OTLP_COMPRESSION": "zstd", "OTEL_EXPORTER_OTLP_TIMEOUT": "soon",
 		"OTEL_TRACES_EXPORTER": "console", "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "sometimes",
 		"DIRECT_TOOLS": "calculator,rm -rf", "GUARDRAIL_REDACTED_INPUT": " \n ",
+		"ALLOWED_ORIGINS": "https://ok.example.com,https://chat.example.com/app",
 	}))
 	if err == nil {
 		t.Fatal("ConfigFromEnv accepted a broken environment")
@@ -114,10 +117,27 @@ func TestConfigFromEnvReportsEveryProblem(t *testing.T) {
 		"METRICS_NAMESPACE", `OTLP endpoint "localhost:4318/v1/traces"`, "OTEL_EXPORTER_OTLP_PROTOCOL", "OTEL_EXPORTER_OTLP_HEADERS",
 		"OTEL_EXPORTER_OTLP_COMPRESSION", "OTEL_EXPORTER_OTLP_TIMEOUT", "OTEL_TRACES_EXPORTER",
 		"OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", `DIRECT_TOOLS: "rm -rf" is not a tool name`,
-		"GUARDRAIL_REDACTED_INPUT",
+		"GUARDRAIL_REDACTED_INPUT", `ALLOWED_ORIGINS: "https://chat.example.com/app" is not an origin`,
 	} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("the error does not mention %s:\n%v", want, err)
+		}
+	}
+}
+
+// TestConfigAllowedOrigins: ALLOWED_ORIGINS takes origins as a browser
+// sends them in Origin, and nothing that could never match one.
+func TestConfigAllowedOrigins(t *testing.T) {
+	for _, o := range []string{"https://chat.example.com", "http://localhost:3000", "https://a.example.com:8443"} {
+		c, err := ConfigFromEnv(env(map[string]string{"TABLE_NAME": "t", "MODEL_ID": "m", "ALLOWED_ORIGINS": o}))
+		if err != nil || len(c.AllowedOrigins) != 1 || c.AllowedOrigins[0] != o {
+			t.Errorf("%q: %v, %v", o, c, err)
+		}
+	}
+	for _, o := range []string{"*", "https://*.example.com", "chat.example.com", "https://chat.example.com/", "https://chat.example.com/app",
+		"ftp://files.example.com", "https://", "https://chat.example.com?x=1", "https://user@chat.example.com", "null"} {
+		if _, err := ConfigFromEnv(env(map[string]string{"TABLE_NAME": "t", "MODEL_ID": "m", "ALLOWED_ORIGINS": o})); err == nil || !strings.Contains(err.Error(), "ALLOWED_ORIGINS") {
+			t.Errorf("%q accepted: %v", o, err)
 		}
 	}
 }

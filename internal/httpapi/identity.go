@@ -18,7 +18,8 @@ func WithAuthorizer(ctx context.Context, a *events.APIGatewayV2HTTPRequestContex
 
 // authorizer returns what the platform verified about the caller of the
 // request whose context is ctx: the API Gateway event's authorizer, the
-// function URL's IAM caller, or what WithAuthorizer set; nil for none.
+// function URL's IAM caller, the REST API event's caller (see
+// proxyAuthorizer), or what WithAuthorizer set; nil for none.
 func authorizer(ctx context.Context) *events.APIGatewayV2HTTPRequestContextAuthorizerDescription {
 	if a, ok := ctx.Value(authorizerKey{}).(*events.APIGatewayV2HTTPRequestContextAuthorizerDescription); ok {
 		return a
@@ -35,5 +36,49 @@ func authorizer(ctx context.Context) *events.APIGatewayV2HTTPRequestContextAutho
 			},
 		}
 	}
+	if ev, ok := lambdahttp.ProxyRequestFromContext(ctx); ok {
+		return proxyAuthorizer(ev)
+	}
 	return nil
+}
+
+// proxyAuthorizer returns the caller of a REST API event in the shape an
+// HTTP API's authorizer has, so that each maps to the owner it has there:
+//   - a Cognito user pool authorizer's claims (requestContext.authorizer.claims)
+//     are a JWT's, whose subject owns the sessions;
+//   - a Lambda authorizer (one that gave a principalId) is ours, which puts
+//     the verified token's subject in its context as sub: a JWT's too;
+//   - an IAM-signed request (requestContext.identity, with its access key,
+//     caller and ARN) is the principal's.
+//
+// A caller that names nobody (claims or a context without a subject, a
+// signature without an ARN) keeps an empty subject or ARN, which the owner
+// refuses rather than take for anonymous. With no authorizer and no
+// signature, the request names no caller.
+func proxyAuthorizer(ev *events.APIGatewayProxyRequest) *events.APIGatewayV2HTTPRequestContextAuthorizerDescription {
+	a := ev.RequestContext.Authorizer
+	if claims, ok := a["claims"]; ok {
+		m, _ := claims.(map[string]any)
+		sub, _ := m["sub"].(string)
+		return jwtSubject(sub)
+	}
+	if _, ok := a["principalId"]; ok {
+		sub, _ := a["sub"].(string)
+		return jwtSubject(sub)
+	}
+	if id := ev.RequestContext.Identity; id.UserArn != "" || id.AccessKey != "" || id.Caller != "" {
+		return &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{
+			IAM: &events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription{
+				AccessKey: id.AccessKey, AccountID: id.AccountID, CallerID: id.Caller,
+				UserARN: id.UserArn, UserID: id.User,
+			},
+		}
+	}
+	return nil
+}
+
+func jwtSubject(sub string) *events.APIGatewayV2HTTPRequestContextAuthorizerDescription {
+	return &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{
+		JWT: &events.APIGatewayV2HTTPRequestContextAuthorizerJWTDescription{Claims: map[string]string{"sub": sub}},
+	}
 }

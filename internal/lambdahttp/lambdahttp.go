@@ -109,8 +109,27 @@ func Request(ctx context.Context, ev *events.APIGatewayV2HTTPRequest) *http.Requ
 // escaping url.URL gives it.
 func routePath(ev *events.APIGatewayV2HTTPRequest) (path, escaped string) {
 	_, pattern, ok := strings.Cut(ev.RouteKey, " ")
-	if !ok || strings.Contains(pattern, "+}") { // a greedy parameter has no fixed shape
+	if !ok {
 		return rawPath(ev), ""
+	}
+	path, escaped, ok = fillPattern(pattern, func(name string) (string, bool) {
+		v, ok := ev.PathParameters[name]
+		return v, ok
+	})
+	if !ok {
+		return rawPath(ev), ""
+	}
+	return path, escaped
+}
+
+// fillPattern fills the parameters of a path pattern such as
+// /sessions/{sessionId} with the values param gives, and returns the path
+// and the path escaped with each parameter in one segment. It fails (ok is
+// false) for a pattern with a greedy parameter, which has no fixed shape,
+// and for a parameter that param does not know.
+func fillPattern(pattern string, param func(name string) (string, bool)) (path, escaped string, ok bool) {
+	if pattern == "" || strings.Contains(pattern, "+}") {
+		return "", "", false
 	}
 	var b, e strings.Builder
 	for pattern != "" {
@@ -121,15 +140,15 @@ func routePath(ev *events.APIGatewayV2HTTPRequest) (path, escaped string) {
 			break
 		}
 		name, after, _ := strings.Cut(rest, "}")
-		v, ok := ev.PathParameters[name]
+		v, ok := param(name)
 		if !ok {
-			return rawPath(ev), ""
+			return "", "", false
 		}
 		b.WriteString(v)
 		e.WriteString(escapeParameter(v))
 		pattern = after
 	}
-	return b.String(), e.String()
+	return b.String(), e.String(), true
 }
 
 // escapeParameter escapes a path parameter to stand in one segment: a

@@ -11,24 +11,48 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 )
 
-// Event reads the sample event name from the module's events/ directory,
-// the events `sam local invoke` sends. It finds the directory from a
-// package's directory, where tests run, as from the module's root, where
-// the bench runs.
+// Event reads the sample HTTP API event name (payload format 2.0) from the
+// module's events/ directory, the events `sam local invoke` sends. It
+// finds the directory from a package's directory, where tests run, as from
+// the module's root, where the bench runs.
 func Event(name string) (events.APIGatewayV2HTTPRequest, error) {
 	var ev events.APIGatewayV2HTTPRequest
+	return ev, readEvent(name, &ev)
+}
+
+// ProxyEvent reads the sample REST API event name (a proxy event, payload
+// format 1.0) from the module's events/ directory, as Event does.
+func ProxyEvent(name string) (events.APIGatewayProxyRequest, error) {
+	var ev events.APIGatewayProxyRequest
+	return ev, readEvent(name, &ev)
+}
+
+// URLEvent reads the sample function URL event name from the module's
+// events/ directory, as Event does.
+func URLEvent(name string) (events.LambdaFunctionURLRequest, error) {
+	var ev events.LambdaFunctionURLRequest
+	return ev, readEvent(name, &ev)
+}
+
+// EventJSON reads the sample event name from the module's events/
+// directory as it is, for a handler that decodes events itself.
+func EventJSON(name string) ([]byte, error) {
 	dir, err := moduleRoot()
 	if err != nil {
-		return ev, err
+		return nil, err
 	}
-	raw, err := os.ReadFile(filepath.Join(dir, "events", name))
+	return os.ReadFile(filepath.Join(dir, "events", name))
+}
+
+func readEvent(name string, v any) error {
+	raw, err := EventJSON(name)
 	if err != nil {
-		return ev, err
+		return err
 	}
-	if err := json.Unmarshal(raw, &ev); err != nil {
-		return ev, fmt.Errorf("events/%s: %w", name, err)
+	if err := json.Unmarshal(raw, v); err != nil {
+		return fmt.Errorf("events/%s: %w", name, err)
 	}
-	return ev, nil
+	return nil
 }
 
 // moduleRoot is the nearest directory at or above the working directory

@@ -18,3 +18,26 @@ func TestEvent(t *testing.T) {
 		t.Error("a missing event read without an error")
 	}
 }
+
+func TestProxyEvent(t *testing.T) {
+	ev, err := testkit.ProxyEvent("session-get-rest.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev.Resource != "/sessions/{sessionId}" || ev.PathParameters["sessionId"] != "rest-session" {
+		t.Errorf("Resource %q, PathParameters %v", ev.Resource, ev.PathParameters)
+	}
+	if _, err := testkit.ProxyEvent("no-such-event.json"); err == nil {
+		t.Error("a missing event read without an error")
+	}
+}
+
+func TestURLEvent(t *testing.T) {
+	ev, err := testkit.URLEvent("stream-chat.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev.RequestContext.HTTP.Method != "POST" || ev.RequestContext.Authorizer == nil || ev.RequestContext.Authorizer.IAM == nil {
+		t.Errorf("the function URL event: %+v", ev.RequestContext)
+	}
+}

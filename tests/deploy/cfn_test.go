@@ -98,26 +98,38 @@ func loadTemplate(t *testing.T) *tmpl {
 // fromNode converts a YAML node to maps, slices and strings (scalars keep
 // their text, so 30 and true become "30" and "true"). A CloudFormation tag
 // becomes the long form of its intrinsic function.
-func fromNode(n *yaml.Node) (any, error) {
+func fromNode(n *yaml.Node) (any, error) { return convert(n, false) }
+
+// fromTypedNode is fromNode with numbers and booleans as YAML reads them,
+// as CloudFormation and SAM's transform take them: SAM refuses "30" where
+// it wants 30.
+func fromTypedNode(n *yaml.Node) (any, error) { return convert(n, true) }
+
+func convert(n *yaml.Node, typed bool) (any, error) {
 	var v any
 	switch n.Kind {
 	case yaml.DocumentNode:
 		if len(n.Content) != 1 {
 			return nil, fmt.Errorf("line %d: want one document", n.Line)
 		}
-		return fromNode(n.Content[0])
+		return convert(n.Content[0], typed)
 	case yaml.AliasNode:
 		return nil, fmt.Errorf("line %d: CloudFormation does not take YAML aliases", n.Line)
 	case yaml.ScalarNode:
-		if n.Tag == "!!null" {
+		switch {
+		case n.Tag == "!!null":
 			v = nil
-		} else {
+		case typed && (n.Tag == "!!int" || n.Tag == "!!bool" || n.Tag == "!!float"):
+			if err := n.Decode(&v); err != nil {
+				return nil, fmt.Errorf("line %d: %w", n.Line, err)
+			}
+		default:
 			v = n.Value
 		}
 	case yaml.SequenceNode:
 		s := make([]any, 0, len(n.Content))
 		for _, c := range n.Content {
-			e, err := fromNode(c)
+			e, err := convert(c, typed)
 			if err != nil {
 				return nil, err
 			}
@@ -131,7 +143,7 @@ func fromNode(n *yaml.Node) (any, error) {
 			if _, dup := m[k]; dup {
 				return nil, fmt.Errorf("line %d: duplicate key %q", n.Content[i].Line, k)
 			}
-			e, err := fromNode(n.Content[i+1])
+			e, err := convert(n.Content[i+1], typed)
 			if err != nil {
 				return nil, err
 			}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -110,6 +111,9 @@ func (r *resolver) resolve(v any) (res any, ok bool, err error) {
 			return r.resolve(args[2])
 		}
 		if len(v) == 1 {
+			if x, done, err := r.stringFunction(v); done || err != nil {
+				return x, err == nil, err
+			}
 			for k := range v {
 				if strings.HasPrefix(k, "Fn::") {
 					return v, true, nil
@@ -129,6 +133,80 @@ func (r *resolver) resolve(v any) (res any, ok bool, err error) {
 		return out, true, nil
 	}
 	return v, true, nil
+}
+
+// stringFunction evaluates Fn::Join, Fn::Split and Fn::Select, when their
+// arguments resolve to strings and lists of strings, as CloudFormation
+// would; done is false for any other function, or for arguments that hold
+// what only a deployment knows (an attribute, an Fn::Sub), which resolve
+// leaves as they are. A list parameter (CommaDelimitedList) resolves to its
+// string, which Fn::Join and Fn::Select take as the list it stands for.
+// Fn::Select past the end is an error, as it is at deploy time.
+func (r *resolver) stringFunction(v map[string]any) (res any, done bool, err error) {
+	list := func(x any) ([]string, bool) {
+		switch x := x.(type) {
+		case string:
+			return strings.Split(x, ","), true
+		case []any:
+			out := make([]string, 0, len(x))
+			for _, e := range x {
+				s, ok := e.(string)
+				if !ok {
+					return nil, false
+				}
+				out = append(out, s)
+			}
+			return out, true
+		}
+		return nil, false
+	}
+	for name, raw := range v {
+		args, ok := raw.([]any)
+		if !ok || len(args) != 2 || (name != "Fn::Join" && name != "Fn::Split" && name != "Fn::Select") {
+			return nil, false, nil
+		}
+		first, _, err := r.resolve(args[0])
+		if err != nil {
+			return nil, false, err
+		}
+		second, _, err := r.resolve(args[1])
+		if err != nil {
+			return nil, false, err
+		}
+		s, isString := first.(string)
+		if !isString {
+			return nil, false, nil
+		}
+		switch name {
+		case "Fn::Join":
+			parts, ok := list(second)
+			if !ok {
+				return nil, false, nil
+			}
+			return strings.Join(parts, s), true, nil
+		case "Fn::Split":
+			src, ok := second.(string)
+			if !ok {
+				return nil, false, nil
+			}
+			var out []any
+			for _, p := range strings.Split(src, s) {
+				out = append(out, p)
+			}
+			return out, true, nil
+		default: // Fn::Select
+			parts, ok := list(second)
+			if !ok {
+				return nil, false, nil
+			}
+			i, err := strconv.Atoi(s)
+			if err != nil || i < 0 || i >= len(parts) {
+				return nil, false, fmt.Errorf("Fn::Select %s of %q: no such element", s, parts)
+			}
+			return parts[i], true, nil
+		}
+	}
+	return nil, false, nil
 }
 
 // exists reports whether the deployment creates resource id: it has no

@@ -274,7 +274,8 @@ func TestTracingPermissions(t *testing.T) {
 	}
 }
 
-// loadGeneric reads template.yaml as generic values.
+// loadGeneric reads template.yaml as generic values, with its numbers and
+// booleans typed, for SAM's transform.
 func loadGeneric(t *testing.T) map[string]any {
 	t.Helper()
 	b, err := os.ReadFile(templatePath)
@@ -285,7 +286,7 @@ func loadGeneric(t *testing.T) map[string]any {
 	if err := yaml.Unmarshal(b, &n); err != nil {
 		t.Fatal(err)
 	}
-	v, err := fromNode(&n)
+	v, err := fromTypedNode(&n)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -58,6 +58,7 @@ var envVars = []string{
 	"GUARDRAIL_VERSION",
 	"GUARDRAIL_REDACTED_INPUT",
 	"REQUIRE_AUTH",
+	"ALLOWED_ORIGINS",
 	// Metrics and traces: see observability_test.go.
 	"METRICS_NAMESPACE",
 	"OTEL_EXPORTER_OTLP_ENDPOINT",
@@ -85,8 +86,14 @@ var timeouts = map[string]string{
 
 const tableID = "SessionTable"
 
-// jwt turns the JWT authorizer on.
+// jwt turns the JWT authorizer on, with an issuer that is no Cognito user
+// pool: the REST API checks its tokens with the Lambda authorizer.
 var jwt = map[string]string{"JwtIssuer": "https://issuer.example.com", "JwtAudience": "client-a,client-b"}
+
+// cognitoJWT turns the JWT authorizer on with a Cognito user pool for the
+// issuer: the REST API checks its tokens with a COGNITO_USER_POOLS
+// authorizer.
+var cognitoJWT = map[string]string{"JwtIssuer": "https://cognito-idp.eu-west-1.amazonaws.com/eu-west-1_AbCdEf123", "JwtAudience": "1example23456789,2example23456789"}
 
 // with returns the union of parameter overrides.
 func with(sets ...map[string]string) map[string]string {
@@ -114,6 +121,7 @@ var authModes = []struct {
 	{name: "open, public stream", params: map[string]string{"AllowAnonymous": "true", "StreamAuthType": "NONE"}, authType: "NONE", requireAuth: "false"},
 	{name: "JWT", params: jwt, authType: "JWT", requireAuth: "true"},
 	{name: "JWT ignores RequireAuth", params: with(jwt, map[string]string{"RequireAuth": "false"}), authType: "JWT", requireAuth: "true"},
+	{name: "JWT of a Cognito user pool", params: cognitoJWT, authType: "JWT", requireAuth: "true"},
 }
 
 func TestTableMatchesStore(t *testing.T) {
@@ -265,8 +273,15 @@ func TestFunctions(t *testing.T) {
 			if secs, err := strconv.Atoi(timeouts[id]); err != nil || time.Duration(secs)*time.Second >= ddbhistory.DefaultHoldTTL {
 				t.Errorf("timeout %s s is not shorter than ddbhistory.DefaultHoldTTL (%s)", timeouts[id], ddbhistory.DefaultHoldTTL)
 			}
-			if ev, ok := props["Events"]; ok {
-				t.Errorf("Events = %v; routes are raw ApiGatewayV2 resources so that the authorizer can be optional", ev)
+			// The HTTP API's routes are raw ApiGatewayV2 resources, so that
+			// the authorizer can be optional; the REST API's one method is
+			// the stream function's event (see TestStreamRestApi).
+			wantEvents := 0
+			if id == "ChatStreamFunction" {
+				wantEvents = 1
+			}
+			if ev, _ := props["Events"].(map[string]any); len(ev) != wantEvents {
+				t.Errorf("Events = %v; want %d", ev, wantEvents)
 			}
 		})
 	}
@@ -481,6 +496,49 @@ func TestLeastPrivilege(t *testing.T) {
 	}
 }
 
+// TestAuthorizerLeastPrivilege: the REST API's Lambda authorizer calls
+// nothing of AWS's, so its role, which only Lambda may assume, may write
+// its logs to its own log group and nothing else; no managed policy, not
+// even Lambda's basic execution role, whose grant covers every log group.
+func TestAuthorizerLeastPrivilege(t *testing.T) {
+	tp := loadTemplate(t)
+	fn, role := tp.Resources["AuthorizerFunction"], tp.Resources["AuthorizerRole"]
+	if diff := cmp.Diff(getAtt("AuthorizerRole", "Arn"), fn.Properties["Role"]); diff != "" {
+		t.Errorf("AuthorizerFunction's Role (-want +got):\n%s", diff)
+	}
+	if role.Type != "AWS::IAM::Role" {
+		t.Fatalf("AuthorizerRole: Type %q", role.Type)
+	}
+	wantTrust := map[string]any{"Version": "2012-10-17", "Statement": []any{map[string]any{
+		"Effect": "Allow", "Principal": map[string]any{"Service": "lambda.amazonaws.com"}, "Action": "sts:AssumeRole",
+	}}}
+	if diff := cmp.Diff(wantTrust, role.Properties["AssumeRolePolicyDocument"]); diff != "" {
+		t.Errorf("trust policy (-want +got):\n%s", diff)
+	}
+	for _, k := range []string{"ManagedPolicyArns", "PermissionsBoundary"} {
+		if v, ok := role.Properties[k]; ok {
+			t.Errorf("AuthorizerRole has %s: %v", k, v)
+		}
+	}
+	var got []statement
+	for _, p := range branches(role.Properties["Policies"]) {
+		for _, st := range branches(get(p, "PolicyDocument", "Statement")) {
+			m, _ := st.(map[string]any)
+			if m["Effect"] != "Allow" || m["NotAction"] != nil || m["NotResource"] != nil {
+				t.Errorf("statement %v", m)
+			}
+			got = append(got, statement{Actions: strs(t, m["Action"]), Resources: branches(m["Resource"]), Condition: m["Condition"]})
+		}
+	}
+	want := []statement{{Actions: []string{"logs:CreateLogStream", "logs:PutLogEvents"}, Resources: []any{getAtt("AuthorizerLogGroup", "Arn")}}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("the authorizer's grants (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(ref("AuthorizerLogGroup"), get(fn.Properties, "LoggingConfig", "LogGroup")); diff != "" {
+		t.Errorf("the authorizer logs elsewhere than the log group its role may write to (-want +got):\n%s", diff)
+	}
+}
+
 func TestRoutes(t *testing.T) {
 	tp := loadTemplate(t)
 	// The handlers dispatch on these route keys.
@@ -534,8 +592,11 @@ func TestRoutes(t *testing.T) {
 	gotPermissions := map[string]string{}
 	for _, id := range tp.ofType("AWS::Lambda::Permission") {
 		props := tp.Resources[id].Properties
-		if id == "ChatStreamPublicInvoke" {
+		switch id {
+		case "ChatStreamPublicInvoke":
 			continue // the function URL's; see TestStreamFunctionURL
+		case "AuthorizerInvokePermission":
+			continue // the REST API's authorizer's; see TestStreamRestApiAuthorizers
 		}
 		if props["Principal"] != "apigateway.amazonaws.com" || props["Action"] != "lambda:InvokeFunction" {
 			t.Errorf("%s: Principal, Action = %v, %v", id, props["Principal"], props["Action"])
@@ -627,7 +688,7 @@ func TestPrivateUnlessAllowAnonymous(t *testing.T) {
 		name   string
 		values []string
 	}{
-		{"JwtIssuer", []string{"", jwt["JwtIssuer"]}},
+		{"JwtIssuer", []string{"", jwt["JwtIssuer"], cognitoJWT["JwtIssuer"]}},
 		{"JwtAudience", []string{"", jwt["JwtAudience"]}},
 		{"AllowAnonymous", []string{"true", "false"}},
 		{"StreamAuthType", []string{"AWS_IAM", "NONE"}},
@@ -695,6 +756,25 @@ func TestPrivateUnlessAllowAnonymous(t *testing.T) {
 			}
 			if public != (url == "NONE") {
 				t.Errorf("stream URL AuthType %s, but public invoke permission %v", url, public)
+			}
+			// The REST API's method takes the same auth: IAM, the JWT
+			// issuer's tokens (Cognito's authorizer or ours), or none.
+			wantREST := "sigv4"
+			switch {
+			case useJwt && p["JwtIssuer"] == cognitoJWT["JwtIssuer"]:
+				wantREST = "cognito"
+			case useJwt:
+				wantREST = "token"
+			case anonymous:
+				wantREST = ""
+			}
+			if got := restAuth(t, r); got != wantREST {
+				t.Errorf("the REST API's POST /agui takes %q, want %q", got, wantREST)
+			}
+			for _, id := range []string{"AuthorizerFunction", "AuthorizerRole", "AuthorizerInvokePermission", "AuthorizerLogGroup"} {
+				if ok, err := r.exists(id); err != nil || ok != (wantREST == "token") {
+					t.Errorf("%s exists: %v (%v); want %v", id, ok, err, wantREST == "token")
+				}
 			}
 		})
 	}
@@ -888,6 +968,26 @@ func TestApiCors(t *testing.T) {
 	}
 	if p := tp.Parameters["ApiAllowedOrigins"]; p.Default == nil || *p.Default != "" || !p.allowed(t, "https://chat.example.com,http://localhost:3000") || p.allowed(t, "*") || p.allowed(t, "https://x.example/path") {
 		t.Errorf("ApiAllowedOrigins must default to none and take only comma-separated origins")
+	}
+	// The stream function reads the origins too (ALLOWED_ORIGINS): what
+	// the parameter takes, its configuration must take, or the function
+	// would fail at init after a deployment that looked successful.
+	p := tp.Parameters["ApiAllowedOrigins"]
+	for _, v := range []string{
+		"https://chat.example.com", "http://localhost:3000", "https://a.example.com:8443,http://127.0.0.1:5173",
+		"https://*.example.com", "https://user@a.example.com", "https://a.example.com?x=1", "https://a.example.com#x",
+		"https://a.example.com/", "https://a.example.com:", "https://a.example.com:99999x",
+	} {
+		if !p.allowed(t, v) {
+			continue
+		}
+		r := newResolver(t, tp, map[string]string{"ApiAllowedOrigins": v})
+		if got := r.environment(t, "ChatStreamFunction")["ALLOWED_ORIGINS"]; got != v {
+			t.Errorf("ApiAllowedOrigins=%q: ALLOWED_ORIGINS = %q", v, got)
+		}
+		if _, _, err := readConfig(r.environment(t, "ChatStreamFunction")); err != nil {
+			t.Errorf("ApiAllowedOrigins=%q is allowed by the template, but the configuration says: %v", v, err)
+		}
 	}
 }
 
