@@ -2,19 +2,12 @@ package devrun_test
 
 import (
 	"bytes"
-	"context"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"html"
-	"image/png"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -26,20 +19,13 @@ import (
 	"github.com/lambda-agent/lambda-agent/internal/agent"
 	"github.com/lambda-agent/lambda-agent/internal/devrun"
 	"github.com/lambda-agent/lambda-agent/internal/httpapi"
+	"github.com/lambda-agent/lambda-agent/internal/testkit/webdriver"
 )
 
-// requireBrowser is the variable that turns a missing browser from a skip
-// into a failure; .ci/run sets it after installing Chromium.
-const requireBrowser = "LAMBDA_AGENT_BROWSER_TEST"
-
-// screenshotsDir is the variable that names a directory to keep the
-// browser tests' screenshots in; without it they go to a temporary one.
-const screenshotsDir = "LAMBDA_AGENT_SCREENSHOTS"
-
 // The window sizes of the wide and the narrow layout; the page switches at
-// 700 pixels.
+// 700 pixels. A session starts wide.
 const (
-	wideWidth, wideHeight     = 1200, 800
+	wideWidth, wideHeight     = webdriver.Width, webdriver.Height
 	narrowWidth, narrowHeight = 390, 844
 )
 
@@ -49,7 +35,7 @@ const (
 // its result, the view following the end of the thread but not a reader who
 // scrolled up, a rejected message given back, and after a reload the same
 // transcript, in the wide layout and the narrow one. The browser's console
-// stays free of errors. It saves screenshots (see screenshotsDir).
+// stays free of errors. It saves screenshots (see webdriver.ScreenshotsDir).
 func TestChatPageInABrowser(t *testing.T) {
 	browser, driver := findBrowser(t)
 	// A window of two messages slides on the second turn, for the page to
@@ -58,52 +44,52 @@ func TestChatPageInABrowser(t *testing.T) {
 	url := start(t, map[string]string{"WINDOW_SIZE": "2", "MAX_MESSAGE_BYTES": "4000", "MODEL_PRICES": `{"input":3,"output":15}`})
 	wd := newWebDriver(t, driver, browser)
 
-	wd.navigate(url + "/")
-	wd.waitFor("the first screen", `return !document.querySelector("#welcome").hidden && !document.querySelector("#model").hidden`)
-	welcome := wd.eval(`return document.querySelector("#welcome").innerText`).(string)
+	wd.Navigate(url + "/")
+	wd.WaitFor("the first screen", `return !document.querySelector("#welcome").hidden && !document.querySelector("#model").hidden`)
+	welcome := wd.Eval(`return document.querySelector("#welcome").innerText`).(string)
 	for _, want := range []string{"local run", "Offline model", "canned replies"} {
 		if !strings.Contains(welcome, want) {
 			t.Errorf("the first screen does not say %q:\n%s", want, welcome)
 		}
 	}
-	if got := wd.eval(`return document.querySelectorAll("#welcome button.example").length`); got != 3.0 {
+	if got := wd.Eval(`return document.querySelectorAll("#welcome button.example").length`); got != 3.0 {
 		t.Errorf("the first screen offers %v example prompts, want 3", got)
 	}
-	if got := wd.eval(`return document.querySelector("#model").textContent`); got != "Offline model" {
+	if got := wd.Eval(`return document.querySelector("#model").textContent`); got != "Offline model" {
 		t.Errorf("the model badge says %q", got)
 	}
-	wd.save("chatpage-welcome.png", wd.screenshot())
+	wd.Save("chatpage-welcome.png", wd.Screenshot())
 
 	wd.send("Hello there")
-	wd.waitFor("the first answer", `return document.querySelectorAll("#messages .turn.assistant.done").length === 1`)
-	pieces := wd.eval(`return Number(document.querySelector("#messages .turn.assistant").dataset.pieces)`)
+	wd.WaitFor("the first answer", `return document.querySelectorAll("#messages .turn.assistant.done").length === 1`)
+	pieces := wd.Eval(`return Number(document.querySelector("#messages .turn.assistant").dataset.pieces)`)
 	if n, _ := pieces.(float64); n < 3 {
 		t.Errorf("the first answer arrived in %v piece(s), want it streamed in several", pieces)
 	}
-	first := wd.eval(`return document.querySelector("#messages .turn.assistant .text").textContent`).(string)
+	first := wd.Eval(`return document.querySelector("#messages .turn.assistant .text").textContent`).(string)
 	if !strings.Contains(first, "Hello there") {
 		t.Errorf("first answer %q", first)
 	}
-	if hidden := wd.eval(`return document.querySelector("#welcome").hidden`); hidden != true {
+	if hidden := wd.Eval(`return document.querySelector("#welcome").hidden`); hidden != true {
 		t.Error("the first screen stays after the first message")
 	}
 
 	// A long message, so that the thread is taller than the view.
 	long := strings.Repeat("This is a long message, for the thread to be taller than the window. ", 18)
 	wd.sendValue(long)
-	wd.waitFor("the answer to the long message", `return document.querySelectorAll("#messages .turn.assistant.done").length === 2`)
+	wd.WaitFor("the answer to the long message", `return document.querySelectorAll("#messages .turn.assistant.done").length === 2`)
 
 	wd.send("What is 12*34?")
-	wd.waitFor("the calculator's answer", `return document.querySelectorAll("#messages .turn.assistant.done").length === 3`)
-	result := wd.eval(`const r = document.querySelector('#messages .tool[data-name="calculator"] .result'); return r ? r.textContent : ""`).(string)
+	wd.WaitFor("the calculator's answer", `return document.querySelectorAll("#messages .turn.assistant.done").length === 3`)
+	result := wd.Eval(`const r = document.querySelector('#messages .tool[data-name="calculator"] .result'); return r ? r.textContent : ""`).(string)
 	if !strings.Contains(result, "408") {
 		t.Errorf("calculator result shown as %q, want 408", result)
 	}
-	usage := wd.eval(`return document.querySelector("#messages .turn.assistant.done .usage").textContent`).(string)
+	usage := wd.Eval(`return document.querySelector("#messages .turn.assistant.done .usage").textContent`).(string)
 	if !strings.Contains(usage, "tokens") || !regexp.MustCompile(`\$0\.\d{4}`).MatchString(usage) {
 		t.Errorf("usage line %q", usage)
 	}
-	slid := wd.eval(`const w = document.querySelector("#messages .meta.window"); return w ? w.textContent : ""`).(string)
+	slid := wd.Eval(`const w = document.querySelector("#messages .meta.window"); return w ? w.textContent : ""`).(string)
 	if !strings.Contains(slid, "window slid") {
 		t.Errorf("the page does not say that the window slid: %q", slid)
 	}
@@ -111,8 +97,8 @@ func TestChatPageInABrowser(t *testing.T) {
 	if v := wd.lastLine(); !v.Overflows || !v.InView || !strings.Contains(v.Text, "window slid") {
 		t.Errorf("after the calculator's turn, its last line is not in view: %+v", v)
 	}
-	wd.save("chatpage-wide.png", wd.screenshot())
-	sessionURL := wd.eval(`return location.href`).(string)
+	wd.Save("chatpage-wide.png", wd.Screenshot())
+	sessionURL := wd.Eval(`return location.href`).(string)
 	if !strings.Contains(sessionURL, "#s=") {
 		t.Fatalf("the page did not put the session in its URL: %s", sessionURL)
 	}
@@ -126,7 +112,7 @@ func TestChatPageInABrowser(t *testing.T) {
 		Done   bool
 		Pieces int
 	}
-	wd.evalInto(&before, `
+	wd.EvalInto(&before, `
 		const m = document.querySelector("#messages");
 		const t = [...m.querySelectorAll(".turn.assistant")].pop();
 		m.scrollTop = 0;
@@ -134,42 +120,42 @@ func TestChatPageInABrowser(t *testing.T) {
 	if before.Done {
 		t.Fatal("the answer was done before the reader could scroll up")
 	}
-	wd.waitFor("the answer scrolled past", `return document.querySelectorAll("#messages .turn.assistant.done").length === 4`)
-	if top := wd.eval(`return document.querySelector("#messages").scrollTop`); top != 0.0 {
+	wd.WaitFor("the answer scrolled past", `return document.querySelectorAll("#messages .turn.assistant.done").length === 4`)
+	if top := wd.Eval(`return document.querySelector("#messages").scrollTop`); top != 0.0 {
 		t.Errorf("the view moved to %v while the reader had scrolled up to 0", top)
 	}
-	if pieces := wd.eval(`return Number([...document.querySelectorAll("#messages .turn.assistant")].pop().dataset.pieces)`).(float64); int(pieces) < before.Pieces+2 {
+	if pieces := wd.Eval(`return Number([...document.querySelectorAll("#messages .turn.assistant")].pop().dataset.pieces)`).(float64); int(pieces) < before.Pieces+2 {
 		t.Errorf("the answer streamed %v pieces in all, %d before the reader scrolled up: too few after to tell", pieces, before.Pieces)
 	}
-	if hidden := wd.eval(`return document.querySelector("#jump").hidden`); hidden != false {
+	if hidden := wd.Eval(`return document.querySelector("#jump").hidden`); hidden != false {
 		t.Error("no button back to the end of the thread after it grew out of view")
 	}
-	wd.click("#jump")
+	wd.Click("#jump")
 	if v := wd.lastLine(); !v.InView {
 		t.Errorf("the button back to the end does not show the last line: %+v", v)
 	}
-	if errs := wd.consoleErrors(); len(errs) > 0 {
+	if errs := wd.ConsoleErrors(); len(errs) > 0 {
 		t.Errorf("the browser's console has errors:\n%s", strings.Join(errs, "\n"))
 	}
 
 	// A message the API refuses (413) goes back to the input box.
 	tooLong := strings.Repeat("x", 5000)
 	wd.sendValue(tooLong)
-	wd.waitFor("the refusal", `return document.querySelectorAll("#messages .turn.assistant.failed").length === 1`)
-	refusal := wd.eval(`return document.querySelector("#messages .turn.assistant.failed").textContent`).(string)
+	wd.WaitFor("the refusal", `return document.querySelectorAll("#messages .turn.assistant.failed").length === 1`)
+	refusal := wd.Eval(`return document.querySelector("#messages .turn.assistant.failed").textContent`).(string)
 	if !strings.Contains(refusal, "message_too_large") {
 		t.Errorf("the refusal says %q", refusal)
 	}
-	if got := wd.eval(`return document.querySelector("#input").value`); got != tooLong {
+	if got := wd.Eval(`return document.querySelector("#input").value`); got != tooLong {
 		t.Errorf("after the refusal the input box holds %d characters, want the %d of the message", len(fmt.Sprint(got)), len(tooLong))
 	}
 	if v := wd.lastLine(); !v.InView {
 		t.Errorf("the refusal's last line is not in view: %+v", v)
 	}
-	wd.save("chatpage-refused.png", wd.screenshot())
+	wd.Save("chatpage-refused.png", wd.Screenshot())
 	// The browser logs the refused request, which shows that the console
 	// is read; nothing else.
-	errs := wd.consoleErrors()
+	errs := wd.ConsoleErrors()
 	if len(errs) == 0 {
 		t.Error("the browser's console did not log the refused request: is it read?")
 	}
@@ -178,11 +164,11 @@ func TestChatPageInABrowser(t *testing.T) {
 			t.Errorf("the browser's console has an error: %s", e)
 		}
 	}
-	wd.eval(`document.querySelector("#input").value = ""`)
+	wd.Eval(`document.querySelector("#input").value = ""`)
 
-	wd.refresh()
-	wd.waitFor("the transcript after a reload", `return document.querySelectorAll("#messages .turn.user").length === 4 && document.querySelectorAll("#messages .turn.assistant").length === 4`)
-	after := wd.eval(`return [...document.querySelectorAll("#messages .turn")].map(t => t.textContent).join("\n")`).(string)
+	wd.Refresh()
+	wd.WaitFor("the transcript after a reload", `return document.querySelectorAll("#messages .turn.user").length === 4 && document.querySelectorAll("#messages .turn.assistant").length === 4`)
+	after := wd.Eval(`return [...document.querySelectorAll("#messages .turn")].map(t => t.textContent).join("\n")`).(string)
 	for _, want := range []string{"Hello there", "What is 12*34?", "calculator", "408", "Another long one."} {
 		if !strings.Contains(after, want) {
 			t.Errorf("the reloaded transcript lacks %q:\n%s", want, after)
@@ -194,20 +180,20 @@ func TestChatPageInABrowser(t *testing.T) {
 	if v := wd.lastLine(); !v.InView {
 		t.Errorf("after the reload the end of the transcript is not in view: %+v", v)
 	}
-	wd.waitFor("the session in the list", `return [...document.querySelectorAll("#sessions .session")].some(b => b.textContent.includes("Hello there"))`)
-	banner := wd.eval(`const b = document.querySelector("#window-banner"); return b.hidden ? "" : b.textContent`).(string)
+	wd.WaitFor("the session in the list", `return [...document.querySelectorAll("#sessions .session")].some(b => b.textContent.includes("Hello there"))`)
+	banner := wd.Eval(`const b = document.querySelector("#window-banner"); return b.hidden ? "" : b.textContent`).(string)
 	if !strings.Contains(banner, "slid out of its window") {
 		t.Errorf("after the reload the page does not say which messages the model sees: %q", banner)
 	}
 
-	wd.resize(narrowWidth, narrowHeight)
-	wd.waitFor("the narrow layout", narrowLayout)
+	wd.Resize(narrowWidth, narrowHeight)
+	wd.WaitFor("the narrow layout", narrowLayout)
 	// The thread, narrower and so taller, keeps its end in view; the page
 	// scrolls when it sees the new size, a frame later.
-	wd.waitFor("the end of the transcript in view in the narrow layout", `return `+lastLineScript+`.InView`)
+	wd.WaitFor("the end of the transcript in view in the narrow layout", `return `+lastLineScript+`.InView`)
 	wd.noOverflow()
-	wd.save("chatpage-narrow.png", wd.screenshot())
-	if errs := wd.consoleErrors(); len(errs) > 0 {
+	wd.Save("chatpage-narrow.png", wd.Screenshot())
+	if errs := wd.ConsoleErrors(); len(errs) > 0 {
 		t.Errorf("the browser's console has errors:\n%s", strings.Join(errs, "\n"))
 	}
 }
@@ -231,13 +217,13 @@ func TestChatPageSessionsInABrowser(t *testing.T) {
 		}
 	}
 	wd := newWebDriver(t, driver, browser)
-	wd.navigate(url + "/")
-	wd.waitFor("a page of the session list", `return document.querySelectorAll("#sessions .session").length === 50 && !document.querySelector("#more-sessions").hidden`)
-	wd.click("#more-sessions")
-	wd.waitFor("the rest of the list", `return document.querySelectorAll("#sessions .session").length === 52 && document.querySelector("#more-sessions").hidden`)
+	wd.Navigate(url + "/")
+	wd.WaitFor("a page of the session list", `return document.querySelectorAll("#sessions .session").length === 50 && !document.querySelector("#more-sessions").hidden`)
+	wd.Click("#more-sessions")
+	wd.WaitFor("the rest of the list", `return document.querySelectorAll("#sessions .session").length === 52 && document.querySelector("#more-sessions").hidden`)
 
 	var lines []string
-	raw := wd.eval(`return [...document.querySelectorAll("#sessions .session")].filter(b => b.querySelector(".title").textContent === "Plan a trip").map(b => b.querySelector(".when").textContent)`)
+	raw := wd.Eval(`return [...document.querySelectorAll("#sessions .session")].filter(b => b.querySelector(".title").textContent === "Plan a trip").map(b => b.querySelector(".when").textContent)`)
 	for _, l := range raw.([]any) {
 		lines = append(lines, l.(string))
 	}
@@ -253,54 +239,54 @@ func TestChatPageSessionsInABrowser(t *testing.T) {
 	// Deleting asks first; Cancel keeps the session.
 	gone := twins[0]
 	item := fmt.Sprintf(`document.querySelector('#sessions .session[data-id="%s"]')`, gone)
-	wd.click(fmt.Sprintf(`#sessions .session[data-id="%s"] + .delete`, gone))
-	wd.waitFor("the question", `return document.querySelector("#sessions .confirm") !== null`)
-	if got := wd.eval(`return document.activeElement.textContent`); got != "Cancel" {
+	wd.Click(fmt.Sprintf(`#sessions .session[data-id="%s"] + .delete`, gone))
+	wd.WaitFor("the question", `return document.querySelector("#sessions .confirm") !== null`)
+	if got := wd.Eval(`return document.activeElement.textContent`); got != "Cancel" {
 		t.Errorf("the question focuses %q, want Cancel", got)
 	}
-	wd.save("chatpage-confirm.png", wd.screenshot())
-	wd.click("#sessions .confirm .quiet")
-	wd.waitFor("the session back after Cancel", `return `+item+` !== null && document.querySelector("#sessions .confirm") === null`)
+	wd.Save("chatpage-confirm.png", wd.Screenshot())
+	wd.Click("#sessions .confirm .quiet")
+	wd.WaitFor("the session back after Cancel", `return `+item+` !== null && document.querySelector("#sessions .confirm") === null`)
 	if status := get(t, url+"/sessions/"+gone); status != http.StatusOK {
 		t.Fatalf("GET of a session whose deletion was cancelled: %d", status)
 	}
-	wd.click(fmt.Sprintf(`#sessions .session[data-id="%s"] + .delete`, gone))
-	wd.click("#sessions .confirm .danger")
-	wd.waitFor("the session gone from the list", `return `+item+` === null && document.querySelectorAll("#sessions .session").length === 51`)
+	wd.Click(fmt.Sprintf(`#sessions .session[data-id="%s"] + .delete`, gone))
+	wd.Click("#sessions .confirm .danger")
+	wd.WaitFor("the session gone from the list", `return `+item+` === null && document.querySelectorAll("#sessions .session").length === 51`)
 	if status := get(t, url+"/sessions/"+gone); status != http.StatusNotFound {
 		t.Errorf("GET of a deleted session: %d, want 404", status)
 	}
 
 	// In the narrow layout a button opens the list, and New chat is in it.
-	wd.navigate(url + "/#s=" + twins[1])
-	wd.waitFor("the session", `return document.querySelectorAll("#messages .turn.assistant.done").length === 1`)
-	wd.resize(narrowWidth, narrowHeight)
+	wd.Navigate(url + "/#s=" + twins[1])
+	wd.WaitFor("the session", `return document.querySelectorAll("#messages .turn.assistant.done").length === 1`)
+	wd.Resize(narrowWidth, narrowHeight)
 	const listShown = `const r = document.querySelector("#sidebar").getBoundingClientRect(); return getComputedStyle(document.querySelector("#sidebar")).visibility === "visible" && r.left >= 0 && r.right > 0`
-	wd.waitFor("the narrow layout", narrowLayout)
-	if shown := wd.eval(listShown); shown != false {
+	wd.WaitFor("the narrow layout", narrowLayout)
+	if shown := wd.Eval(listShown); shown != false {
 		t.Error("in the narrow layout the session list shows without being asked for")
 	}
 	wd.noOverflow()
-	wd.click("#open-sessions")
-	wd.waitFor("the session list", listShown)
-	if got := wd.eval(`return document.querySelector("#open-sessions").getAttribute("aria-expanded")`); got != "true" {
+	wd.Click("#open-sessions")
+	wd.WaitFor("the session list", listShown)
+	if got := wd.Eval(`return document.querySelector("#open-sessions").getAttribute("aria-expanded")`); got != "true" {
 		t.Errorf("the button that opened the list has aria-expanded=%v", got)
 	}
-	wd.save("chatpage-narrow-sessions.png", wd.screenshot())
-	wd.click("#new-chat")
-	wd.waitFor("a new chat, the list closed", `return !document.querySelector("#welcome").hidden && getComputedStyle(document.querySelector("#sidebar")).visibility === "hidden"`)
+	wd.Save("chatpage-narrow-sessions.png", wd.Screenshot())
+	wd.Click("#new-chat")
+	wd.WaitFor("a new chat, the list closed", `return !document.querySelector("#welcome").hidden && getComputedStyle(document.querySelector("#sidebar")).visibility === "hidden"`)
 	wd.noOverflow()
-	wd.save("chatpage-narrow-welcome.png", wd.screenshot())
-	wd.click("#welcome .example")
-	wd.waitFor("the example's answer", `return document.querySelectorAll("#messages .turn.assistant.done").length === 1`)
-	if got := wd.eval(`return document.querySelector("#messages .turn.assistant").textContent`).(string); !strings.Contains(got, "126") {
+	wd.Save("chatpage-narrow-welcome.png", wd.Screenshot())
+	wd.Click("#welcome .example")
+	wd.WaitFor("the example's answer", `return document.querySelectorAll("#messages .turn.assistant.done").length === 1`)
+	if got := wd.Eval(`return document.querySelector("#messages .turn.assistant").textContent`).(string); !strings.Contains(got, "126") {
 		t.Errorf("the first example prompt's answer: %q, want the calculator's 126", got)
 	}
-	wd.click("#open-sessions")
-	wd.waitFor("the session list again", listShown)
-	wd.click(fmt.Sprintf(`#sessions .session[data-id="%s"]`, twins[1]))
-	wd.waitFor("the session opened from the narrow list", `return document.querySelectorAll("#messages .turn.assistant.done").length === 1 && getComputedStyle(document.querySelector("#sidebar")).visibility === "hidden"`)
-	if errs := wd.consoleErrors(); len(errs) > 0 {
+	wd.Click("#open-sessions")
+	wd.WaitFor("the session list again", listShown)
+	wd.Click(fmt.Sprintf(`#sessions .session[data-id="%s"]`, twins[1]))
+	wd.WaitFor("the session opened from the narrow list", `return document.querySelectorAll("#messages .turn.assistant.done").length === 1 && getComputedStyle(document.querySelector("#sidebar")).visibility === "hidden"`)
+	if errs := wd.ConsoleErrors(); len(errs) > 0 {
 		t.Errorf("the browser's console has errors:\n%s", strings.Join(errs, "\n"))
 	}
 }
@@ -313,98 +299,98 @@ func TestChatPageSessionsInABrowser(t *testing.T) {
 // reload, answered through its text box; and a sum asked where the page did
 // not see it, whose card the refused message brings, denied by that message
 // after the confirmation. The stored session matches what the page showed.
-// It saves screenshots (see screenshotsDir).
+// It saves screenshots (see webdriver.ScreenshotsDir).
 func TestChatPageApprovalsInABrowser(t *testing.T) {
 	browser, driver := findBrowser(t)
 	url := start(t, map[string]string{"APPROVAL_TOOLS": "calculator", "TOOLS": "calculator,current_time,remember,recall,ask_user"})
 	wd := newWebDriver(t, driver, browser)
-	wd.navigate(url + "/")
-	wd.waitFor("the first screen", `return !document.querySelector("#welcome").hidden`)
+	wd.Navigate(url + "/")
+	wd.WaitFor("the first screen", `return !document.querySelector("#welcome").hidden`)
 
 	// The first sum waits for an approval, with a card that says what for.
 	wd.send("What is 12*34?")
-	wd.waitFor("the approval card", `return document.querySelectorAll("#messages .interrupt.approval").length === 1 && !document.querySelector("#send").disabled`)
-	card := wd.eval(`return document.querySelector("#messages .interrupt").innerText`).(string)
+	wd.WaitFor("the approval card", `return document.querySelectorAll("#messages .interrupt.approval").length === 1 && !document.querySelector("#send").disabled`)
+	card := wd.Eval(`return document.querySelector("#messages .interrupt").innerText`).(string)
 	for _, want := range []string{"Approval needed: calculator", "calculator needs your approval to run.", `"expression": "12*34"`, "Expires", "Approve", "Deny"} {
 		if !strings.Contains(card, want) {
 			t.Errorf("the approval card does not say %q:\n%s", want, card)
 		}
 	}
-	if got := wd.eval(`return document.querySelector('#messages .tool[data-name="calculator"] .result').textContent`); got != "waiting for your approval" {
+	if got := wd.Eval(`return document.querySelector('#messages .tool[data-name="calculator"] .result').textContent`); got != "waiting for your approval" {
 		t.Errorf("the calculator's box says %q while it waits", got)
 	}
-	if got := wd.eval(`return document.querySelectorAll("#messages .turn.assistant .text").length`); got != 1.0 {
+	if got := wd.Eval(`return document.querySelectorAll("#messages .turn.assistant .text").length`); got != 1.0 {
 		t.Errorf("the paused turn shows %v texts, want 1: its text before the call, once", got)
 	}
-	bar := wd.eval(`const b = document.querySelector("#pending-bar"); return b.hidden ? "" : b.innerText`).(string)
+	bar := wd.Eval(`const b = document.querySelector("#pending-bar"); return b.hidden ? "" : b.innerText`).(string)
 	if !strings.Contains(bar, "waits for your approval") {
 		t.Errorf("the bar above the message box says %q", bar)
 	}
 	if v := wd.lastLine(); !v.InView {
 		t.Errorf("the end of the paused turn is not in view: %+v", v)
 	}
-	wd.save("chatpage-approval.png", wd.screenshot())
-	sessionID := strings.TrimPrefix(wd.eval(`return location.hash`).(string), "#s=")
+	wd.Save("chatpage-approval.png", wd.Screenshot())
+	sessionID := strings.TrimPrefix(wd.Eval(`return location.hash`).(string), "#s=")
 
-	wd.click("#messages .interrupt .approve")
-	wd.waitFor("the approved sum's answer", `return document.querySelectorAll("#messages .interrupt").length === 0 && !document.querySelector("#send").disabled && document.querySelector("#messages .turn.assistant").textContent.includes("12*34 = 408")`)
-	approved := wd.eval(`return document.querySelector('#messages .tool[data-name="calculator"]').innerText`).(string)
+	wd.Click("#messages .interrupt .approve")
+	wd.WaitFor("the approved sum's answer", `return document.querySelectorAll("#messages .interrupt").length === 0 && !document.querySelector("#send").disabled && document.querySelector("#messages .turn.assistant").textContent.includes("12*34 = 408")`)
+	approved := wd.Eval(`return document.querySelector('#messages .tool[data-name="calculator"]').innerText`).(string)
 	if !strings.Contains(approved, "408") || !strings.Contains(approved, "You approved this.") {
 		t.Errorf("after the approval the calculator's box says:\n%s", approved)
 	}
-	if got := wd.eval(`return document.querySelectorAll("#messages .turn.assistant").length`); got != 1.0 {
+	if got := wd.Eval(`return document.querySelectorAll("#messages .turn.assistant").length`); got != 1.0 {
 		t.Errorf("the resumed turn is drawn in %v bubbles, want the one that paused", got)
 	}
-	if hidden := wd.eval(`return document.querySelector("#pending-bar").hidden`); hidden != true {
+	if hidden := wd.Eval(`return document.querySelector("#pending-bar").hidden`); hidden != true {
 		t.Error("the bar about a waiting request stays after the approval")
 	}
 
 	// While the second sum waits, a message asks before it denies; Cancel
 	// keeps both the message and the card.
 	wd.send("And 99/3?")
-	wd.waitFor("the second approval card", `return document.querySelectorAll("#messages .interrupt.approval").length === 1 && !document.querySelector("#send").disabled`)
+	wd.WaitFor("the second approval card", `return document.querySelectorAll("#messages .interrupt.approval").length === 1 && !document.querySelector("#send").disabled`)
 	wd.send("Hello?")
-	wd.waitFor("the question before a denial", `return document.querySelector("#pending-bar").classList.contains("confirming")`)
-	question := wd.eval(`return document.querySelector("#pending-bar").innerText`).(string)
+	wd.WaitFor("the question before a denial", `return document.querySelector("#pending-bar").classList.contains("confirming")`)
+	question := wd.Eval(`return document.querySelector("#pending-bar").innerText`).(string)
 	if !strings.Contains(question, "This will deny the pending request (calculator)") || !strings.Contains(question, "Deny and send") {
 		t.Errorf("before a message denies, the page asks:\n%s", question)
 	}
-	if got := wd.eval(`return document.activeElement.id`); got != "pending-cancel" {
+	if got := wd.Eval(`return document.activeElement.id`); got != "pending-cancel" {
 		t.Errorf("the question focuses %q, want Cancel", got)
 	}
-	wd.save("chatpage-deny-confirm.png", wd.screenshot())
-	wd.click("#pending-cancel")
-	if got := wd.eval(`return document.querySelector("#input").value`); got != "Hello?" {
+	wd.Save("chatpage-deny-confirm.png", wd.Screenshot())
+	wd.Click("#pending-cancel")
+	if got := wd.Eval(`return document.querySelector("#input").value`); got != "Hello?" {
 		t.Errorf("after Cancel the input box holds %q", got)
 	}
-	if got := wd.eval(`return document.querySelectorAll("#messages .turn.user").length`); got != 2.0 {
+	if got := wd.Eval(`return document.querySelectorAll("#messages .turn.user").length`); got != 2.0 {
 		t.Errorf("after Cancel the thread has %v messages of the user, want 2", got)
 	}
-	wd.eval(`document.querySelector("#input").value = ""`)
+	wd.Eval(`document.querySelector("#input").value = ""`)
 
 	// The denial, with a reason, in the narrow layout.
-	wd.resize(narrowWidth, narrowHeight)
-	wd.waitFor("the narrow layout", narrowLayout)
-	wd.waitFor("the card in view in the narrow layout", `return `+lastLineScript+`.InView`)
+	wd.Resize(narrowWidth, narrowHeight)
+	wd.WaitFor("the narrow layout", narrowLayout)
+	wd.WaitFor("the card in view in the narrow layout", `return `+lastLineScript+`.InView`)
 	wd.noOverflow()
 	wd.fitsIn("#messages .interrupt")
-	wd.save("chatpage-approval-narrow.png", wd.screenshot())
-	wd.typeInto("#messages .interrupt .deny-reason", "No more sums today.")
-	wd.click("#messages .interrupt .deny")
+	wd.Save("chatpage-approval-narrow.png", wd.Screenshot())
+	wd.TypeInto("#messages .interrupt .deny-reason", "No more sums today.")
+	wd.Click("#messages .interrupt .deny")
 	const denial = "A person denied this tool call. Their message: No more sums today."
-	wd.waitFor("the denied sum's answer", `return document.querySelectorAll("#messages .interrupt").length === 0 && !document.querySelector("#send").disabled && [...document.querySelectorAll("#messages .turn.assistant")].pop().textContent.includes("You denied")`)
-	denied := wd.eval(`return [...document.querySelectorAll('#messages .tool[data-name="calculator"]')].pop().innerText`).(string)
+	wd.WaitFor("the denied sum's answer", `return document.querySelectorAll("#messages .interrupt").length === 0 && !document.querySelector("#send").disabled && [...document.querySelectorAll("#messages .turn.assistant")].pop().textContent.includes("You denied")`)
+	denied := wd.Eval(`return [...document.querySelectorAll('#messages .tool[data-name="calculator"]')].pop().innerText`).(string)
 	for _, want := range []string{denial, "You denied this: No more sums today."} {
 		if !strings.Contains(denied, want) {
 			t.Errorf("after the denial the calculator's box does not say %q:\n%s", want, denied)
 		}
 	}
-	answer := wd.eval(`return [...document.querySelectorAll("#messages .turn.assistant")].pop().innerText`).(string)
+	answer := wd.Eval(`return [...document.querySelectorAll("#messages .turn.assistant")].pop().innerText`).(string)
 	if !strings.Contains(answer, "You denied the calculation of 99/3, so I did not calculate it. Your message: No more sums today.") {
 		t.Errorf("the answer after the denial:\n%s", answer)
 	}
-	wd.save("chatpage-denied-narrow.png", wd.screenshot())
-	wd.resize(wideWidth, wideHeight)
+	wd.Save("chatpage-denied-narrow.png", wd.Screenshot())
+	wd.Resize(wideWidth, wideHeight)
 
 	// The stored session: the approved sum's result, and the denial.
 	s := getSession(t, url, sessionID)
@@ -422,39 +408,39 @@ func TestChatPageApprovalsInABrowser(t *testing.T) {
 	// A question: options, and a text box. Its card comes back after a
 	// reload, from the stored session.
 	wd.sendValue(`/tool ask_user {"question":"Which account?","options":["checking","savings"]}`)
-	wd.waitFor("the question card", `return document.querySelectorAll("#messages .interrupt.question").length === 1 && !document.querySelector("#send").disabled`)
-	wd.save("chatpage-question.png", wd.screenshot())
-	wd.refresh()
-	wd.waitFor("the question card after a reload", `return document.querySelectorAll("#messages .interrupt.question").length === 1 && document.querySelectorAll("#messages .turn.user").length === 3`)
-	card = wd.eval(`return document.querySelector("#messages .interrupt").innerText`).(string)
+	wd.WaitFor("the question card", `return document.querySelectorAll("#messages .interrupt.question").length === 1 && !document.querySelector("#send").disabled`)
+	wd.Save("chatpage-question.png", wd.Screenshot())
+	wd.Refresh()
+	wd.WaitFor("the question card after a reload", `return document.querySelectorAll("#messages .interrupt.question").length === 1 && document.querySelectorAll("#messages .turn.user").length === 3`)
+	card = wd.Eval(`return document.querySelector("#messages .interrupt").innerText`).(string)
 	for _, want := range []string{"The agent asks you", "Which account?", "Send answer", "Decline to answer", "Expires"} {
 		if !strings.Contains(card, want) {
 			t.Errorf("the question card does not say %q:\n%s", want, card)
 		}
 	}
-	options := wd.eval(`return [...document.querySelectorAll("#messages .interrupt .option")].map(b => b.textContent).join(",")`)
+	options := wd.Eval(`return [...document.querySelectorAll("#messages .interrupt .option")].map(b => b.textContent).join(",")`)
 	if options != "checking,savings" {
 		t.Errorf("the question card offers %v", options)
 	}
-	if got := wd.eval(`return document.activeElement.classList.contains("answer")`); got != true {
+	if got := wd.Eval(`return document.activeElement.classList.contains("answer")`); got != true {
 		t.Error("the question card's text box does not have the focus")
 	}
-	reloaded := wd.eval(`return document.querySelector("#messages").innerText`).(string)
+	reloaded := wd.Eval(`return document.querySelector("#messages").innerText`).(string)
 	for _, want := range []string{"408", denial} {
 		if !strings.Contains(reloaded, want) {
 			t.Errorf("the reloaded transcript lacks %q:\n%s", want, reloaded)
 		}
 	}
-	wd.resize(narrowWidth, narrowHeight)
-	wd.waitFor("the narrow layout", narrowLayout)
-	wd.waitFor("the question card in view in the narrow layout", `return `+lastLineScript+`.InView`)
+	wd.Resize(narrowWidth, narrowHeight)
+	wd.WaitFor("the narrow layout", narrowLayout)
+	wd.WaitFor("the question card in view in the narrow layout", `return `+lastLineScript+`.InView`)
 	wd.noOverflow()
 	wd.fitsIn("#messages .interrupt")
-	wd.save("chatpage-question-narrow.png", wd.screenshot())
-	wd.typeInto("#messages .interrupt input.answer", "Savings, the joint one")
-	wd.click("#messages .interrupt .send-answer")
-	wd.waitFor("the answered question's result", `return document.querySelectorAll("#messages .interrupt").length === 0 && !document.querySelector("#send").disabled && [...document.querySelectorAll("#messages .turn.assistant")].pop().textContent.includes("returned: Savings")`)
-	asked := wd.eval(`return document.querySelector('#messages .tool[data-name="ask_user"]').innerText`).(string)
+	wd.Save("chatpage-question-narrow.png", wd.Screenshot())
+	wd.TypeInto("#messages .interrupt input.answer", "Savings, the joint one")
+	wd.Click("#messages .interrupt .send-answer")
+	wd.WaitFor("the answered question's result", `return document.querySelectorAll("#messages .interrupt").length === 0 && !document.querySelector("#send").disabled && [...document.querySelectorAll("#messages .turn.assistant")].pop().textContent.includes("returned: Savings")`)
+	asked := wd.Eval(`return document.querySelector('#messages .tool[data-name="ask_user"]').innerText`).(string)
 	if !strings.Contains(asked, "You answered: Savings, the joint one") {
 		t.Errorf("after the answer the question's box says:\n%s", asked)
 	}
@@ -468,7 +454,7 @@ func TestChatPageApprovalsInABrowser(t *testing.T) {
 	if got == nil || got.Status != agent.ToolSuccess || len(got.Content) != 1 || got.Content[0].Text != "Savings, the joint one" {
 		t.Errorf("the stored answer to the question is %+v", got)
 	}
-	if errs := wd.consoleErrors(); len(errs) > 0 {
+	if errs := wd.ConsoleErrors(); len(errs) > 0 {
 		t.Errorf("the browser's console has errors:\n%s", strings.Join(errs, "\n"))
 	}
 
@@ -476,7 +462,7 @@ func TestChatPageApprovalsInABrowser(t *testing.T) {
 	// tab: the message the page sends is refused, comes back to the input
 	// box, and the card shows. Sent again, after the confirmation, it
 	// denies the sum.
-	wd.resize(wideWidth, wideHeight)
+	wd.Resize(wideWidth, wideHeight)
 	body, _ := json.Marshal(map[string]string{"session_id": sessionID, "message": "What is 1+1?"})
 	resp, err := http.Post(url+"/chat", "application/json", bytes.NewReader(body))
 	if err != nil {
@@ -484,31 +470,31 @@ func TestChatPageApprovalsInABrowser(t *testing.T) {
 	}
 	resp.Body.Close()
 	wd.send("Hello again")
-	wd.waitFor("the card of the sum asked elsewhere", `return document.querySelectorAll("#messages .interrupt.approval").length === 1 && !document.querySelector("#send").disabled`)
-	if got := wd.eval(`return document.querySelector("#input").value`); got != "Hello again" {
+	wd.WaitFor("the card of the sum asked elsewhere", `return document.querySelectorAll("#messages .interrupt.approval").length === 1 && !document.querySelector("#send").disabled`)
+	if got := wd.Eval(`return document.querySelector("#input").value`); got != "Hello again" {
 		t.Errorf("after the refusal the input box holds %q", got)
 	}
-	if status := wd.eval(`return document.querySelector("#status").textContent`).(string); !strings.Contains(status, "waits for your response") {
+	if status := wd.Eval(`return document.querySelector("#status").textContent`).(string); !strings.Contains(status, "waits for your response") {
 		t.Errorf("after the refusal the status says %q", status)
 	}
-	wd.click("#send")
-	wd.waitFor("the question before a denial", `return document.querySelector("#pending-bar").classList.contains("confirming")`)
-	wd.click("#pending-deny")
-	wd.waitFor("the answer to the message", `return document.querySelectorAll("#messages .interrupt").length === 0 && !document.querySelector("#send").disabled && [...document.querySelectorAll("#messages .turn.assistant")].pop().textContent.includes("You said: \"Hello again\"")`)
-	movedOn := wd.eval(`return [...document.querySelectorAll('#messages .tool[data-name="calculator"]')].pop().innerText`).(string)
+	wd.Click("#send")
+	wd.WaitFor("the question before a denial", `return document.querySelector("#pending-bar").classList.contains("confirming")`)
+	wd.Click("#pending-deny")
+	wd.WaitFor("the answer to the message", `return document.querySelectorAll("#messages .interrupt").length === 0 && !document.querySelector("#send").disabled && [...document.querySelectorAll("#messages .turn.assistant")].pop().textContent.includes("You said: \"Hello again\"")`)
+	movedOn := wd.Eval(`return [...document.querySelectorAll('#messages .tool[data-name="calculator"]')].pop().innerText`).(string)
 	for _, want := range []string{"Denied: you sent a message instead.", "A person sent a new message instead of responding to this tool call"} {
 		if !strings.Contains(movedOn, want) {
 			t.Errorf("the denied sum's box does not say %q:\n%s", want, movedOn)
 		}
 	}
-	if hidden := wd.eval(`return document.querySelector("#pending-bar").hidden`); hidden != true {
+	if hidden := wd.Eval(`return document.querySelector("#pending-bar").hidden`); hidden != true {
 		t.Error("the bar about a waiting request stays after the message denied it")
 	}
 	if s := getSession(t, url, sessionID); len(s.Interrupts) != 0 {
 		t.Errorf("after the message the session still waits for %+v", s.Interrupts)
 	}
 	// The browser logs the refused request; nothing else.
-	for _, e := range wd.consoleErrors() {
+	for _, e := range wd.ConsoleErrors() {
 		if !strings.Contains(e, "/chat/stream") || !strings.Contains(e, "409") {
 			t.Errorf("the browser's console has an error: %s", e)
 		}
@@ -527,59 +513,59 @@ func TestChatPageAnswersInterruptsTogether(t *testing.T) {
 	srv := httptest.NewServer(devrun.Routes(api, devrun.Info{Model: "offline", ModelID: "offline", Where: "A stand-in of the API answers"}))
 	t.Cleanup(srv.Close)
 	wd := newWebDriver(t, driver, browser)
-	wd.navigate(srv.URL + "/#s=two")
-	wd.waitFor("the two cards", `return document.querySelectorAll("#messages .interrupt").length === 2`)
+	wd.Navigate(srv.URL + "/#s=two")
+	wd.WaitFor("the two cards", `return document.querySelectorAll("#messages .interrupt").length === 2`)
 
-	wd.click("#messages .interrupt.approval .approve")
-	wd.waitFor("the first decision", `return document.querySelector("#messages .interrupt.approval").classList.contains("decided")`)
+	wd.Click("#messages .interrupt.approval .approve")
+	wd.WaitFor("the first decision", `return document.querySelector("#messages .interrupt.approval").classList.contains("decided")`)
 	if n := len(api.requests()); n != 0 {
 		t.Fatalf("the page sent %d requests after the first of two decisions", n)
 	}
-	decided := wd.eval(`return document.querySelector("#messages .interrupt.approval").innerText`).(string)
+	decided := wd.Eval(`return document.querySelector("#messages .interrupt.approval").innerText`).(string)
 	if !strings.Contains(decided, "You approved this.") || !strings.Contains(decided, "Change") {
 		t.Errorf("the decided card says:\n%s", decided)
 	}
-	if bar := wd.eval(`return document.querySelector("#pending-text").textContent`).(string); !strings.Contains(bar, "1 decided, 1 to go") {
+	if bar := wd.Eval(`return document.querySelector("#pending-text").textContent`).(string); !strings.Contains(bar, "1 decided, 1 to go") {
 		t.Errorf("the bar says %q", bar)
 	}
-	if got := wd.eval(`return document.activeElement.classList.contains("answer")`); got != true {
+	if got := wd.Eval(`return document.activeElement.classList.contains("answer")`); got != true {
 		t.Error("after the first decision the focus is not in the question's text box")
 	}
-	wd.save("chatpage-two-requests.png", wd.screenshot())
+	wd.Save("chatpage-two-requests.png", wd.Screenshot())
 
 	// Change, then deny with a reason, and answer the question.
-	wd.click("#messages .interrupt.approval .change")
-	wd.typeInto("#messages .interrupt.approval .deny-reason", "Not this one")
-	wd.click("#messages .interrupt.approval .deny")
+	wd.Click("#messages .interrupt.approval .change")
+	wd.TypeInto("#messages .interrupt.approval .deny-reason", "Not this one")
+	wd.Click("#messages .interrupt.approval .deny")
 	if n := len(api.requests()); n != 0 {
 		t.Fatalf("the page sent %d requests before the question was answered", n)
 	}
-	wd.click("#messages .interrupt.question .option:nth-child(2)")
-	wd.waitFor("the cards back after a failure", `return document.querySelectorAll("#messages .interrupt:not(.decided)").length === 2 && !document.querySelector("#send").disabled`)
-	if status := wd.eval(`return document.querySelector("#status").textContent`).(string); !strings.Contains(status, "did not go through") {
+	wd.Click("#messages .interrupt.question .option:nth-child(2)")
+	wd.WaitFor("the cards back after a failure", `return document.querySelectorAll("#messages .interrupt:not(.decided)").length === 2 && !document.querySelector("#send").disabled`)
+	if status := wd.Eval(`return document.querySelector("#status").textContent`).(string); !strings.Contains(status, "did not go through") {
 		t.Errorf("after the failure the status says %q", status)
 	}
-	if failure := wd.eval(`return document.querySelector("#messages .turn.assistant .meta.error").textContent`).(string); !strings.Contains(failure, "throttled") {
+	if failure := wd.Eval(`return document.querySelector("#messages .turn.assistant .meta.error").textContent`).(string); !strings.Contains(failure, "throttled") {
 		t.Errorf("the turn says %q about the failure", failure)
 	}
-	wd.typeInto("#messages .interrupt.approval .deny-reason", "Not this one")
-	wd.click("#messages .interrupt.approval .deny")
-	wd.typeInto("#messages .interrupt.question input.answer", "savings")
-	wd.click("#messages .interrupt.question .send-answer")
-	wd.waitFor("the resumed turn", `return document.querySelectorAll("#messages .interrupt").length === 0 && !document.querySelector("#send").disabled && document.querySelector("#messages .turn.assistant").textContent.includes("Understood.")`)
+	wd.TypeInto("#messages .interrupt.approval .deny-reason", "Not this one")
+	wd.Click("#messages .interrupt.approval .deny")
+	wd.TypeInto("#messages .interrupt.question input.answer", "savings")
+	wd.Click("#messages .interrupt.question .send-answer")
+	wd.WaitFor("the resumed turn", `return document.querySelectorAll("#messages .interrupt").length === 0 && !document.querySelector("#send").disabled && document.querySelector("#messages .turn.assistant").textContent.includes("Understood.")`)
 	resumeBody := `{"session_id":"two","responses":[{"interrupt_id":"u1","approve":false,"message":"Not this one"},{"interrupt_id":"u2","answer":"savings"}]}`
 	want := []string{resumeBody, resumeBody}
 	if diff := cmp.Diff(want, api.requests()); diff != "" {
 		t.Errorf("the requests of the resume (-want +got):\n%s", diff)
 	}
-	boxes := wd.eval(`return [...document.querySelectorAll("#messages .tool")].map(b => b.innerText).join("\n")`).(string)
+	boxes := wd.Eval(`return [...document.querySelectorAll("#messages .tool")].map(b => b.innerText).join("\n")`).(string)
 	for _, want := range []string{"You denied this: Not this one", "A person denied this tool call. Their message: Not this one", "You answered: savings"} {
 		if !strings.Contains(boxes, want) {
 			t.Errorf("the tool boxes do not say %q:\n%s", want, boxes)
 		}
 	}
 	// The browser logs the refused request; nothing else.
-	for _, e := range wd.consoleErrors() {
+	for _, e := range wd.ConsoleErrors() {
 		if !strings.Contains(e, "/chat/stream") || !strings.Contains(e, "429") {
 			t.Errorf("the browser's console has an error: %s", e)
 		}
@@ -791,190 +777,37 @@ func get(t *testing.T, url string) int {
 }
 
 // findBrowser returns Chromium and chromedriver, or skips the test, loudly,
-// when they are missing, unless requireBrowser is set.
+// when they are missing, unless webdriver.Require is set.
 func findBrowser(t *testing.T) (browser, driver string) {
 	t.Helper()
-	browser, err1 := exec.LookPath("chromium")
-	driver, err2 := exec.LookPath("chromedriver")
-	if err1 == nil && err2 == nil {
-		return browser, driver
-	}
-	msg := "Chromium or chromedriver is not installed (apt-get install chromium chromium-driver): the chat page was not tested in a browser"
-	if os.Getenv(requireBrowser) != "" {
-		t.Fatalf("%s, and %s is set", msg, requireBrowser)
-	}
-	t.Skip(msg)
-	return "", ""
+	return webdriver.Find(t, "the chat page")
 }
 
-// webDriver is a session of chromedriver's W3C WebDriver API.
+// webDriver is a WebDriver session on the chat page: webdriver.Session's
+// commands, and the page's own below.
 type webDriver struct {
-	t     *testing.T
-	base  string // http://127.0.0.1:port/session/<id>
-	shots string // the temporary directory of the screenshots, once made
+	*webdriver.Session
+	t *testing.T
 }
 
 func newWebDriver(t *testing.T, driver, browser string) *webDriver {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, driver, fmt.Sprintf("--port=%d", port))
-	var logs bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	if err := cmd.Start(); err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cancel(); _ = cmd.Wait() })
-	root := fmt.Sprintf("http://127.0.0.1:%d", port)
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if resp, err := http.Get(root + "/status"); err == nil {
-			resp.Body.Close()
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("chromedriver did not start:\n%s", logs.String())
-		}
-	}
-	wd := &webDriver{t: t, base: root}
-	// The flags keep Chromium off the network this machine does not have.
-	args := []string{"--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-		"--disable-background-networking", "--disable-component-update", "--disable-sync",
-		"--no-first-run", "--disable-quic", fmt.Sprintf("--window-size=%d,%d", wideWidth, wideHeight), "--user-data-dir=" + t.TempDir()}
-	var session struct {
-		SessionID string `json:"sessionId"`
-	}
-	wd.call(http.MethodPost, "/session", map[string]any{"capabilities": map[string]any{"alwaysMatch": map[string]any{
-		"browserName":        "chrome",
-		"goog:chromeOptions": map[string]any{"binary": browser, "args": args},
-		"goog:loggingPrefs":  map[string]string{"browser": "ALL"}, // for consoleErrors
-	}}}, &session)
-	if session.SessionID == "" {
-		t.Fatalf("no WebDriver session:\n%s", logs.String())
-	}
-	wd.base = root + "/session/" + session.SessionID
-	t.Cleanup(func() { wd.call(http.MethodDelete, "", nil, nil) })
-	return wd
-}
-
-// call sends a WebDriver command and decodes its value into out.
-func (wd *webDriver) call(method, path string, in, out any) {
-	wd.t.Helper()
-	var body bytes.Buffer
-	if in != nil {
-		if err := json.NewEncoder(&body).Encode(in); err != nil {
-			wd.t.Fatal(err)
-		}
-	}
-	req, err := http.NewRequest(method, wd.base+path, &body)
-	if err != nil {
-		wd.t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		wd.t.Fatalf("WebDriver %s %s: %v", method, path, err)
-	}
-	defer resp.Body.Close()
-	var envelope struct {
-		Value json.RawMessage `json:"value"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&envelope); err != nil {
-		wd.t.Fatalf("WebDriver %s %s: %v", method, path, err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		wd.t.Fatalf("WebDriver %s %s: %d %s", method, path, resp.StatusCode, envelope.Value)
-	}
-	if out != nil {
-		if err := json.Unmarshal(envelope.Value, out); err != nil {
-			wd.t.Fatalf("WebDriver %s %s: %v", method, path, err)
-		}
-	}
-}
-
-func (wd *webDriver) navigate(url string) {
-	wd.call(http.MethodPost, "/url", map[string]string{"url": url}, nil)
-}
-
-func (wd *webDriver) refresh() { wd.call(http.MethodPost, "/refresh", map[string]any{}, nil) }
-
-// eval runs script as a function's body, with args as its arguments, and
-// returns what it returns.
-func (wd *webDriver) eval(script string, args ...any) any {
-	wd.t.Helper()
-	var v any
-	wd.evalInto(&v, script, args...)
-	return v
-}
-
-func (wd *webDriver) evalInto(out any, script string, args ...any) {
-	wd.t.Helper()
-	if args == nil {
-		args = []any{}
-	}
-	wd.call(http.MethodPost, "/execute/sync", map[string]any{"script": script, "args": args}, out)
-}
-
-// waitFor polls script until it returns true, for up to 15 seconds.
-func (wd *webDriver) waitFor(what, script string) {
-	wd.t.Helper()
-	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if ok, _ := wd.eval(script).(bool); ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			page := wd.eval(`return document.body.innerText`)
-			wd.t.Fatalf("timed out waiting for %s; the page shows:\n%v", what, page)
-		}
-	}
+	return &webDriver{Session: webdriver.New(t, driver, browser), t: t}
 }
 
 // send types text into the composer and submits it, as a user would.
 func (wd *webDriver) send(text string) {
 	wd.t.Helper()
-	wd.call(http.MethodPost, "/element/"+wd.find("#input")+"/value", map[string]string{"text": text}, nil)
-	wd.click("#send")
-}
-
-// typeInto types text into the element that selector finds, as a user
-// would.
-func (wd *webDriver) typeInto(selector, text string) {
-	wd.t.Helper()
-	wd.call(http.MethodPost, "/element/"+wd.find(selector)+"/value", map[string]string{"text": text}, nil)
+	wd.TypeInto("#input", text)
+	wd.Click("#send")
 }
 
 // sendValue puts text in the composer at once, as a paste would, and
 // submits it: typing a long text key by key takes a while.
 func (wd *webDriver) sendValue(text string) {
 	wd.t.Helper()
-	wd.eval(`document.querySelector("#input").value = arguments[0]`, text)
-	wd.click("#send")
-}
-
-// find returns the id of the element that selector finds.
-func (wd *webDriver) find(selector string) string {
-	wd.t.Helper()
-	var ref map[string]string
-	wd.call(http.MethodPost, "/element", map[string]string{"using": "css selector", "value": selector}, &ref)
-	return ref["element-6066-11e4-a52e-4f735466cecf"] // the W3C element key
-}
-
-// click clicks the element that selector finds, as a user would: WebDriver
-// refuses an element that is hidden or covered.
-func (wd *webDriver) click(selector string) {
-	wd.t.Helper()
-	wd.call(http.MethodPost, "/element/"+wd.find(selector)+"/click", map[string]any{}, nil)
-}
-
-// resize sets the size of the browser's window.
-func (wd *webDriver) resize(width, height int) {
-	wd.t.Helper()
-	wd.call(http.MethodPost, "/window/rect", map[string]int{"width": width, "height": height}, nil)
+	wd.Eval(`document.querySelector("#input").value = arguments[0]`, text)
+	wd.Click("#send")
 }
 
 // lastLine is where the last line of the thread's last turn is.
@@ -987,7 +820,7 @@ type lastLine struct {
 func (wd *webDriver) lastLine() lastLine {
 	wd.t.Helper()
 	var v lastLine
-	wd.evalInto(&v, `return `+lastLineScript)
+	wd.EvalInto(&v, `return `+lastLineScript)
 	return v
 }
 
@@ -1004,7 +837,7 @@ const lastLineScript = `(() => {
 // element inside it is cut on the right.
 func (wd *webDriver) noOverflow() {
 	wd.t.Helper()
-	cut := wd.eval(`
+	cut := wd.Eval(`
 		const w = document.documentElement.clientWidth;
 		if (document.documentElement.scrollWidth > w) return "the page is " + document.documentElement.scrollWidth + " pixels wide in a " + w + " pixel window";
 		for (const e of document.querySelectorAll("main *")) {
@@ -1021,7 +854,7 @@ func (wd *webDriver) noOverflow() {
 // of them on the right.
 func (wd *webDriver) fitsIn(selector string) {
 	wd.t.Helper()
-	cut := wd.eval(`
+	cut := wd.Eval(`
 		for (const box of document.querySelectorAll(arguments[0])) {
 			const right = box.getBoundingClientRect().right;
 			for (const e of box.querySelectorAll("*")) {
@@ -1033,59 +866,4 @@ func (wd *webDriver) fitsIn(selector string) {
 	if cut != "" {
 		wd.t.Errorf("overflow: %v", cut)
 	}
-}
-
-// consoleErrors returns the errors the browser's console logged since the
-// last call.
-func (wd *webDriver) consoleErrors() []string {
-	wd.t.Helper()
-	var entries []struct {
-		Level   string `json:"level"`
-		Message string `json:"message"`
-	}
-	wd.call(http.MethodPost, "/se/log", map[string]string{"type": "browser"}, &entries)
-	var errs []string
-	for _, e := range entries {
-		if e.Level == "SEVERE" {
-			errs = append(errs, e.Message)
-		}
-	}
-	return errs
-}
-
-// save writes a screenshot to the directory screenshotsDir names, or to a
-// temporary one.
-func (wd *webDriver) save(name string, shot []byte) {
-	wd.t.Helper()
-	dir := os.Getenv(screenshotsDir)
-	if dir == "" {
-		if wd.shots == "" {
-			wd.shots = wd.t.TempDir()
-		}
-		dir = wd.shots
-	}
-	path := filepath.Join(dir, name)
-	if err := os.WriteFile(path, shot, 0o644); err != nil {
-		wd.t.Fatal(err)
-	}
-	wd.t.Logf("screenshot: %s", path)
-}
-
-// screenshot returns a PNG of the window.
-func (wd *webDriver) screenshot() []byte {
-	wd.t.Helper()
-	var b64 string
-	wd.call(http.MethodGet, "/screenshot", nil, &b64)
-	b, err := base64.StdEncoding.DecodeString(b64)
-	if err != nil {
-		wd.t.Fatal(err)
-	}
-	img, err := png.Decode(bytes.NewReader(b))
-	if err != nil {
-		wd.t.Fatalf("screenshot: %v", err)
-	}
-	if r := img.Bounds(); r.Dx() < 300 || r.Dy() < 300 {
-		wd.t.Errorf("screenshot is %v", r)
-	}
-	return b
 }

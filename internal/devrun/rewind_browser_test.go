@@ -26,18 +26,18 @@ func TestChatPageRewindsInABrowser(t *testing.T) {
 	model := conversetest.NewServer()
 	url := startWithModel(t, model)
 	wd := newWebDriver(t, driver, browser)
-	wd.navigate(url + "/")
-	wd.waitFor("the first screen", `return !document.querySelector("#welcome").hidden`)
-	if hidden := wd.eval(`return document.querySelector("#export").hidden`); hidden != true {
+	wd.Navigate(url + "/")
+	wd.WaitFor("the first screen", `return !document.querySelector("#welcome").hidden`)
+	if hidden := wd.Eval(`return document.querySelector("#export").hidden`); hidden != true {
 		t.Error("a new chat offers to export a session it does not have yet")
 	}
 
 	model.Enqueue(conversetest.Text("Apples grow on trees."), conversetest.Text("Pears are sweeter."))
 	wd.send("Tell me about apples")
-	wd.waitFor("the first answer", idleWith(1))
+	wd.WaitFor("the first answer", idleWith(1))
 	wd.send("And pears?")
-	wd.waitFor("the second answer", idleWith(2))
-	id := strings.TrimPrefix(wd.eval(`return location.hash`).(string), "#s=")
+	wd.WaitFor("the second answer", idleWith(2))
+	id := strings.TrimPrefix(wd.Eval(`return location.hash`).(string), "#s=")
 	wantPage(t, wd, "after two messages", page{
 		Users: []string{"Tell me about apples", "And pears?"}, Indexes: []string{"0", "2"},
 		Answers: []string{"Apples grow on trees.", "Pears are sweeter."},
@@ -45,13 +45,13 @@ func TestChatPageRewindsInABrowser(t *testing.T) {
 
 	// Regenerate: the old answer goes while the new one is written.
 	model.Enqueue(conversetest.Text("Pears, regenerated: juicy and soft.").WithDelay(time.Second))
-	wd.click("#messages .turn.assistant .regenerate")
+	wd.Click("#messages .turn.assistant .regenerate")
 	var during struct {
 		Busy    bool
 		Shown   string
 		Buttons int
 	}
-	wd.evalInto(&during, `return {Busy: document.querySelector("#send").disabled, Shown: document.querySelector("#messages").innerText, Buttons: document.querySelectorAll("#messages .regenerate").length}`)
+	wd.EvalInto(&during, `return {Busy: document.querySelector("#send").disabled, Shown: document.querySelector("#messages").innerText, Buttons: document.querySelectorAll("#messages .regenerate").length}`)
 	if !during.Busy {
 		t.Fatal("the regeneration was done before the page could be looked at while it ran")
 	}
@@ -59,7 +59,7 @@ func TestChatPageRewindsInABrowser(t *testing.T) {
 		t.Errorf("while the answer is regenerated, the page shows the old one (%v) or %d Regenerate buttons:\n%s",
 			strings.Contains(during.Shown, "Pears are sweeter."), during.Buttons, during.Shown)
 	}
-	wd.waitFor("the regenerated answer", idleWith(2)+` && document.querySelector("#messages").innerText.includes("juicy")`)
+	wd.WaitFor("the regenerated answer", idleWith(2)+` && document.querySelector("#messages").innerText.includes("juicy")`)
 	wantPage(t, wd, "after Regenerate", page{
 		Users: []string{"Tell me about apples", "And pears?"}, Indexes: []string{"0", "2"},
 		Answers: []string{"Apples grow on trees.", "Pears, regenerated: juicy and soft."},
@@ -76,16 +76,16 @@ func TestChatPageRewindsInABrowser(t *testing.T) {
 	if diff := cmp.Diff([]string{"user: Tell me about apples", "assistant: Apples grow on trees.", "user: And pears?"}, sent); diff != "" {
 		t.Errorf("the regeneration sent the model (-want +got):\n%s", diff)
 	}
-	if errs := wd.consoleErrors(); len(errs) > 0 {
+	if errs := wd.ConsoleErrors(); len(errs) > 0 {
 		t.Errorf("the browser's console has errors:\n%s", strings.Join(errs, "\n"))
 	}
-	wd.save("chatpage-regenerated.png", wd.screenshot())
+	wd.Save("chatpage-regenerated.png", wd.Screenshot())
 
 	// A regeneration the model fails keeps the answer, and says why.
 	model.Enqueue(conversetest.AccessDenied())
-	wd.click("#messages .turn.assistant .regenerate")
-	wd.waitFor("the failed regeneration", `return !document.querySelector("#send").disabled && document.querySelector("#messages .meta.error") !== null`)
-	problem := wd.eval(`return document.querySelector("#messages .meta.error").textContent`).(string)
+	wd.Click("#messages .turn.assistant .regenerate")
+	wd.WaitFor("the failed regeneration", `return !document.querySelector("#send").disabled && document.querySelector("#messages .meta.error") !== null`)
+	problem := wd.Eval(`return document.querySelector("#messages .meta.error").textContent`).(string)
 	if !strings.HasPrefix(problem, "misconfigured: ") || !strings.Contains(problem, "You don't have access to the model") {
 		t.Errorf("the failed regeneration says %q", problem)
 	}
@@ -97,50 +97,50 @@ func TestChatPageRewindsInABrowser(t *testing.T) {
 		"user: Tell me about apples", "assistant: Apples grow on trees.",
 		"user: And pears?", "assistant: Pears, regenerated: juicy and soft.",
 	})
-	wd.consoleErrors() // the failed request, if it was refused before its stream
+	wd.ConsoleErrors() // the failed request, if it was refused before its stream
 
 	// Edit, cancelled: the message is as it was, and the focus back on Edit.
 	first := `#messages .turn.user[data-index="0"]`
-	wd.click(first + " .edit")
-	wd.waitFor("the editor", `return document.activeElement.classList.contains("edit-input")`)
-	if got := wd.eval(`return document.activeElement.value`); got != "Tell me about apples" {
+	wd.Click(first + " .edit")
+	wd.WaitFor("the editor", `return document.activeElement.classList.contains("edit-input")`)
+	if got := wd.Eval(`return document.activeElement.value`); got != "Tell me about apples" {
 		t.Errorf("the editor holds %q", got)
 	}
-	if got := wd.eval(`return document.activeElement.labels[0].textContent`); got != "Edit your message" {
+	if got := wd.Eval(`return document.activeElement.labels[0].textContent`); got != "Edit your message" {
 		t.Errorf("the editor's label is %q", got)
 	}
-	wd.save("chatpage-edit.png", wd.screenshot())
-	wd.click(first + " .edit-form .cancel")
-	wd.waitFor("the message after Cancel", `return document.activeElement.classList.contains("edit") && document.querySelector("#messages .edit-form") === null`)
+	wd.Save("chatpage-edit.png", wd.Screenshot())
+	wd.Click(first + " .edit-form .cancel")
+	wd.WaitFor("the message after Cancel", `return document.activeElement.classList.contains("edit") && document.querySelector("#messages .edit-form") === null`)
 	wantPage(t, wd, "after Cancel", page{
 		Users: []string{"Tell me about apples", "And pears?"}, Indexes: []string{"0", "2"},
 		Answers: []string{"Apples grow on trees.", "Pears, regenerated: juicy and soft."},
 	})
 
 	// Escape cancels too.
-	wd.click(first + " .edit")
-	wd.waitFor("the editor", `return document.activeElement.classList.contains("edit-input")`)
-	wd.typeInto(first+" .edit-input", "\uE00C") // WebDriver's Escape key
-	wd.waitFor("the message after Escape", `return document.activeElement.classList.contains("edit") && document.querySelector("#messages .edit-form") === null`)
+	wd.Click(first + " .edit")
+	wd.WaitFor("the editor", `return document.activeElement.classList.contains("edit-input")`)
+	wd.TypeInto(first+" .edit-input", "\uE00C") // WebDriver's Escape key
+	wd.WaitFor("the message after Escape", `return document.activeElement.classList.contains("edit") && document.querySelector("#messages .edit-form") === null`)
 
 	// Edit, saved: only the edited turn is left.
 	model.Enqueue(conversetest.Text("Plums are stone fruit."))
-	wd.click(first + " .edit")
-	wd.waitFor("the editor", `return document.activeElement.classList.contains("edit-input")`)
-	wd.eval(`document.activeElement.value = ""`)
-	wd.typeInto(first+" .edit-input", "Tell me about plums")
-	wd.click(first + " .edit-form .save")
-	wd.waitFor("the edited turn's answer", idleWith(1)+` && document.querySelector("#messages").innerText.includes("stone fruit")`)
+	wd.Click(first + " .edit")
+	wd.WaitFor("the editor", `return document.activeElement.classList.contains("edit-input")`)
+	wd.Eval(`document.activeElement.value = ""`)
+	wd.TypeInto(first+" .edit-input", "Tell me about plums")
+	wd.Click(first + " .edit-form .save")
+	wd.WaitFor("the edited turn's answer", idleWith(1)+` && document.querySelector("#messages").innerText.includes("stone fruit")`)
 	edited := page{Users: []string{"Tell me about plums"}, Indexes: []string{"0"}, Answers: []string{"Plums are stone fruit."}}
 	wantPage(t, wd, "after Edit", edited)
 	wantStored(t, url, id, "after Edit", []string{"user: Tell me about plums", "assistant: Plums are stone fruit."})
-	if got := wd.eval(`return document.activeElement.id`); got != "input" {
+	if got := wd.Eval(`return document.activeElement.id`); got != "input" {
 		t.Errorf("after the edit the focus is on %q, want the message box", got)
 	}
 
 	// The Export link downloads the session.
 	var link struct{ Href, Download string }
-	wd.evalInto(&link, `const a = document.querySelector("#export"); return {Href: a.hidden ? "" : a.href, Download: a.download}`)
+	wd.EvalInto(&link, `const a = document.querySelector("#export"); return {Href: a.hidden ? "" : a.href, Download: a.download}`)
 	if want := url + "/sessions/" + id + "/export"; link.Href != want || link.Download != id+".json" {
 		t.Errorf("the Export link is %+v, want href %s and download %s.json", link, want, id)
 	}
@@ -156,17 +156,17 @@ func TestChatPageRewindsInABrowser(t *testing.T) {
 
 	// After a reload the indexes are the stored ones, and the answer can
 	// be regenerated.
-	wd.refresh()
-	wd.waitFor("the session after a reload", `return document.querySelectorAll("#messages .turn.assistant.done").length === 1 && document.querySelector("#messages .regenerate") !== null`)
+	wd.Refresh()
+	wd.WaitFor("the session after a reload", `return document.querySelectorAll("#messages .turn.assistant.done").length === 1 && document.querySelector("#messages .regenerate") !== null`)
 	wantPage(t, wd, "after a reload", edited)
 
-	wd.resize(narrowWidth, narrowHeight)
-	wd.waitFor("the narrow layout", narrowLayout)
-	wd.click(first + " .edit")
-	wd.waitFor("the editor", `return document.activeElement.classList.contains("edit-input")`)
+	wd.Resize(narrowWidth, narrowHeight)
+	wd.WaitFor("the narrow layout", narrowLayout)
+	wd.Click(first + " .edit")
+	wd.WaitFor("the editor", `return document.activeElement.classList.contains("edit-input")`)
 	wd.noOverflow()
-	wd.save("chatpage-edit-narrow.png", wd.screenshot())
-	if errs := wd.consoleErrors(); len(errs) > 0 {
+	wd.Save("chatpage-edit-narrow.png", wd.Screenshot())
+	if errs := wd.ConsoleErrors(); len(errs) > 0 {
 		t.Errorf("the browser's console has errors:\n%s", strings.Join(errs, "\n"))
 	}
 	if n := model.Pending(); n != 0 {
@@ -199,7 +199,7 @@ type page struct {
 func wantPage(t *testing.T, wd *webDriver, when string, want page) {
 	t.Helper()
 	var got page
-	wd.evalInto(&got, `
+	wd.EvalInto(&got, `
 		const shown = [...document.querySelectorAll("#messages > .turn")];
 		const users = shown.filter(li => li.classList.contains("user"));
 		const answers = shown.filter(li => li.classList.contains("assistant"));
@@ -214,7 +214,7 @@ func wantPage(t *testing.T, wd *webDriver, when string, want page) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("%s the page shows (-want +got):\n%s", when, diff)
 	}
-	if on := wd.eval(`const a = [...document.querySelectorAll("#messages > .turn.assistant")].pop(); return !!(a && a.querySelector(".regenerate"))`); on != true {
+	if on := wd.Eval(`const a = [...document.querySelectorAll("#messages > .turn.assistant")].pop(); return !!(a && a.querySelector(".regenerate"))`); on != true {
 		t.Errorf("%s the Regenerate button is not on the last answer", when)
 	}
 }
