@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
-	"github.com/lambda-agent/lambda-agent/internal/agent"
 	"github.com/lambda-agent/lambda-agent/internal/testkit/aguiclient"
 	"github.com/lambda-agent/lambda-agent/internal/testkit/runtimetest"
 )
@@ -119,18 +118,6 @@ func TestAGUIThroughTheBuiltStreamFunction(t *testing.T) {
 	for _, api := range []string{"url", "rest"} {
 		t.Run(api, func(t *testing.T) {
 			base := front(t, d.fns["stream"], api == "rest")
-			stored := func(id string) []agent.Message {
-				resp, err := http.Get(base + "/sessions/" + id + "?limit=1000")
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer resp.Body.Close()
-				var page struct{ Messages []agent.Message }
-				if err := json.NewDecoder(resp.Body).Decode(&page); err != nil || resp.StatusCode != 200 {
-					t.Fatalf("GET the session: %d %v", resp.StatusCode, err)
-				}
-				return page.Messages
-			}
 			scenarios := []string{"whole", "new", "approval", "client-tool", "errors", "foreign"}
 			if api == "rest" {
 				scenarios = []string{"whole", "approval", "foreign"}
@@ -170,7 +157,7 @@ func TestAGUIThroughTheBuiltStreamFunction(t *testing.T) {
 					for i, r := range res.Runs {
 						r.OK(t, scenario+" run "+string(rune('1'+i)))
 					}
-					aguiclient.SameThread(t, stored(res.ThreadID), res)
+					aguiclient.SameThread(t, aguiclient.Stored(t, base, res.ThreadID), res)
 				})
 			}
 		})

@@ -3,7 +3,6 @@ package devrun_test
 import (
 	"encoding/base64"
 	"encoding/json"
-	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -16,7 +15,7 @@ import (
 // server holds, message for message, by id.
 func sameThread(t *testing.T, url string, res aguiclient.Result) {
 	t.Helper()
-	stored := transcript(t, url, res.ThreadID)
+	stored := aguiclient.Stored(t, url, res.ThreadID)
 	aguiclient.SameThread(t, stored, res)
 }
 
@@ -41,7 +40,7 @@ func TestAGUIWithTheOfficialClient(t *testing.T) {
 					t.Errorf("run %d: events %v", i+1, r.Events)
 				}
 			}
-			stored := transcript(t, url, res.ThreadID)
+			stored := aguiclient.Stored(t, url, res.ThreadID)
 			if len(stored) != len(res.Messages) {
 				t.Fatalf("the server holds %d messages, the client %d:\nserver %+v\nclient %+v", len(stored), len(res.Messages), stored, res.Messages)
 			}
@@ -99,7 +98,7 @@ func TestAGUIPeopleAndClientsInTheLoop(t *testing.T) {
 		}
 		cancelled.OK(t, "the cancelling run")
 		sameThread(t, url, res)
-		if stored, _ := json.Marshal(transcript(t, url, res.ThreadID)); !strings.Contains(string(stored), "denied this tool call. Their message: not now") {
+		if stored, _ := json.Marshal(aguiclient.Stored(t, url, res.ThreadID)); !strings.Contains(string(stored), "denied this tool call. Their message: not now") {
 			t.Errorf("the denial's result is not stored: %s", stored)
 		}
 	})
@@ -119,7 +118,7 @@ func TestAGUIPeopleAndClientsInTheLoop(t *testing.T) {
 		answered.OK(t, "the result")
 		after.OK(t, "the next message")
 		sameThread(t, url, res)
-		if stored, _ := json.Marshal(transcript(t, url, res.ThreadID)); !strings.Contains(string(stored), "shown: AMZN 190") {
+		if stored, _ := json.Marshal(aguiclient.Stored(t, url, res.ThreadID)); !strings.Contains(string(stored), "shown: AMZN 190") {
 			t.Errorf("the client's result is not stored: %s", stored)
 		}
 	})
@@ -135,19 +134,4 @@ func TestAGUIPeopleAndClientsInTheLoop(t *testing.T) {
 			t.Errorf("a body over the limit: %q %v", r.Err(), r.Events)
 		}
 	})
-}
-
-// transcript reads a session's messages over HTTP.
-func transcript(t *testing.T, url, id string) []agent.Message {
-	t.Helper()
-	resp, err := http.Get(url + "/sessions/" + id + "?limit=1000")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var page struct{ Messages []agent.Message }
-	if err := json.NewDecoder(resp.Body).Decode(&page); err != nil || resp.StatusCode != 200 {
-		t.Fatalf("GET the session: %d %v", resp.StatusCode, err)
-	}
-	return page.Messages
 }

@@ -10,6 +10,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -139,4 +140,20 @@ func SameThread(t testing.TB, stored []agent.Message, res Result) {
 	if err := agent.ValidateHistory(stored); err != nil {
 		t.Error(err)
 	}
+}
+
+// Stored reads the messages of thread id over HTTP, from the server at
+// base (GET /sessions/{id}), as its client's caller.
+func Stored(t testing.TB, base, id string) []agent.Message {
+	t.Helper()
+	resp, err := http.Get(base + "/sessions/" + id + "?limit=1000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var page struct{ Messages []agent.Message }
+	if err := json.NewDecoder(resp.Body).Decode(&page); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("GET the session: %d %v", resp.StatusCode, err)
+	}
+	return page.Messages
 }
