@@ -17,18 +17,29 @@ import (
 // the bench runs.
 func Event(name string) (events.APIGatewayV2HTTPRequest, error) {
 	var ev events.APIGatewayV2HTTPRequest
+	return ev, readEvent(name, &ev)
+}
+
+// URLEvent reads the sample function URL event name, such as the stream
+// function's, from the module's events/ directory, as Event does.
+func URLEvent(name string) (events.LambdaFunctionURLRequest, error) {
+	var ev events.LambdaFunctionURLRequest
+	return ev, readEvent(name, &ev)
+}
+
+func readEvent(name string, ev any) error {
 	dir, err := moduleRoot()
 	if err != nil {
-		return ev, err
+		return err
 	}
 	raw, err := os.ReadFile(filepath.Join(dir, "events", name))
 	if err != nil {
-		return ev, err
+		return err
 	}
-	if err := json.Unmarshal(raw, &ev); err != nil {
-		return ev, fmt.Errorf("events/%s: %w", name, err)
+	if err := json.Unmarshal(raw, ev); err != nil {
+		return fmt.Errorf("events/%s: %w", name, err)
 	}
-	return ev, nil
+	return nil
 }
 
 // moduleRoot is the nearest directory at or above the working directory

@@ -18,3 +18,16 @@ func TestEvent(t *testing.T) {
 		t.Error("a missing event read without an error")
 	}
 }
+
+func TestURLEvent(t *testing.T) {
+	ev, err := testkit.URLEvent("stream-chat.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev.RequestContext.HTTP.Method != "POST" || ev.RequestContext.Authorizer == nil || ev.RequestContext.Authorizer.IAM == nil {
+		t.Errorf("the stream function's sample event reads as %+v, want a POST signed with IAM", ev.RequestContext)
+	}
+	if _, err := testkit.URLEvent("no-such-event.json"); err == nil {
+		t.Error("a missing event read without an error")
+	}
+}
