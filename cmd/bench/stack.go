@@ -8,10 +8,10 @@ import (
 	"log/slog"
 	"maps"
 	"net/http"
+	"runtime"
 	"slices"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -37,20 +37,68 @@ type stack struct {
 	modelTimer *timer
 }
 
-// timer adds up the time a client spends in requests.
+// timer adds up the time during which a client has requests in flight:
+// requests that overlap, such as a turn's concurrent reads, count once.
+// With countAllocs set, it also adds up the allocations the process makes
+// meanwhile, which for a stand-in in the process are mostly the
+// stand-in's.
 type timer struct {
 	next http.RoundTripper
-	ns   atomic.Int64
+
+	mu          sync.Mutex
+	active      int       // requests in flight
+	since       time.Time // when the first of them began
+	busy        time.Duration
+	countAllocs bool
+	mem         runtime.MemStats // when the first of them began
+	allocs      allocs
 }
 
+// allocs are allocations made: how many, and their bytes.
+type allocs struct{ count, bytes uint64 }
+
 func (t *timer) RoundTrip(r *http.Request) (*http.Response, error) {
-	start := time.Now()
+	t.mu.Lock()
+	if t.active++; t.active == 1 {
+		if t.countAllocs {
+			runtime.ReadMemStats(&t.mem)
+		}
+		t.since = time.Now()
+	}
+	t.mu.Unlock()
 	resp, err := t.next.RoundTrip(r)
-	t.ns.Add(int64(time.Since(start)))
+	t.mu.Lock()
+	if t.active--; t.active == 0 {
+		t.busy += time.Since(t.since)
+		if t.countAllocs {
+			before := t.mem
+			runtime.ReadMemStats(&t.mem)
+			t.allocs.count += t.mem.Mallocs - before.Mallocs
+			t.allocs.bytes += t.mem.TotalAlloc - before.TotalAlloc
+		}
+	}
+	t.mu.Unlock()
 	return resp, err
 }
 
-func (t *timer) take() time.Duration { return time.Duration(t.ns.Swap(0)) }
+// take returns the time in requests since the last take.
+func (t *timer) take() time.Duration {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	d := t.busy
+	t.busy = 0
+	return d
+}
+
+// takeAllocs returns the allocations made during requests since the last
+// takeAllocs, and counts them from now on if count is set.
+func (t *timer) takeAllocs(count bool) allocs {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	a := t.allocs
+	t.allocs, t.countAllocs = allocs{}, count
+	return a
+}
 
 // wrap makes t time what next sends, and returns t: a transport wrapper
 // for testkit.Options.
