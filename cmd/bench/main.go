@@ -13,6 +13,9 @@
 //     peak RSS;
 //   - warm turn overhead, without the model's time, at 40, 1,000 and 10,000
 //     stored messages;
+//   - an AG-UI run against our own stream, through the stream function's
+//     handler: time, allocations, bytes and DynamoDB requests, for a client
+//     that sends the whole thread and one that sends only its new message;
 //   - DynamoDB cost per turn (requests, bytes, RCU, WCU) for plain, tool and
 //     summarizing turns at those sizes, against a store that keeps the whole
 //     history in one item, as popular chat-history classes do;
@@ -67,7 +70,7 @@ func run(ctx context.Context, cfg config) (string, error) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Machine: %d CPUs, %s/%s, %s. Date: %s. Command: `go run ./cmd/bench`.\n\n",
 		runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runtime.Version(), time.Now().UTC().Format("2006-01-02"))
-	for _, section := range []func(context.Context, config, *strings.Builder) error{coldStart, warmTurns, tracingOverhead, costs, toolConcurrency, tokenCost} {
+	for _, section := range []func(context.Context, config, *strings.Builder) error{coldStart, warmTurns, tracingOverhead, aguiOverhead, costs, toolConcurrency, tokenCost} {
 		if err := section(ctx, cfg, &b); err != nil {
 			return "", err
 		}
