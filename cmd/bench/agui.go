@@ -3,10 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
+	crand "crypto/rand"
 	"encoding/json"
 	"fmt"
 	"maps"
+	"math/rand/v2"
 	"net/http"
 	"runtime"
 	"runtime/debug"
@@ -74,7 +75,7 @@ func newRunInput(threadID string, msgs []aguiMessage) runAgentInput {
 // newID returns a random UUID, as HttpAgent mints for run and message ids.
 func newID() string {
 	var b [16]byte
-	_, _ = rand.Read(b[:]) // never fails
+	_, _ = crand.Read(b[:]) // never fails
 	b[6], b[8] = b[6]&0x0f|0x40, b[8]&0x3f|0x80
 	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:])
 }
@@ -393,27 +394,36 @@ func aguiOverhead(ctx context.Context, cfg config, b *strings.Builder) error {
 	type key struct{ n, shape int }
 	timed, counted := map[key][]runSample{}, map[key][]runSample{}
 	var body bytes.Buffer
-	// A round to warm up, then every shape on every thread in turn, so that
-	// a busy moment on the machine falls on all; every tenth round, each
-	// is sent once more to count its allocations.
+	var order []key
+	for _, n := range aguiThreads {
+		for k := range requestShapes {
+			order = append(order, key{n, k})
+		}
+	}
+	// A round to warm up, then rounds of every shape on every thread, in
+	// an order shuffled each round, so that a busy moment on the machine,
+	// or the collection that a request's garbage brings on, falls on all
+	// alike; every tenth round, each is sent once more to count its
+	// allocations.
+	shuffle := rand.New(rand.NewPCG(26, 9))
 	for i := -1; i < cfg.warmTurns; i++ {
-		for _, n := range aguiThreads {
-			for k, r := range requestShapes {
-				for _, count := range []bool{false, true} {
-					if count && i%10 != 0 {
-						continue
-					}
-					x, err := s.measure(ctx, threads[n], r, fmt.Sprintf("run-%d-%d-%d-%t", n, k, i, count), count, &body)
-					if err != nil {
-						return fmt.Errorf("%s on %d messages: %w", r.name, n, err)
-					}
-					switch {
-					case i < 0:
-					case count:
-						counted[key{n, k}] = append(counted[key{n, k}], x)
-					default:
-						timed[key{n, k}] = append(timed[key{n, k}], x)
-					}
+		shuffle.Shuffle(len(order), func(a, b int) { order[a], order[b] = order[b], order[a] })
+		for _, at := range order {
+			r := requestShapes[at.shape]
+			for _, count := range []bool{false, true} {
+				if count && i%10 != 0 {
+					continue
+				}
+				x, err := s.measure(ctx, threads[at.n], r, fmt.Sprintf("run-%d-%d-%d-%t", at.n, at.shape, i, count), count, &body)
+				if err != nil {
+					return fmt.Errorf("%s on %d messages: %w", r.name, at.n, err)
+				}
+				switch {
+				case i < 0:
+				case count:
+					counted[at] = append(counted[at], x)
+				default:
+					timed[at] = append(timed[at], x)
 				}
 			}
 		}
@@ -432,7 +442,7 @@ func aguiOverhead(ctx context.Context, cfg config, b *strings.Builder) error {
 // shape (in the order of requestShapes) on each thread length, of runs
 // timed requests of each and counted ones whose allocations were counted.
 func writeAGUI(b *strings.Builder, runs, counted int, stats map[int][]runStats) {
-	fmt.Fprintf(b, "### AG-UI against our own stream\n\nAn AG-UI run (`POST /agui`) against a streamed chat turn (`POST /chat/stream`), both through the stream function's handler behind the adapter that streams its function URL's events, on the same stand-ins, with the same model answer: %d characters, which the Converse stand-in streams in pieces of 8 bytes. %d requests of each kind, in turn, on threads of %d and %d messages; each request gets a copy of its thread, imported from the thread's export and deleted after it, so that every request finds the same thread. The threads are built as `@ag-ui/client`'s `HttpAgent` builds them, by AG-UI runs, keeping each assistant message under the id its events gave. The whole-thread client sends every message of the thread under those ids, then the new user message, as `HttpAgent` does; the new-message client sends only the new message. An AG-UI run's `runId` is its idempotency key, so our stream is measured with an `Idempotency-Key` too.\n\nTimes are medians. The model's time taken out is its request's round trip to the first byte of the answer's stream; the stream that follows, which the handler turns into events as it comes, stays in. Allocations are the median of %d more requests of each kind, counted apart because reading them stops the world: the process's allocations while the request is served, less those made while a DynamoDB request is in flight (the in-process DynamoDB's, which copies its whole table on every transaction), with the collector held off and on one processor, so that no count falls on the refill of a pool. Request and response are the bodies' bytes; DynamoDB's figures are per request.\n\n",
+	fmt.Fprintf(b, "### AG-UI against our own stream\n\nAn AG-UI run (`POST /agui`) against a streamed chat turn (`POST /chat/stream`), both through the stream function's handler behind the adapter that streams its function URL's events, on the same stand-ins, with the same model answer: %d characters, which the Converse stand-in streams in pieces of 8 bytes. %d requests of each kind, in rounds of one of each in a shuffled order, on threads of %d and %d messages; each request gets a copy of its thread, imported from the thread's export and deleted after it, so that every request finds the same thread. The threads are built as `@ag-ui/client`'s `HttpAgent` builds them, by AG-UI runs, keeping each assistant message under the id its events gave. The whole-thread client sends every message of the thread under those ids, then the new user message, as `HttpAgent` does; the new-message client sends only the new message. An AG-UI run's `runId` is its idempotency key, so our stream is measured with an `Idempotency-Key` too.\n\nTimes are medians. The model's time taken out is its request's round trip to the first byte of the answer's stream; the stream that follows, which the handler turns into events as it comes, stays in. Allocations are the median of %d more requests of each kind, counted apart because reading them stops the world: the process's allocations while the request is served, less those made while a DynamoDB request is in flight (the in-process DynamoDB's, which copies its whole table on every transaction), with the collector held off and on one processor, so that no count falls on the refill of a pool. Request and response are the bodies' bytes; DynamoDB's figures are per request.\n\n",
 		len(aguiAnswer), runs, aguiThreads[0], aguiThreads[len(aguiThreads)-1], counted)
 	b.WriteString("| request | stored messages | wall, median | without model and DynamoDB, median | allocations | allocated | request | response | DynamoDB requests | DynamoDB bytes | RCU | WCU |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, n := range aguiThreads {
