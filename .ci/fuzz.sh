@@ -10,6 +10,7 @@ targets=(
 	"./internal/httpapi FuzzChatBody"
 	"./internal/httpapi FuzzEvent"
 	"./internal/httpapi FuzzStreamBody"
+	"./internal/httpapi FuzzAGUIBody"
 	"./internal/agent FuzzWindow"
 	"./internal/agent FuzzToolSchema"
 	"./internal/tools FuzzEval"

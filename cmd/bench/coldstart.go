@@ -17,9 +17,11 @@ import (
 )
 
 // coldStart times process start to first completed invocation, for the chat
-// function (a whole chat turn: session load, model call, commit), for a
-// Lambda that only returns its event, and for one that makes a first turn's
-// requests through the AWS SDK and nothing else.
+// function (a whole chat turn: session load, model call, commit), for the
+// stream function (a streamed turn, and an AG-UI run), for a Lambda that
+// only returns its event, and for one that makes a first turn's requests
+// through the AWS SDK and nothing else. With cfg.streamBefore, it times
+// that build of the stream function too, against this tree's.
 func coldStart(ctx context.Context, cfg config, b *strings.Builder) error {
 	dir, err := os.MkdirTemp("", "bench-*")
 	if err != nil {
@@ -27,6 +29,10 @@ func coldStart(ctx context.Context, cfg config, b *strings.Builder) error {
 	}
 	defer os.RemoveAll(dir)
 	chat, err := runtimetest.Build(ctx, "./functions/chat", filepath.Join(dir, "chat"))
+	if err != nil {
+		return err
+	}
+	stream, err := runtimetest.Build(ctx, "./functions/stream", filepath.Join(dir, "stream"))
 	if err != nil {
 		return err
 	}
@@ -64,7 +70,9 @@ func coldStart(ctx context.Context, cfg config, b *strings.Builder) error {
 	collector := newCollector()
 	defer collector.Close()
 	withOTel := "OTEL_EXPORTER_OTLP_ENDPOINT=" + collector.URL
-	measure := func(bin string, event []byte, extra ...string) (sample, error) {
+	// measure starts bin and times its first invocation with event, whose
+	// response must hold want.
+	measure := func(bin string, event []byte, want string, extra ...string) (sample, error) {
 		var s sample
 		fn, err := runtimetest.Start(ctx, bin, runtimetest.Config{Env: slices.Concat(env, extra), MemoryMB: 512})
 		if err != nil {
@@ -76,8 +84,8 @@ func coldStart(ctx context.Context, cfg config, b *strings.Builder) error {
 			return s, err
 		}
 		resp, err := inv.Wait(ctx)
-		if err == nil && bin == chat && !strings.Contains(string(resp), `"statusCode":200`) {
-			err = fmt.Errorf("chat answered %s", resp)
+		if err == nil && !strings.Contains(string(resp), want) {
+			err = fmt.Errorf("the first invocation answered %s", resp)
 		}
 		if err != nil {
 			fn.Close()
@@ -91,36 +99,47 @@ func coldStart(ctx context.Context, cfg config, b *strings.Builder) error {
 		s.rss, err = fn.PeakRSS()
 		return s, err
 	}
-	// The five alternate, so that a busy moment on the machine falls on all.
-	var chatSamples, mcpSamples, otelSamples, echoSamples, floorSamples []sample
+	// They alternate, so that a busy moment on the machine falls on all.
+	var chatSamples, mcpSamples, otelSamples, streamSamples, aguiSamples, beforeSamples, echoSamples, floorSamples []sample
 	for i := range cfg.coldRuns {
-		ev, err := chatEvent(fmt.Sprintf("cold-%d", i), "Hello", "")
+		event, streamed, run, err := coldEvents(i)
 		if err != nil {
 			return err
 		}
-		ev.RequestContext.RequestID = fmt.Sprintf("r%d", i)
-		event, err := json.Marshal(ev)
+		c, err := measure(chat, event, chatAnswered)
 		if err != nil {
 			return err
 		}
-		c, err := measure(chat, event)
+		m, err := measure(chat, event, chatAnswered, withMCP)
 		if err != nil {
 			return err
 		}
-		m, err := measure(chat, event, withMCP)
-		if err != nil {
-			return err
-		}
-		o, err := measure(chat, event, withOTel)
+		o, err := measure(chat, event, chatAnswered, withOTel)
 		if err != nil {
 			return err
 		}
 		otelSamples = append(otelSamples, o)
-		e, err := measure(echo, []byte(`{"hello":"world"}`))
+		st, err := measure(stream, streamed, streamAnswered)
 		if err != nil {
 			return err
 		}
-		f, err := measure(floor, []byte(`{}`))
+		a, err := measure(stream, run, runAnswered)
+		if err != nil {
+			return err
+		}
+		streamSamples, aguiSamples = append(streamSamples, st), append(aguiSamples, a)
+		if cfg.streamBefore != "" {
+			bf, err := measure(cfg.streamBefore, streamed, streamAnswered)
+			if err != nil {
+				return err
+			}
+			beforeSamples = append(beforeSamples, bf)
+		}
+		e, err := measure(echo, []byte(`{"hello":"world"}`), "")
+		if err != nil {
+			return err
+		}
+		f, err := measure(floor, []byte(`{}`), "")
 		if err != nil {
 			return err
 		}
@@ -138,17 +157,29 @@ func coldStart(ctx context.Context, cfg config, b *strings.Builder) error {
 	ci, cm, c90, crss := stats(chatSamples)
 	mi, mm, m90, mrss := stats(mcpSamples)
 	oi, om, o90, orss := stats(otelSamples)
+	si, sm, s90, srss := stats(streamSamples)
+	ai, am, a90, arss := stats(aguiSamples)
 	ei, em, e90, erss := stats(echoSamples)
 	fi, fm, f90, frss := stats(floorSamples)
-	fmt.Fprintf(b, "### Cold start\n\nFrom process start to the first completed invocation, %d runs each. The chat function's first invocation is a whole chat turn: it loads the session, calls the model and commits, against a Converse stand-in that answers at once and a DynamoDB in the bench process. The baseline is a Go Lambda that only returns its event. The SDK floor is a Go Lambda that builds the same two AWS clients and makes the same four requests as a first chat turn (Query, GetItem, Converse, TransactWriteItems) with nothing else: no chat function built on the AWS SDK for Go v2 starts faster. All are built the way SAM builds them (`-tags lambda.norpc -trimpath -ldflags \"-s -w\"`, CGO off).\n\n", cfg.coldRuns)
+	fmt.Fprintf(b, "### Cold start\n\nFrom process start to the first completed invocation, %d runs each. The chat function's first invocation is a whole chat turn: it loads the session, calls the model and commits, against a Converse stand-in that answers at once and a DynamoDB in the bench process. The baseline is a Go Lambda that only returns its event. The SDK floor is a Go Lambda that builds the same two AWS clients and makes the same four requests as a first chat turn (Query, GetItem, Converse, TransactWriteItems) with nothing else: no chat function built on the AWS SDK for Go v2 starts faster. The stream function's first invocation is a whole turn too, through its function URL's event: a streamed chat turn (`POST /chat/stream`), or an AG-UI run with a new message (`POST /agui`), until the stream's last byte. All are built the way SAM builds them (`-tags lambda.norpc -trimpath -ldflags \"-s -w\"`, CGO off).\n\n", cfg.coldRuns)
 	b.WriteString("| function | binary | init (median) | first response, median | p90 | peak RSS |\n|---|---|---|---|---|---|\n")
 	fmt.Fprintf(b, "| chat (whole turn) | %.1f MB | %s | %s | %s | %.1f MB |\n", size(chat), ms(ci), ms(cm), ms(c90), float64(crss)/(1<<20))
 	fmt.Fprintf(b, "| chat, one MCP server configured | %.1f MB | %s | %s | %s | %.1f MB |\n", size(chat), ms(mi), ms(mm), ms(m90), float64(mrss)/(1<<20))
 	fmt.Fprintf(b, "| chat, traces exported over OTLP | %.1f MB | %s | %s | %s | %.1f MB |\n", size(chat), ms(oi), ms(om), ms(o90), float64(orss)/(1<<20))
+	fmt.Fprintf(b, "| stream (whole turn, streamed) | %.1f MB | %s | %s | %s | %.1f MB |\n", size(stream), ms(si), ms(sm), ms(s90), float64(srss)/(1<<20))
+	fmt.Fprintf(b, "| stream, an AG-UI run | %.1f MB | %s | %s | %s | %.1f MB |\n", size(stream), ms(ai), ms(am), ms(a90), float64(arss)/(1<<20))
+	var bm time.Duration
+	if cfg.streamBefore != "" {
+		var bi, b90 time.Duration
+		var brss int64
+		bi, bm, b90, brss = stats(beforeSamples)
+		fmt.Fprintf(b, "| stream before (`%s`), streamed turn | %.1f MB | %s | %s | %s | %.1f MB |\n", cfg.streamBefore, size(cfg.streamBefore), ms(bi), ms(bm), ms(b90), float64(brss)/(1<<20))
+	}
 	fmt.Fprintf(b, "| SDK floor (the same four requests) | %.1f MB | %s | %s | %s | %.1f MB |\n", size(floor), ms(fi), ms(fm), ms(f90), float64(frss)/(1<<20))
 	fmt.Fprintf(b, "| echo (baseline) | %.1f MB | %s | %s | %s | %.1f MB |\n\n", size(echo), ms(ei), ms(em), ms(e90), float64(erss)/(1<<20))
 	b.WriteString(coldStartHeadline(cm, fm, crss))
 	b.WriteString(coldStartBaseline(cm, fm, em))
+	b.WriteString(streamColdStart(sm, am, fm, bm))
 	fmt.Fprintf(b, "With one MCP server configured (an in-process server built with the official SDK, answering at once), the first turn waits for the server's tools, which init began to list: **%s**, %s more than without.\n\n", ms(mm), ms(mm-cm))
 	if spans := collector.spans.Load(); spans == 0 {
 		return fmt.Errorf("tracing was on, and the collector received no spans")
@@ -199,6 +230,67 @@ func coldStartHeadline(chat, floor time.Duration, rss int64) string {
 func coldStartBaseline(chat, floor, echo time.Duration) string {
 	return fmt.Sprintf("Echo is only the baseline: the start of a Go Lambda that does nothing. The SDK floor alone is **%.2f×** echo (chat: %.2f×), the cost of the AWS SDK for Go v2 and a first turn's four requests, so the chat function is judged against the floor, not against echo.\n\n",
 		float64(floor)/float64(echo), float64(chat)/float64(echo))
+}
+
+// What the answers to the first invocations must hold: the chat turn's
+// 200, the streamed turn's done event, and the AG-UI run's RUN_FINISHED.
+const (
+	chatAnswered   = `"statusCode":200`
+	streamAnswered = "event: done\n"
+	runAnswered    = `"type":"RUN_FINISHED"`
+)
+
+// coldEvents are the first invocations of cold start i: the chat
+// function's chat turn, and the stream function's streamed turn and AG-UI
+// run, each on a new session.
+func coldEvents(i int) (chat, streamed, run []byte, err error) {
+	ev, err := chatEvent(fmt.Sprintf("cold-%d", i), "Hello", "")
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	ev.RequestContext.RequestID = fmt.Sprintf("r%d", i)
+	if chat, err = json.Marshal(ev); err != nil {
+		return nil, nil, nil, err
+	}
+	body, err := json.Marshal(map[string]string{"session_id": fmt.Sprintf("cold-stream-%d", i), "message": "Hello"})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if streamed, err = coldURLEvent(i, "/chat/stream", body); err != nil {
+		return nil, nil, nil, err
+	}
+	body, err = json.Marshal(newRunInput(fmt.Sprintf("cold-agui-%d", i), []aguiMessage{{ID: newID(), Role: "user", Content: "Hello"}}))
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	run, err = coldURLEvent(i, "/agui", body)
+	return chat, streamed, run, err
+}
+
+func coldURLEvent(i int, path string, body []byte) ([]byte, error) {
+	ev, err := urlEvent("POST", path, body, nil)
+	if err != nil {
+		return nil, err
+	}
+	ev.RequestContext.RequestID = fmt.Sprintf("s%d", i)
+	return json.Marshal(ev)
+}
+
+// streamColdStart says what the stream function's first turn takes,
+// against the SDK floor and as an AG-UI run; and, when before is not 0,
+// how it compares with the build of an earlier commit, whose target is 5%.
+func streamColdStart(stream, agui, floor, before time.Duration) string {
+	s := fmt.Sprintf("The stream function's first streamed turn takes **%s**, %.2f× the SDK floor; as an AG-UI run, whose `runId` is an idempotency key too, **%s** (%+.1f%%).\n\n",
+		ms(stream), float64(stream)/float64(floor), ms(agui), 100*(float64(agui)/float64(stream)-1))
+	if before > 0 {
+		change := float64(stream)/float64(before) - 1
+		verdict := "met"
+		if change > 0.05 {
+			verdict = "**missed**"
+		}
+		s += fmt.Sprintf("Against the stream function built before, measured in turn with it: **%+.1f%%** (target ≤ +5%%: %s).\n\n", 100*change, verdict)
+	}
+	return s
 }
 
 type packageInit struct {

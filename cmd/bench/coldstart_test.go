@@ -1,9 +1,13 @@
 package main
 
 import (
+	"bytes"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/aws/aws-lambda-go/events"
 )
 
 // TestColdStartJudgedAgainstTheFloor: the headline is chat against the SDK
@@ -39,5 +43,89 @@ func TestColdStartJudgedAgainstTheFloor(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestStreamColdStart: the stream function's first turn is given against
+// the SDK floor, with the AG-UI run's beside it; a build from before, when
+// there is one, is judged with a target of +5%.
+func TestStreamColdStart(t *testing.T) {
+	stream, agui, floor := 16*time.Millisecond, 16800*time.Microsecond, 10*time.Millisecond
+	for _, tt := range []struct {
+		name   string
+		before time.Duration
+		want   []string
+		absent string
+	}{
+		{"without a build from before", 0, []string{"first streamed turn takes **16.00 ms**, 1.60× the SDK floor; as an AG-UI run, whose `runId` is an idempotency key too, **16.80 ms** (+5.0%)."}, "Against the stream function built before"},
+		{"within 5% of before", 15400 * time.Microsecond, []string{"built before, measured in turn with it: **+3.9%** (target ≤ +5%: met)."}, ""},
+		{"faster than before", 17 * time.Millisecond, []string{"**-5.9%** (target ≤ +5%: met)."}, ""},
+		{"past 5% of before", 15 * time.Millisecond, []string{"**+6.7%** (target ≤ +5%: **missed**)."}, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			got := streamColdStart(stream, agui, floor, tt.before)
+			for _, w := range tt.want {
+				if !strings.Contains(got, w) {
+					t.Errorf("the stream function's verdict lacks %q:\n%s", w, got)
+				}
+			}
+			if tt.absent != "" && strings.Contains(got, tt.absent) {
+				t.Errorf("the verdict says %q with no build from before:\n%s", tt.absent, got)
+			}
+		})
+	}
+}
+
+// TestColdEventsAnswered sends the cold start's first invocations to the
+// functions' handlers on stand-ins, in process: each is answered as the
+// cold start checks, the chat turn by the chat function, the streamed turn
+// and the AG-UI run by the stream function.
+func TestColdEventsAnswered(t *testing.T) {
+	chat, streamed, run, err := coldEvents(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := newStack(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var api events.APIGatewayV2HTTPRequest
+	if err := json.Unmarshal(chat, &api); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := s.fn(t.Context(), api)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, _ := json.Marshal(resp); !bytes.Contains(out, []byte(chatAnswered)) {
+		t.Errorf("the chat turn answered %s, which lacks %s", out, chatAnswered)
+	}
+
+	st, err := newStreamStack(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	for _, tt := range []struct {
+		name  string
+		event []byte
+		want  string
+	}{
+		{"the streamed turn", streamed, streamAnswered},
+		{"the AG-UI run", run, runAnswered},
+	} {
+		var ev events.LambdaFunctionURLRequest
+		if err := json.Unmarshal(tt.event, &ev); err != nil {
+			t.Fatal(err)
+		}
+		var body bytes.Buffer
+		status, err := st.serveURL(t.Context(), &ev, &body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if status != 200 || !strings.Contains(body.String(), tt.want) {
+			t.Errorf("%s answered %d %s, which lacks %q", tt.name, status, body.String(), tt.want)
+		}
 	}
 }

@@ -35,14 +35,20 @@ func TestClientToolWaitsForItsResult(t *testing.T) {
 	)
 	var refund counter
 	a := newAgent(t, s, agent.Config{Tools: []agent.Tool{agent.RequireApproval(refund.tool(t, "refund"))}})
-	conv := &agent.Conversation{ClientTools: clientTools(t, chartSpec)}
+	theme := agent.ToolSpec{Name: "set_theme", Description: "Set the theme."}
+	conv := &agent.Conversation{ClientTools: clientTools(t, theme, chartSpec)}
 	res, err := a.Run(t.Context(), conv, input("refund and chart"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	tools := s.Requests()[0].ToolConfig.Tools
-	if last := tools[len(tools)-1].ToolSpec; last == nil || last.Name != "show_chart" {
-		t.Errorf("the client tool is not offered last: %+v", tools)
+	var names []string
+	for _, tool := range s.Requests()[0].ToolConfig.Tools {
+		if tool.ToolSpec != nil {
+			names = append(names, tool.ToolSpec.Name)
+		}
+	}
+	if strings.Join(names, " ") != "refund set_theme show_chart" {
+		t.Errorf("the tools offered: %v; want the agent's, then the client's by name", names)
 	}
 	if res.StopReason != agent.StopInterrupt || len(res.Pending.Interrupts) != 2 || res.Pending.Interrupts[1].Kind != agent.KindClientTool {
 		t.Fatalf("stop %s, pending %+v", res.StopReason, res.Pending)

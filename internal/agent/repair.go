@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"cmp"
 	"fmt"
 	"strings"
 	"unicode/utf8"
@@ -167,7 +168,7 @@ func cleanBlocks(m Message) Message {
 	if m.Role != RoleAssistant {
 		m.Role = RoleUser
 	}
-	out := Message{Role: m.Role, Content: make([]ContentBlock, 0, len(m.Content))}
+	out := Message{ID: m.ID, Role: m.Role, Content: make([]ContentBlock, 0, len(m.Content))}
 	for _, b := range m.Content {
 		switch {
 		case b.Image != nil || b.Document != nil:
@@ -212,7 +213,7 @@ func merge(a, b Message) Message {
 	if a.Role == RoleUser {
 		content = resultsFirst(content)
 	}
-	return Message{Role: a.Role, Content: content}
+	return Message{ID: cmp.Or(a.ID, b.ID), Role: a.Role, Content: content}
 }
 
 func resultsFirst(content []ContentBlock) []ContentBlock {
@@ -253,7 +254,7 @@ func answerToolUses(prev *Message, m Message) Message {
 		}
 		rest = append(rest, b)
 	}
-	out := Message{Role: RoleUser, Content: make([]ContentBlock, 0, len(uses)+len(rest))}
+	out := Message{ID: m.ID, Role: RoleUser, Content: make([]ContentBlock, 0, len(uses)+len(rest))}
 	seen := make(map[string]bool, len(uses))
 	for _, u := range uses {
 		if seen[u.ToolUseID] {

@@ -346,3 +346,22 @@ func TestAGUIResync(t *testing.T) {
 		t.Errorf("the stored thread %+v", msgs)
 	}
 }
+
+// TestAGUIExpiredInterrupt: an interrupt past INTERRUPT_TTL counts as
+// denied, whatever the resume entry says, as on POST /chat.
+func TestAGUIExpiredInterrupt(t *testing.T) {
+	s := testkit.Start(t, testkit.Options{Env: map[string]string{"APPROVAL_TOOLS": "calculator", "INTERRUPT_TTL": "1s"}})
+	c := &client{t: t, s: s, thread: "expiring"}
+	s.Model.Enqueue(conversetest.ToolUse("calc-1", "calculator", map[string]string{"expression": "6*7"}))
+	in := outcomeOf(c.run(nil, userMessage("u-1", "What is 6*7?")))["interrupts"].([]any)[0].(map[string]any)
+	at, err := time.Parse(time.RFC3339, in["expiresAt"].(string))
+	if err != nil || time.Until(at) > 2*time.Second {
+		t.Fatalf("expiresAt %v with INTERRUPT_TTL 1s", in["expiresAt"])
+	}
+	time.Sleep(time.Until(at) + 10*time.Millisecond)
+	s.Model.Enqueue(conversetest.Text("Too late."))
+	events := c.run([]agui.ResumeEntry{{InterruptID: "calc-1", Status: "resolved"}})
+	if r := nth(t, events, agui.EventToolCallResult, 0); !strings.Contains(fmt.Sprint(r["content"]), "expired") {
+		t.Errorf("the expired approval's result %v", r)
+	}
+}

@@ -17,6 +17,7 @@ import (
 	"github.com/lambda-agent/lambda-agent/internal/lambdahttp"
 	"github.com/lambda-agent/lambda-agent/internal/schema"
 	"github.com/lambda-agent/lambda-agent/internal/telemetry"
+	"github.com/lambda-agent/lambda-agent/internal/testkit/conversetest"
 )
 
 // checkAnswer fails unless resp is a success or a 4xx with an error body:
@@ -247,6 +248,50 @@ func FuzzStreamBody(f *testing.F) {
 			}
 		default:
 			t.Fatalf("status %d: %s", w.Code, w.Body.String())
+		}
+	})
+}
+
+// FuzzAGUIBody sends arbitrary bodies to POST /agui, on a thread that holds
+// a turn, one that waits for an approval, and new ones. The answer is a 4xx
+// with an error body, or a stream of AG-UI events from RUN_STARTED to
+// RUN_FINISHED or RUN_ERROR; never a 5xx.
+func FuzzAGUIBody(f *testing.F) {
+	for _, seed := range []string{
+		`{"threadId":"t","runId":"r","messages":[{"id":"u-9","role":"user","content":"hi"}]}`,
+		`{"threadId":"t","runId":"r","messages":[{"id":"u-1","role":"user","content":"hello"},{"id":"m-1","role":"assistant","content":"x"},{"id":"u-9","role":"user","content":[{"type":"text","text":"a"},{"type":"image","source":{"type":"data","value":"iVBORw0KGgo=","mimeType":"image/png"}}]}]}`,
+		`{"threadId":"p","runId":"r","resume":[{"interruptId":"calc-1","status":"resolved"}]}`,
+		`{"threadId":"p","runId":"r","resume":[{"interruptId":"calc-1","status":"cancelled","payload":{"reason":"no"}}],"messages":[{"id":"u-9","role":"user","content":"x"}]}`,
+		`{"threadId":"n","runId":"r","messages":[{"id":"u","role":"user","content":"/tool show {}"}],"tools":[{"name":"show","description":"d","parameters":{"type":"object"}}],"context":[{"description":"d","value":"v"}]}`,
+		`{"threadId":"t","runId":"r","messages":[{"id":"m-1","role":"assistant"},{"id":"x","role":"tool","toolCallId":"c","content":"r"}]}`,
+		`{"threadId":"t","runId":"r","messages":[{"id":"s","role":"system","content":"x"}]}`,
+		`{"threadId":"t","runId":`,
+	} {
+		f.Add(seed)
+	}
+	a := newAPI(f, map[string]string{"APPROVAL_TOOLS": "calculator"})
+	post := func(body string) *httptest.ResponseRecorder {
+		ctx, cancel := fuzzContext()
+		defer cancel()
+		w := httptest.NewRecorder()
+		a.stream.ServeHTTP(w, httptest.NewRequestWithContext(ctx, http.MethodPost, "/agui", strings.NewReader(body)))
+		return w
+	}
+	a.model.Enqueue(conversetest.Text("hello"))
+	post(`{"threadId":"t","runId":"seed-t","messages":[{"id":"u-1","role":"user","content":"hello"}]}`)
+	a.model.Enqueue(conversetest.ToolUse("calc-1", "calculator", map[string]string{"expression": "1+1"}))
+	post(`{"threadId":"p","runId":"seed-p","messages":[{"id":"u-1","role":"user","content":"compute"}]}`)
+	f.Fuzz(func(t *testing.T, body string) {
+		w := post(body)
+		switch {
+		case w.Code == http.StatusOK:
+			events := strings.Split(strings.TrimSpace(w.Body.String()), "\n\n")
+			first, last := events[0], events[len(events)-1]
+			if !strings.Contains(first, `"type":"RUN_STARTED"`) || !strings.Contains(last, `"type":"RUN_FINISHED"`) && !strings.Contains(last, `"type":"RUN_ERROR"`) {
+				t.Fatalf("a stream from %q to %q", first, last)
+			}
+		default:
+			checkStatus(t, w.Code, nil, w.Body.Bytes())
 		}
 	})
 }

@@ -71,15 +71,7 @@ func Request(ctx context.Context, ev *events.APIGatewayV2HTTPRequest) *http.Requ
 		}
 		u.RawQuery = q.Encode()
 	}
-	var body io.Reader = strings.NewReader(ev.Body)
-	if ev.IsBase64Encoded {
-		b, err := base64.StdEncoding.DecodeString(ev.Body)
-		if err != nil {
-			body = errReader{fmt.Errorf("the body is marked base64 but is not valid base64: %w", err)}
-		} else {
-			body = bytes.NewReader(b)
-		}
-	}
+	body := eventBody(ev.Body, ev.IsBase64Encoded)
 	r := (&http.Request{
 		Method:     method,
 		URL:        u,
@@ -224,4 +216,17 @@ func (w *ResponseWriter) Response() events.APIGatewayV2HTTPResponse {
 		resp.Body, resp.IsBase64Encoded = base64.StdEncoding.EncodeToString(b), true
 	}
 	return resp
+}
+
+// eventBody is an event's body: as it is, or decoded from base64, or a
+// reader that fails with why it is not base64.
+func eventBody(body string, base64Encoded bool) io.Reader {
+	if !base64Encoded {
+		return strings.NewReader(body)
+	}
+	b, err := base64.StdEncoding.DecodeString(body)
+	if err != nil {
+		return errReader{fmt.Errorf("the body is marked base64 but is not valid base64: %w", err)}
+	}
+	return bytes.NewReader(b)
 }

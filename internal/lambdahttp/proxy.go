@@ -1,15 +1,12 @@
 package lambdahttp
 
 import (
-	"bytes"
 	"context"
-	"encoding/base64"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
 	"slices"
-	"strings"
 	"sync"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -65,15 +62,7 @@ func ProxyRequest(ctx context.Context, ev *events.APIGatewayProxyRequest) *http.
 		}
 	}
 	u.RawQuery = q.Encode()
-	var body io.Reader = strings.NewReader(ev.Body)
-	if ev.IsBase64Encoded {
-		b, err := base64.StdEncoding.DecodeString(ev.Body)
-		if err != nil {
-			body = errReader{fmt.Errorf("the body is marked base64 but is not valid base64: %w", err)}
-		} else {
-			body = bytes.NewReader(b)
-		}
-	}
+	body := eventBody(ev.Body, ev.IsBase64Encoded)
 	r := (&http.Request{
 		Method:     ev.HTTPMethod,
 		URL:        u,

@@ -27,8 +27,8 @@ func ProxyEvent(name string) (events.APIGatewayProxyRequest, error) {
 	return ev, readEvent(name, &ev)
 }
 
-// URLEvent reads the sample function URL event name from the module's
-// events/ directory, as Event does.
+// URLEvent reads the sample function URL event name, such as the stream
+// function's, from the module's events/ directory, as Event does.
 func URLEvent(name string) (events.LambdaFunctionURLRequest, error) {
 	var ev events.LambdaFunctionURLRequest
 	return ev, readEvent(name, &ev)

@@ -38,6 +38,9 @@ func TestURLEvent(t *testing.T) {
 		t.Fatal(err)
 	}
 	if ev.RequestContext.HTTP.Method != "POST" || ev.RequestContext.Authorizer == nil || ev.RequestContext.Authorizer.IAM == nil {
-		t.Errorf("the function URL event: %+v", ev.RequestContext)
+		t.Errorf("the stream function's sample event reads as %+v, want a POST signed with IAM", ev.RequestContext)
+	}
+	if _, err := testkit.URLEvent("no-such-event.json"); err == nil {
+		t.Error("a missing event read without an error")
 	}
 }

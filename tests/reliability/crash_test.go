@@ -48,12 +48,18 @@ func newSandbox(t *testing.T, env ...string) *sandbox {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return newSandboxOf(t, bin, "chat", env...)
+}
+
+// newSandboxOf starts the function bin, name, as newSandbox does.
+func newSandboxOf(t *testing.T, bin, name string, env ...string) *sandbox {
+	t.Helper()
 	backends := testkit.StartBackends(t, testkit.BackendOptions{})
 	store, err := ddbhistory.New(backends.DDB.Client(), ddbhistory.Config{Table: testkit.Table})
 	if err != nil {
 		t.Fatal(err)
 	}
-	fn, err := runtimetest.Start(t.Context(), bin, runtimetest.Config{Name: "chat", Env: slices.Concat(backends.Env, []string{
+	fn, err := runtimetest.Start(t.Context(), bin, runtimetest.Config{Name: name, Env: slices.Concat(backends.Env, []string{
 		"MODEL_ID=test-model",
 		"TOOLS=calculator,slow",
 	}, env)})

@@ -6,7 +6,9 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/bedrockruntime"
+	"github.com/aws/aws-sdk-go-v2/service/bedrockruntime/schemas"
 	"github.com/aws/aws-sdk-go-v2/service/bedrockruntime/types"
+	"github.com/aws/smithy-go/transport/http/protocol/restjson1"
 	"github.com/lambda-agent/lambda-agent/internal/agent"
 )
 
@@ -21,7 +23,14 @@ func (m *Model) ConverseStream(ctx context.Context, req *agent.ModelRequest, emi
 	if err != nil {
 		return nil, &agent.ModelError{Kind: agent.KindInvalid, Message: err.Error(), Err: err}
 	}
-	out, err := m.client.ConverseStream(ctx, streamInput(in), func(o *bedrockruntime.Options) { o.Retryer = aws.NopRetryer{} })
+	out, err := m.client.ConverseStream(ctx, streamInput(in), func(o *bedrockruntime.Options) {
+		o.Retryer = aws.NopRetryer{}
+		// The client's protocol holds one event-stream decoder, with its
+		// buffer, for all its streams (smithy-go v1.28.8): two streams at
+		// once would decode into each other's buffer. Each stream gets its
+		// own, which costs a few small allocations.
+		o.Protocol = restjson1.New(schemas.AmazonBedrockFrontendService)
+	})
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()

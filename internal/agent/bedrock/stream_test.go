@@ -1,7 +1,9 @@
 package bedrock_test
 
 import (
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -82,5 +84,49 @@ func TestConverseStreamGuardrailIsSync(t *testing.T) {
 	}
 	if g := s.Requests()[0].GuardrailConfig; g == nil || g.GuardrailIdentifier != "gr-1" || g.StreamProcessingMode != "sync" {
 		t.Errorf("guardrail %+v, want gr-1 in sync mode", g)
+	}
+}
+
+// The SDK's REST JSON protocol keeps one event-stream decoder, and its
+// buffer, per client. Streams that share a client must not share it: each
+// answer arrives whole and only to its own caller.
+func TestConverseStreamsShareAClient(t *testing.T) {
+	const n = 8
+	s := newServer(t)
+	want := make(map[string]bool, n)
+	for i := range n {
+		text := fmt.Sprintf("answer %d of several streamed at once", i)
+		want[text] = true
+		s.Enqueue(conversetest.Text(text).WithChunking(2, 0))
+	}
+	m := newModel(t, s, "m")
+	got := make([]string, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			var pieces strings.Builder
+			resp, err := m.ConverseStream(t.Context(), &agent.ModelRequest{Messages: []agent.Message{agent.UserText("hi")}}, func(d agent.Delta) { pieces.WriteString(d.Text) })
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			if text := resp.Message.Text(); text != pieces.String() {
+				errs[i] = fmt.Errorf("assembled %q, streamed %q", text, pieces.String())
+			}
+			got[i] = resp.Message.Text()
+		})
+	}
+	wg.Wait()
+	for i := range n {
+		if errs[i] != nil {
+			t.Errorf("stream %d: %v", i, errs[i])
+		} else if !want[got[i]] {
+			t.Errorf("stream %d answered %q, which no reply was", i, got[i])
+		}
+		delete(want, got[i])
+	}
+	if len(want) != 0 {
+		t.Errorf("replies no stream received: %v", want)
 	}
 }
