@@ -50,15 +50,14 @@ func mismatch(format string, args ...any) error {
 
 // Transcripts reads the threads the server holds: *turn.Service.
 type Transcripts interface {
-	Transcript(ctx context.Context, owner, id, cursor string, limit int) (*turn.Page, error)
+	Tail(ctx context.Context, owner, id string, n int) (*turn.Page, error)
 }
 
 // maxIDBytes bounds the id of a client's message, which the session keeps.
 const maxIDBytes = 256
 
 // tailSize is how many of a thread's last stored messages a run reads to
-// reconcile the client's thread with: two small reads, however long the
-// thread.
+// reconcile the client's thread with: one read, however long the thread.
 const tailSize = 64
 
 // Run is what a RunAgentInput comes to, once checked against the thread
@@ -352,7 +351,7 @@ type entry struct {
 // none for a session that does not exist yet.
 func tail(ctx context.Context, sessions Transcripts, owner, id string) (*thread, error) {
 	t := &thread{}
-	page, err := sessions.Transcript(ctx, owner, id, "", tailSize)
+	page, err := sessions.Tail(ctx, owner, id, tailSize)
 	switch {
 	case errors.Is(err, turn.ErrNotFound):
 		return t, nil
@@ -360,22 +359,7 @@ func tail(ctx context.Context, sessions Transcripts, owner, id string) (*thread,
 		return nil, err
 	}
 	t.state, t.pending, t.count = page.State, page.Pending, page.Count
-	if page.NextCursor != "" {
-		cursor := turn.CursorAt(max(page.Count-tailSize, 0))
-		for cursor != "" {
-			if page, err = sessions.Transcript(ctx, owner, id, cursor, tailSize); err != nil {
-				return nil, err
-			}
-			if t.msgs == nil {
-				t.first = page.First
-			}
-			t.msgs = append(t.msgs, page.Messages...)
-			cursor = page.NextCursor
-			t.state, t.pending = page.State, page.Pending
-		}
-	} else {
-		t.first, t.msgs = page.First, page.Messages
-	}
+	t.first, t.msgs = page.First, page.Messages
 	for k, m := range t.msgs {
 		t.entries = append(t.entries, entries(m, t.first+k)...)
 	}

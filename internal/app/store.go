@@ -85,6 +85,14 @@ func (s *tracedStore) Transcript(ctx context.Context, key ddbhistory.Key, cursor
 	return p, err
 }
 
+func (s *tracedStore) Tail(ctx context.Context, key ddbhistory.Key, n int) (p *ddbhistory.Page, err error) {
+	err = s.span(ctx, "session.tail", key.ID, func(ctx context.Context) error {
+		p, err = s.store.Tail(ctx, key, n)
+		return err
+	})
+	return p, err
+}
+
 func (s *tracedStore) WindowBefore(ctx context.Context, sess *ddbhistory.Session, from, to int) (msgs []agent.Message, start int, err error) {
 	err = s.span(ctx, "session.window", sess.ID, func(ctx context.Context) error {
 		msgs, start, err = s.store.WindowBefore(ctx, sess, from, to)

@@ -224,10 +224,22 @@ func (s *Store) getItem(ctx context.Context, pk, sk string) (item, error) {
 	return out.Item, nil
 }
 
-// loadWindow reads the session item and the window's messages: newest first,
-// so that the first page ends with the session item and holds the window
-// whenever it is no longer than the hint.
+// loadWindow reads the session item and the window's messages.
 func (s *Store) loadWindow(ctx context.Context, key Key, skipUnseen bool) (*Session, error) {
+	sess, window, first, err := s.readNewest(ctx, key, s.cfg.WindowHint, func(sess *Session) int { return sess.Conversation.Window.Removed }, skipUnseen)
+	if err != nil {
+		return nil, err
+	}
+	sess.Conversation.Messages, sess.Conversation.Window.Removed = window, first
+	return sess, nil
+}
+
+// readNewest reads the session item and its newest messages, from the
+// index from gives the session to its last: newest first, so that the
+// first request ends with the session item and holds them whenever they
+// are no more than hint items. It returns them oldest first, with the
+// index of the first, as messageSet.window runs them.
+func (s *Store) readNewest(ctx context.Context, key Key, hint int, fromOf func(*Session) int, skipUnseen bool) (*Session, []agent.Message, int, error) {
 	pk := partitionKey(key)
 	now := s.cfg.Now()
 	in := &dynamodb.QueryInput{
@@ -239,11 +251,11 @@ func (s *Store) loadWindow(ctx context.Context, key Key, skipUnseen bool) (*Sess
 		ExpressionAttributeValues: item{":pk": str(pk), ":lo": str(skMessage), ":hi": str(skMeta)},
 		ScanIndexForward:          aws.Bool(false),
 		ConsistentRead:            aws.Bool(true),
-		Limit:                     aws.Int32(int32(s.cfg.WindowHint + 1)),
+		Limit:                     aws.Int32(int32(hint + 1)),
 	}
 	out, err := s.client.Query(ctx, in, s.retries)
 	if err != nil {
-		return nil, s.classify(err)
+		return nil, nil, 0, s.classify(err)
 	}
 	var meta item
 	if len(out.Items) > 0 && getS(out.Items[0], SortKey) == skMeta {
@@ -251,21 +263,21 @@ func (s *Store) loadWindow(ctx context.Context, key Key, skipUnseen bool) (*Sess
 	}
 	switch sessionState(meta, now) {
 	case stateDeleting:
-		return nil, ErrDeleting
+		return nil, nil, 0, ErrDeleting
 	case stateAbsent:
-		return nil, ErrNotFound
+		return nil, nil, 0, ErrNotFound
 	}
 	sess, err := decodeMeta(key, meta)
 	if err != nil {
-		return nil, err
+		return nil, nil, 0, err
 	}
 	sess.resumingUntil = getN(meta, attrResuming)
 	sess.Resuming = sess.resumingUntil > now.Unix()
-	from := sess.Conversation.Window.Removed
+	from := fromOf(sess)
 	msgs := newMessageSet()
 	msgs.add(out.Items[1:], now)
-	// Read on only when the first page stopped before the window's first
-	// message: at the hint, or at 1 MB. In descending order a message's parts
+	// Read on only when the first page stopped before the first message
+	// wanted: at the hint, or at 1 MB. In descending order a message's parts
 	// come before it, so that message is complete once it is found. The
 	// read stops at the session's last message: items above it are hidden
 	// leftovers of a turn that never committed (see Commit), and a first
@@ -281,18 +293,17 @@ func (s *Store) loadWindow(ctx context.Context, key Key, skipUnseen bool) (*Sess
 			in.ExclusiveStartKey = start
 			out, err := s.client.Query(ctx, in, s.retries)
 			if err != nil {
-				return nil, s.classify(err)
+				return nil, nil, 0, s.classify(err)
 			}
 			msgs.add(out.Items, now)
 			start = out.LastEvaluatedKey
 		}
 	}
-	window, removed, err := msgs.window(from, sess, skipUnseen)
+	newest, first, err := msgs.window(from, sess, skipUnseen)
 	if err != nil {
-		return nil, err
+		return nil, nil, 0, err
 	}
-	sess.Conversation.Messages, sess.Conversation.Window.Removed = window, removed
-	return sess, nil
+	return sess, newest, first, nil
 }
 
 // errUnseen is a message the session item counts but a read did not see, or

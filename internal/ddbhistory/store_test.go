@@ -696,6 +696,74 @@ func TestTranscriptPages(t *testing.T) {
 	})
 }
 
+func TestTail(t *testing.T) {
+	runBackends(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b, ddbhistory.Config{})
+		fill(t, e.store, alice, 200, 40)
+		var want []agent.Message
+		for i := range 100 {
+			want = append(want, sizedTurn(i)...)
+		}
+		e.count.reset()
+		page, err := e.store.Tail(t.Context(), alice, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if u := e.count.reset(); u.Requests != 1 {
+			t.Errorf("the last 64 of 200 messages took %d requests, want 1", u.Requests)
+		}
+		if diff := cmp.Diff(want[136:], page.Messages); diff != "" || page.First != 136 || page.Session.Count != 200 || page.NextCursor != "" {
+			t.Errorf("first %d of %d, next %q (-want +got):\n%s", page.First, page.Session.Count, page.NextCursor, diff)
+		}
+		if page.Session.Conversation.Window.Removed != 160 {
+			t.Errorf("window state %+v", page.Session.Conversation.Window)
+		}
+		// A session shorter than n is read whole.
+		short := ddbhistory.Key{Owner: alice.Owner, ID: "short"}
+		fill(t, e.store, short, 6, 40)
+		if page, err := e.store.Tail(t.Context(), short, 64); err != nil || page.First != 0 || !cmp.Equal(want[:6], page.Messages) {
+			t.Errorf("a 6-message session's tail: %v, first %d, %d messages", err, page.First, len(page.Messages))
+		}
+		for _, n := range []int{0, -1, 1001} {
+			if _, err := e.store.Tail(t.Context(), alice, n); !errors.Is(err, ddbhistory.ErrInvalid) {
+				t.Errorf("n %d: %v", n, err)
+			}
+		}
+		if _, err := e.store.Tail(t.Context(), ddbhistory.Key{Owner: alice.Owner, ID: "none"}, 10); !errors.Is(err, ddbhistory.ErrNotFound) {
+			t.Errorf("a session that does not exist: %v", err)
+		}
+		if _, err := e.store.Tail(t.Context(), ddbhistory.Key{Owner: "bob", ID: alice.ID}, 10); !errors.Is(err, ddbhistory.ErrNotFound) {
+			t.Errorf("another owner's session: %v", err)
+		}
+	})
+}
+
+// A message stored in several items is read whole, or not at all, when
+// the tail's first request ends among its items.
+func TestTailOfBigMessages(t *testing.T) {
+	runBackends(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b, ddbhistory.Config{})
+		big := func(i int) agent.Message {
+			return agent.Message{Role: agent.RoleUser, Content: []agent.ContentBlock{agent.Text(fmt.Sprint("big ", i)), {Image: &agent.ImageBlock{Format: "png", Source: agent.Source{Bytes: randomBytes(900_000)}}}}}
+		}
+		msgs := []agent.Message{big(0), agent.AssistantText("a0"), big(1), agent.AssistantText("a1")}
+		if err := e.store.Commit(t.Context(), ddbhistory.NewSession(alice), ddbhistory.Turn{Messages: msgs}); err != nil {
+			t.Fatal(err)
+		}
+		for n := 1; n <= 4; n++ {
+			page, err := e.store.Tail(t.Context(), alice, n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, _ := json.Marshal(msgs[4-n:])
+			got, _ := json.Marshal(page.Messages)
+			if !bytes.Equal(want, got) || page.First != 4-n {
+				t.Errorf("n %d: first %d, %d messages, %d bytes; want first %d, %d bytes", n, page.First, len(page.Messages), len(got), 4-n, len(want))
+			}
+		}
+	})
+}
+
 func TestThrottling(t *testing.T) {
 	runBackends(t, func(t *testing.T, b backend) {
 		e := newEnv(t, b, ddbhistory.Config{MaxAttempts: 3})

@@ -60,6 +60,41 @@ func (s *Store) Transcript(ctx context.Context, key Key, cursor string, limit in
 	}
 }
 
+// Tail reads the last n messages of a session, at most, with the session
+// item: the end of its transcript, which one request reads whenever those
+// messages are stored in no more than n items, however long the session.
+// As in Transcript, messages that expired are left out; so is any message
+// before one that cannot be read, since the tail is the longest run of
+// readable messages that ends with the newest. It returns ErrInvalid for n
+// outside 1 to MaxPageSize, and ErrNotFound for a session that does not
+// exist, has expired or is being deleted.
+func (s *Store) Tail(ctx context.Context, key Key, n int) (*Page, error) {
+	if err := key.validate(); err != nil {
+		return nil, err
+	}
+	if n < 1 || n > MaxPageSize {
+		return nil, invalidArgument("n %d is not between 1 and %d", n, MaxPageSize)
+	}
+	fromOf := func(sess *Session) int { return max(sess.Count-n, 0) }
+	var (
+		sess  *Session
+		msgs  []agent.Message
+		first int
+		err   error
+	)
+	// A read beside a commit is made again, as Load's is.
+	for attempt := 0; attempt == 0 || errors.Is(err, errUnseen) && attempt < 3; attempt++ {
+		sess, msgs, first, err = s.readNewest(ctx, key, n, fromOf, attempt == 2)
+	}
+	if errors.Is(err, ErrDeleting) {
+		err = ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("ddbhistory: tail %s: %w", key.ID, err)
+	}
+	return &Page{Session: sess, Messages: msgs, First: first}, nil
+}
+
 // transcriptPage reads one page for Transcript. A message that is not
 // current is errUnseen, unless last: the last attempt leaves it out.
 func (s *Store) transcriptPage(ctx context.Context, key Key, from, limit int, last bool) (*Page, error) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 
@@ -277,5 +278,61 @@ func TestAGUIRunIDIsTheIdempotencyKey(t *testing.T) {
 	}
 	if msgs := transcriptOf(t, s, "", "k"); len(msgs) != 2 {
 		t.Errorf("%d messages stored", len(msgs))
+	}
+}
+
+// TestAGUILongThread: on a thread of hundreds of messages, a run reads
+// the thread's tail in one request, whichever client sends it: the
+// whole-thread client is checked as far back as the tail, and a
+// contradiction there is still refused.
+func TestAGUILongThread(t *testing.T) {
+	s := testkit.Start(t, testkit.Options{})
+	msgs := history(300)
+	imported(t, importDoc(t, s, "", as(document(msgs), "long"), ""))
+	imported(t, importDoc(t, s, "", as(document(msgs), "long-chat"), ""))
+
+	// What a chat turn with an idempotency key reads and writes, on a
+	// thread as long, is the floor: an AG-UI run adds one read.
+	s.Model.Enqueue(conversetest.Text("Fine."))
+	body, _ := json.Marshal(map[string]string{"session_id": "long-chat", "message": "And now?"})
+	r := httptest.NewRequestWithContext(t.Context(), http.MethodPost, "/chat", strings.NewReader(string(body)))
+	r.Header.Set("Content-Type", "application/json")
+	r.Header.Set("Idempotency-Key", "chat-1")
+	s.Meter.Take()
+	if w := s.Serve(testkit.As(r, "")); w.Code != http.StatusOK {
+		t.Fatalf("chat: %d %s", w.Code, w.Body)
+	}
+	chat := s.Meter.Take()
+
+	s.Model.Enqueue(conversetest.Text("Fine."))
+	in := agui.RunAgentInput{ThreadID: "long", RunID: "run-1", Messages: []agui.Message{userMessage("u-new", "And now?")}}
+	events := aguiEvents(t, aguiRun(t, s, "", in))
+	run := s.Meter.Take()
+	if got := types(events); got != "RUN_STARTED STATE_SNAPSHOT TEXT_MESSAGE_START TEXT_MESSAGE_CONTENT TEXT_MESSAGE_END RUN_FINISHED" {
+		t.Fatalf("a new message on a long thread: %s", got)
+	}
+	if run.Requests != chat.Requests+1 {
+		t.Errorf("an AG-UI run on %d messages made %d DynamoDB requests (%v); a chat turn with a key, %d (%v)", len(msgs), run.Requests, run.ByOperation, chat.Requests, chat.ByOperation)
+	}
+
+	// The whole thread, as HttpAgent sends it, then one more message.
+	whole := thread(agui.Snapshot(msgs, 0, in.Messages), events)
+	s.Model.Enqueue(conversetest.Text("Still fine."))
+	next := agui.RunAgentInput{ThreadID: "long", RunID: "run-2", Messages: append(whole, userMessage("u-next", "And then?"))}
+	if got := types(aguiEvents(t, aguiRun(t, s, "", next))); !strings.Contains(got, "TEXT_MESSAGE_START") || strings.Contains(got, "MESSAGES_SNAPSHOT") {
+		t.Errorf("the whole thread of %d messages and a new one: %s", len(whole), got)
+	}
+	// A contradiction within the tail is refused, and nothing is stored.
+	bad := slices.Clone(whole)
+	bad[len(bad)-2] = userMessage(bad[len(bad)-2].ID, "not what was said")
+	if bad[len(bad)-2].ID != "u-new" {
+		t.Fatalf("the message to contradict is %+v", bad[len(bad)-2])
+	}
+	bad = append(bad, userMessage("u-other", "Hm?"))
+	if w := aguiRun(t, s, "", agui.RunAgentInput{ThreadID: "long", RunID: "run-3", Messages: bad}); w.Code != http.StatusConflict || !strings.Contains(w.Body.String(), "thread_mismatch") {
+		t.Errorf("a contradicting thread: %d %s", w.Code, w.Body)
+	}
+	if got := len(transcriptOf(t, s, "", "long")); got != len(msgs)+4 {
+		t.Errorf("%d messages stored, want %d", got, len(msgs)+4)
 	}
 }

@@ -382,6 +382,20 @@ func (f *fakeStore) Transcript(_ context.Context, key ddbhistory.Key, cursor str
 	return page, nil
 }
 
+func (f *fakeStore) Tail(ctx context.Context, key ddbhistory.Key, n int) (*ddbhistory.Page, error) {
+	if n < 1 || n > ddbhistory.MaxPageSize {
+		return nil, invalid("n %d is not between 1 and %d", n, ddbhistory.MaxPageSize)
+	}
+	f.mu.Lock()
+	st := f.sessions[key]
+	f.mu.Unlock()
+	from := 0
+	if st != nil {
+		from = max(len(st.messages)-n, 0)
+	}
+	return f.Transcript(ctx, key, ddbhistory.CursorAt(from), n)
+}
+
 // cursorIndex returns the index of the message a transcript cursor starts
 // at: the cursors are ddbhistory.CursorAt's, which the service makes too.
 func cursorIndex(cursor string) (int, error) {

@@ -55,12 +55,29 @@ func (s *Service) Transcript(ctx context.Context, owner, id, cursor string, limi
 	if err != nil {
 		return nil, err
 	}
+	return pageOf(p), nil
+}
+
+func pageOf(p *ddbhistory.Page) *Page {
 	sess := p.Session
 	return &Page{
 		SessionID: sess.ID, Title: sess.Title, First: p.First, Messages: p.Messages, Count: sess.Count,
 		State: sess.Conversation.State, Window: sess.Conversation.Window, Pending: sess.Conversation.Pending,
 		CreatedAt: sess.CreatedAt, UpdatedAt: sess.UpdatedAt, ExpiresAt: sess.ExpiresAt, NextCursor: p.NextCursor,
-	}, nil
+	}
+}
+
+// Tail reads the end of a session's transcript: its last n messages, at
+// most, in one read for most sessions, however long. n must be 1 to
+// ddbhistory.MaxPageSize.
+func (s *Service) Tail(ctx context.Context, owner, id string, n int) (*Page, error) {
+	ctx, cancel := StoreContext(ctx)
+	defer cancel()
+	p, err := s.store.Tail(ctx, ddbhistory.Key{Owner: owner, ID: id}, n)
+	if err != nil {
+		return nil, err
+	}
+	return pageOf(p), nil
 }
 
 // Summary is a session in a list.

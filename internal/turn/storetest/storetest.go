@@ -50,6 +50,7 @@ func Run(t *testing.T, newStore func(t *testing.T) turn.Store) {
 		{"Checkpoint", testCheckpoint},
 		{"Rewind", testRewind},
 		{"Transcript", testTranscript},
+		{"Tail", testTail},
 		{"WindowBefore", testWindowBefore},
 		{"List", testList},
 		{"Delete", testDelete},
@@ -628,6 +629,34 @@ func testRewind(t *testing.T, s turn.Store) {
 // testTranscript: a transcript reads in pages, oldest first, each page
 // saying where it starts and how to go on; CursorAt starts a page at any
 // message; a malformed cursor or limit is an *ArgumentError.
+// testTail: a tail is the transcript's last n messages, at most, with the
+// session item.
+func testTail(t *testing.T, s turn.Store) {
+	want := exchanges(0, 12)
+	commit(t, s, ddbhistory.NewSession(alice), ddbhistory.Turn{Messages: want, Window: agent.WindowState{Removed: 20}})
+	for _, n := range []int{1, 5, 24, 100} {
+		page, err := s.Tail(t.Context(), alice, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		first := max(24-n, 0)
+		if diff := cmp.Diff(want[first:], page.Messages); diff != "" || page.First != first || page.NextCursor != "" {
+			t.Errorf("n %d: first %d, next cursor %q (-want +got):\n%s", n, page.First, page.NextCursor, diff)
+		}
+		if ps := page.Session; ps.Count != 24 || ps.Conversation.Window.Removed != 20 || ps.Title != "question 0" {
+			t.Errorf("n %d: the session: count %d, window %+v, title %q", n, ps.Count, ps.Conversation.Window, ps.Title)
+		}
+	}
+	for _, n := range []int{0, ddbhistory.MaxPageSize + 1} {
+		_, err := s.Tail(t.Context(), alice, n)
+		wantArgumentError(t, fmt.Sprint("a tail of ", n), err)
+	}
+	_, err := s.Tail(t.Context(), ddbhistory.Key{Owner: alice.Owner, ID: "none"}, 5)
+	wantErr(t, "the tail of a missing session", err, ddbhistory.ErrNotFound)
+	_, err = s.Tail(t.Context(), bob, 5)
+	wantErr(t, "the tail of another owner's session", err, ddbhistory.ErrNotFound)
+}
+
 func testTranscript(t *testing.T, s turn.Store) {
 	want := exchanges(0, 12)
 	sess := ddbhistory.NewSession(alice)
