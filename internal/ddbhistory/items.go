@@ -164,9 +164,18 @@ func compress(b []byte) []byte {
 	return buf.Bytes()
 }
 
+// Readers are pooled too: each holds a 32 KB window and its tables, and a
+// load decompresses every message of the window.
+var readers = sync.Pool{New: func() any { return flate.NewReader(bytes.NewReader(nil)) }}
+
 // decompress reverses compress.
 func decompress(b []byte) ([]byte, error) {
-	return io.ReadAll(flate.NewReader(bytes.NewReader(b)))
+	r := readers.Get().(io.ReadCloser)
+	defer readers.Put(r)
+	if err := r.(flate.Resetter).Reset(bytes.NewReader(b), nil); err != nil {
+		return nil, err
+	}
+	return io.ReadAll(r)
 }
 
 // messageItems encodes message i of a session as one item, or as a first
