@@ -3,7 +3,6 @@ package agui_test
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -21,6 +20,7 @@ import (
 	"github.com/lambda-agent/lambda-agent/internal/agui"
 	"github.com/lambda-agent/lambda-agent/internal/devrun"
 	"github.com/lambda-agent/lambda-agent/internal/testkit"
+	"github.com/lambda-agent/lambda-agent/internal/testkit/aguiclient"
 	"github.com/lambda-agent/lambda-agent/internal/testkit/webdriver"
 )
 
@@ -196,14 +196,14 @@ func TestExampleInABrowser(t *testing.T) {
 
 	// The thread as stored, through the example's proxy: the page's
 	// messages, each once, and valid for Bedrock.
-	stored := transcript(t, url, threadID)
+	stored := aguiclient.Stored(t, url, threadID)
 	if err := agent.ValidateHistory(stored); err != nil {
 		t.Errorf("the stored thread: %v", err)
 	}
 	var ids, typed []string
 	results := map[string]int{}
 	for k, m := range stored {
-		if said := userText(m); m.Role == agent.RoleAssistant || said != "" {
+		if said := m.Text(); m.Role == agent.RoleAssistant || said != "" {
 			ids = append(ids, agui.MessageID(m, k))
 			if m.Role == agent.RoleUser {
 				typed = append(typed, said)
@@ -463,30 +463,4 @@ func get(t *testing.T, url string) int {
 	}
 	resp.Body.Close()
 	return resp.StatusCode
-}
-
-// transcript reads a session's messages over HTTP.
-func transcript(t *testing.T, url, id string) []agent.Message {
-	t.Helper()
-	resp, err := http.Get(url + "/sessions/" + id + "?limit=1000")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var page struct{ Messages []agent.Message }
-	if err := json.NewDecoder(resp.Body).Decode(&page); err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET the session: %d %v", resp.StatusCode, err)
-	}
-	return page.Messages
-}
-
-// userText is the text of a message, but its tool results.
-func userText(m agent.Message) string {
-	var texts []string
-	for _, b := range m.Content {
-		if b.Text != "" {
-			texts = append(texts, b.Text)
-		}
-	}
-	return strings.Join(texts, "\n")
 }

@@ -180,7 +180,7 @@ func (s *Stream) messages(msgs []agent.Message, first int) {
 				s.result(b.ToolResult)
 			}
 		}
-		if text := userText(m); text != "" && !s.sent[id] {
+		if text := m.Text(); text != "" && !s.sent[id] {
 			s.sent[id] = true
 			s.write(map[string]any{"type": EventTextMessageStart, "messageId": id, "role": RoleUser})
 			s.write(map[string]any{"type": EventTextMessageContent, "messageId": id, "delta": text})
@@ -354,17 +354,6 @@ func inputOf(u *agent.ToolUseBlock) json.RawMessage {
 		return json.RawMessage("{}")
 	}
 	return u.Input
-}
-
-// userText is the text of a user message, but its tool results.
-func userText(m agent.Message) string {
-	var texts []string
-	for _, b := range m.Content {
-		if b.Text != "" {
-			texts = append(texts, b.Text)
-		}
-	}
-	return strings.Join(texts, "\n")
 }
 
 // resultText is a tool result as the text of a tool message.
