@@ -182,8 +182,14 @@ type Result struct {
 	// Text is the final assistant text.
 	Text       string
 	StopReason StopReason
-	Usage      Usage
-	Metrics    Metrics
+	// Usage counts every model call of the turn, its delegations' too.
+	Usage Usage
+	// AgentUsage is Usage by agent, MainAgent's own calls under its name,
+	// when the turn delegated to a sub-agent; nil when it did not.
+	AgentUsage map[string]Usage
+	// Metrics count the delegations' model and tool calls too; Cycles
+	// are the main agent's.
+	Metrics Metrics
 	// Window is the conversation manager's state after the turn.
 	Window WindowState
 	// State is the agent state after the turn.
@@ -267,9 +273,19 @@ func (a *Agent) run(ctx context.Context, conv *Conversation, input []ContentBloc
 func (t *turn) loop(ctx context.Context) (*Result, error) {
 	a := t.a
 	work, cancel := a.workContext(ctx)
+	if t.nested {
+		// The delegating turn's context has the reserve taken off already.
+		work, cancel = context.WithCancel(ctx)
+	}
 	defer cancel()
 	for cycle := 1; ; cycle++ {
 		t.metrics.Cycles = cycle
+		if !t.budget.take() {
+			// Delegations used up the turn's model calls.
+			text := fmt.Sprintf(maxCyclesText, t.budget.max)
+			t.add(ctx, AssistantText(text))
+			return t.finish(StopMaxCycles, text), nil
+		}
 		resp, err := t.converse(work, ModelRequest{System: a.cfg.System, Tools: t.box.specs})
 		if err != nil {
 			return nil, t.fail(ctx, work, err)
@@ -294,8 +310,8 @@ func (t *turn) loop(ctx context.Context) (*Result, error) {
 			return t.pause(results, interrupts, resp.Message.Text()), nil
 		}
 		t.add(ctx, Message{Role: RoleUser, Content: results})
-		if cycle >= a.cfg.MaxCycles {
-			text := fmt.Sprintf(maxCyclesText, a.cfg.MaxCycles)
+		if cycle >= a.cfg.MaxCycles || t.budget.spent() {
+			text := fmt.Sprintf(maxCyclesText, min(a.cfg.MaxCycles, t.budget.max))
 			t.add(ctx, AssistantText(text))
 			return t.finish(StopMaxCycles, text), nil
 		}
@@ -349,6 +365,16 @@ type turn struct {
 	box *toolbox
 	// stateSeen is the count of the state's changes last emitted.
 	stateSeen int
+	// name is the agent's, and path the delegations that led to this
+	// turn: empty for the main agent. nested says the turn is a
+	// delegation's, inside another.
+	name   string
+	path   []string
+	nested bool
+	// budget is the model calls left to the turn and its delegations.
+	budget *budget
+	// delegated is what its delegations used.
+	delegated delegated
 }
 
 // send emits e when the turn streams.
@@ -361,7 +387,10 @@ func (t *turn) send(e Event) {
 func (a *Agent) newTurn(conv *Conversation) *turn {
 	state := NewState(conv.State)
 	state.limit = a.cfg.MaxStateBytes
-	return &turn{a: a, conv: conv.clone(), state: state, start: time.Now(), input: -1, box: &a.box}
+	return &turn{
+		a: a, conv: conv.clone(), state: state, start: time.Now(), input: -1, box: &a.box,
+		name: MainAgent, budget: &budget{max: a.cfg.MaxCycles},
+	}
 }
 
 // begin adds the user's input, the turn's first message, and ends what the
@@ -410,8 +439,9 @@ func (t *turn) finish(stop StopReason, text string) *Result {
 		Messages:   t.added,
 		Text:       text,
 		StopReason: stop,
-		Usage:      t.usage,
-		Metrics:    t.metrics,
+		Usage:      t.totalUsage(),
+		AgentUsage: t.agentUsage(),
+		Metrics:    t.totalMetrics(),
 		Window:     t.conv.Window,
 		State:      t.state.Snapshot(),
 	}
@@ -430,7 +460,7 @@ func (t *turn) fail(ctx, work context.Context, err error) error {
 		err = t.refusedContent(err)
 	}
 	t.metrics.Duration = time.Since(t.start)
-	return &TurnError{Err: fmt.Errorf("agent: %w", err), Usage: t.usage, Metrics: t.metrics}
+	return &TurnError{Err: fmt.Errorf("agent: %w", err), Usage: t.totalUsage(), Metrics: t.totalMetrics()}
 }
 
 // refusedContent returns the error for err, a model call refused because of

@@ -137,7 +137,7 @@ func (a *Agent) structured(ctx context.Context, conv *Conversation, req Structur
 		attempts = append(attempts, msg, feedback(msg, name, fail.Problems))
 	}
 	t.metrics.Duration = time.Since(t.start)
-	return nil, &TurnError{Err: fmt.Errorf("agent: %w", fail), Usage: t.usage, Metrics: t.metrics}
+	return nil, &TurnError{Err: fmt.Errorf("agent: %w", fail), Usage: t.totalUsage(), Metrics: t.totalMetrics()}
 }
 
 func (t *turn) structuredResult(ctx context.Context, data json.RawMessage, attempts int) (*StructuredResult, error) {

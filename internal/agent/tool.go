@@ -29,6 +29,8 @@ type ToolCall struct {
 	Input json.RawMessage
 	// State is the agent's state for this turn. Tools may read and write it.
 	State *State
+	// turn is the turn that runs the tool, which a delegation runs in.
+	turn *turn
 }
 
 // ToolNameRule is the pattern a tool's name must match, Bedrock's.

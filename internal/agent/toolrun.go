@@ -157,7 +157,12 @@ func (t *turn) invoke(ctx context.Context, tool Tool, u *ToolUseBlock) *ToolResu
 		return TextResult(u.ToolUseID, ToolError, "The input does not match the tool's schema:\n- "+strings.Join(problems, "\n- "))
 	}
 
-	ctx, cancel := context.WithTimeout(ctx, t.a.cfg.ToolTimeout)
+	var cancel context.CancelFunc
+	if _, ok := tool.(*delegation); ok {
+		ctx, cancel = context.WithCancel(ctx) // a delegation has the turn's time
+	} else {
+		ctx, cancel = context.WithTimeout(ctx, t.a.cfg.ToolTimeout)
+	}
 	defer cancel()
 	type outcome struct {
 		content []ToolResultContent
@@ -170,7 +175,7 @@ func (t *turn) invoke(ctx context.Context, tool Tool, u *ToolUseBlock) *ToolResu
 				done <- outcome{err: fmt.Errorf("%w: %v", errToolPanicked, v)}
 			}
 		}()
-		content, err := tool.Run(ctx, &ToolCall{ID: u.ToolUseID, Name: u.Name, Input: input, State: t.state})
+		content, err := tool.Run(ctx, &ToolCall{ID: u.ToolUseID, Name: u.Name, Input: input, State: t.state, turn: t})
 		done <- outcome{content, err}
 	}()
 

@@ -1,0 +1,185 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// MainAgent is the name of the agent a turn starts with, in usage by
+// agent and in agent paths. No sub-agent may take it.
+const MainAgent = "main"
+
+// MaxDelegationDepth is how deep delegations may nest: the main agent's
+// sub-agents are at depth 1, theirs at 2.
+const MaxDelegationDepth = 3
+
+// Delegate returns the tool through which an agent hands a task to sub, a
+// sub-agent named name: the model calls it with {"task": "..."}, sub runs
+// a turn of its own whose user message is the task, and its final answer
+// is the tool's result.
+//
+// A delegation shares the turn's budgets: its model calls count against
+// the MaxCycles of the agent the turn started with, as well as against
+// sub's own, and it runs within the turn's deadline, not under
+// ToolTimeout. Its usage and metrics are added to the turn's, and
+// Result.AgentUsage reports each agent's usage by name. A sub-agent starts
+// from an empty conversation on each delegation. One that fails, runs out
+// of model calls, or would wait for a person answers with an error result,
+// and the turn goes on.
+func Delegate(name, description string, sub *Agent) Tool {
+	return &delegation{name: name, description: description, sub: sub}
+}
+
+type delegation struct {
+	name, description string
+	sub               *Agent
+}
+
+// taskSchema is a delegation's input.
+var taskSchema = json.RawMessage(`{"type":"object","properties":{"task":{"type":"string","minLength":1,"description":"The task, with everything the agent needs to know to do it: it sees nothing else of this conversation."}},"required":["task"],"additionalProperties":false}`)
+
+func (d *delegation) Spec() ToolSpec {
+	return ToolSpec{Name: d.name, Description: d.description, InputSchema: taskSchema}
+}
+
+// Run runs the sub-agent's turn: for a model's call, inside the turn
+// that made it; for a direct call, as a turn of its own.
+func (d *delegation) Run(ctx context.Context, call *ToolCall) ([]ToolResultContent, error) {
+	var in struct {
+		Task string `json:"task"`
+	}
+	if err := json.Unmarshal(call.Input, &in); err != nil || strings.TrimSpace(in.Task) == "" {
+		return nil, errors.New(`the input must be {"task": "..."}, with a task that is not blank`)
+	}
+	t := d.sub.newTurn(&Conversation{})
+	t.name = d.name
+	if parent := call.turn; parent != nil {
+		if len(parent.path) >= MaxDelegationDepth {
+			return nil, fmt.Errorf("delegations nest at most %d deep", MaxDelegationDepth)
+		}
+		t.path = append(append([]string(nil), parent.path...), d.name)
+		t.budget = parent.budget
+		t.nested = true
+		defer parent.merge(t)
+	} else {
+		t.path = []string{d.name}
+	}
+	box, err := d.sub.turnBox(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	t.box = box
+	t.begin(ctx, []ContentBlock{Text(in.Task)})
+	res, err := t.loop(ctx)
+	switch {
+	case err != nil:
+		var te *TurnError
+		if errors.As(err, &te) {
+			err = te.Err
+		}
+		return nil, fmt.Errorf("the agent %s failed: %w", d.name, err)
+	case res.StopReason == StopMaxCycles:
+		return nil, fmt.Errorf("the agent %s stopped before it finished: the turn reached its limit of %d model calls", d.name, t.budget.max)
+	case res.StopReason == StopInterrupt:
+		return nil, fmt.Errorf("the agent %s needs a person's answer, which a sub-agent cannot wait for", d.name)
+	case strings.TrimSpace(res.Text) == "":
+		return nil, fmt.Errorf("the agent %s answered with no text (stop reason %s)", d.name, res.StopReason)
+	}
+	return []ToolResultContent{{Text: res.Text}}, nil
+}
+
+// budget is the model calls a turn may still make, shared by every agent
+// the turn runs.
+type budget struct {
+	max  int
+	used atomic.Int64
+}
+
+// take counts a model call, and says whether it was within the budget.
+func (b *budget) take() bool { return b.used.Add(1) <= int64(b.max) }
+
+// spent says whether the budget is used up.
+func (b *budget) spent() bool { return b.used.Load() >= int64(b.max) }
+
+// delegated is what the sub-agents of a turn used, merged into it as
+// each delegation ends; delegations of one answer run at once.
+type delegated struct {
+	mu      sync.Mutex
+	usage   Usage
+	byAgent map[string]Usage
+	metrics Metrics
+}
+
+// merge adds what the delegated turn c used to t.
+func (t *turn) merge(c *turn) {
+	d := &t.delegated
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.usage.add(c.usage)
+	if d.byAgent == nil {
+		d.byAgent = map[string]Usage{}
+	}
+	for name, u := range c.agentUsage() {
+		sum := d.byAgent[name]
+		sum.add(u)
+		d.byAgent[name] = sum
+	}
+	m := &d.metrics
+	cm := c.totalMetrics()
+	m.ModelCalls += cm.ModelCalls
+	m.ToolCalls += cm.ToolCalls
+	m.Retries += cm.Retries
+	m.Throttles += cm.Throttles
+	m.ModelLatency += cm.ModelLatency
+	m.ModelLatencies = append(m.ModelLatencies, cm.ModelLatencies...)
+	m.Tools = append(m.Tools, cm.Tools...)
+}
+
+// totalUsage is the usage of t's model calls and its delegations'.
+func (t *turn) totalUsage() Usage {
+	t.delegated.mu.Lock()
+	defer t.delegated.mu.Unlock()
+	u := t.usage
+	u.add(t.delegated.usage)
+	return u
+}
+
+// agentUsage is the usage of t's turn by agent, t's own included; nil
+// when t delegated nothing.
+func (t *turn) agentUsage() map[string]Usage {
+	t.delegated.mu.Lock()
+	defer t.delegated.mu.Unlock()
+	if t.delegated.byAgent == nil && !t.nested {
+		return nil
+	}
+	out := map[string]Usage{}
+	for name, u := range t.delegated.byAgent {
+		out[name] = u
+	}
+	own := out[t.name]
+	own.add(t.usage)
+	out[t.name] = own
+	return out
+}
+
+// totalMetrics is t's metrics with its delegations' model calls, tool
+// calls and retries added; Cycles stays t's own.
+func (t *turn) totalMetrics() Metrics {
+	t.delegated.mu.Lock()
+	defer t.delegated.mu.Unlock()
+	m, d := t.metrics, t.delegated.metrics
+	m.ModelCalls += d.ModelCalls
+	m.ToolCalls += d.ToolCalls
+	m.Retries += d.Retries
+	m.Throttles += d.Throttles
+	m.ModelLatency += d.ModelLatency
+	m.ModelLatencies = append(append([]time.Duration(nil), m.ModelLatencies...), d.ModelLatencies...)
+	m.Tools = append(append([]ToolRun(nil), m.Tools...), d.Tools...)
+	return m
+}

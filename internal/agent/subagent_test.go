@@ -1,0 +1,241 @@
+package agent_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/lambda-agent/lambda-agent/internal/agent"
+	"github.com/lambda-agent/lambda-agent/internal/testkit/conversetest"
+	"github.com/lambda-agent/lambda-agent/internal/tools"
+)
+
+// system is the system prompt of a request, which tells the agents apart
+// on one stand-in.
+func system(req *conversetest.Request) string {
+	var parts []string
+	for _, b := range req.System {
+		parts = append(parts, b.Text)
+	}
+	return strings.Join(parts, "")
+}
+
+// lastResult is the text of the last tool result a request carries.
+func lastResult(req *conversetest.Request) string {
+	m := req.Messages[len(req.Messages)-1]
+	for _, b := range m.Content {
+		if b.ToolResult != nil {
+			for _, c := range b.ToolResult.Content {
+				if c.Text != "" {
+					return c.Text
+				}
+				return string(c.JSON)
+			}
+		}
+	}
+	return ""
+}
+
+// TestDelegation: the main agent hands a task to a sub-agent, which runs
+// its own turn, with its own prompt and tools, from an empty conversation;
+// its answer is the tool's result, and the turn's usage counts both
+// agents, by name.
+func TestDelegation(t *testing.T) {
+	s := newServer(t)
+	s.Responder = func(req *conversetest.Request) conversetest.Reply {
+		last := req.Messages[len(req.Messages)-1].Text()
+		switch {
+		case system(req) == "You research." && len(req.Messages) == 1:
+			return conversetest.ToolUse("r1", "calculator", map[string]string{"expression": "6*7"}).WithUsage(100, 10)
+		case system(req) == "You research.":
+			return conversetest.Text("The answer is " + lastResult(req) + ".").WithUsage(120, 8)
+		case strings.Contains(last, "What is six times seven?"):
+			return conversetest.ToolUse("m1", "researcher", map[string]string{"task": "Compute 6*7."}).WithUsage(50, 5)
+		default:
+			return conversetest.Text("Researcher says: " + lastResult(req)).WithUsage(70, 9)
+		}
+	}
+	calc, err := tools.ByName([]string{"calculator"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	researcher := newAgent(t, s, agent.Config{System: "You research.", Tools: calc})
+	main := newAgent(t, s, agent.Config{System: "You lead.", Tools: []agent.Tool{agent.Delegate("researcher", "Researches a question.", researcher)}})
+
+	conv := &agent.Conversation{}
+	res, err := main.Run(t.Context(), conv, input("What is six times seven?"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Text != `Researcher says: The answer is {"expression":"6*7","result":42}.` {
+		t.Errorf("text %q", res.Text)
+	}
+	next(t, conv, res) // the main agent's history is valid on its own
+	reqs := s.Requests()
+	if len(reqs) != 4 {
+		t.Fatalf("%d model calls, want 4", len(reqs))
+	}
+	sub := reqs[1]
+	if system(sub) != "You research." || len(sub.Messages) != 1 || sub.Messages[0].Text() != "Compute 6*7." {
+		t.Errorf("the sub-agent's first request: system %q, messages %+v", system(sub), sub.Messages)
+	}
+	if names := toolNames(sub); names != "calculator" {
+		t.Errorf("the sub-agent was offered %s", names)
+	}
+	if names := toolNames(reqs[0]); names != "researcher" {
+		t.Errorf("the main agent was offered %s", names)
+	}
+	want := agent.Usage{InputTokens: 340, OutputTokens: 32, TotalTokens: 372}
+	if res.Usage != want {
+		t.Errorf("usage %+v, want %+v", res.Usage, want)
+	}
+	if got := res.AgentUsage; got[agent.MainAgent].InputTokens != 120 || got["researcher"].InputTokens != 220 || len(got) != 2 {
+		t.Errorf("usage by agent %+v", got)
+	}
+	if res.Metrics.ModelCalls != 4 || res.Metrics.Cycles != 2 || res.Metrics.ToolCalls != 2 {
+		t.Errorf("metrics: %d model calls, %d cycles, %d tool calls", res.Metrics.ModelCalls, res.Metrics.Cycles, res.Metrics.ToolCalls)
+	}
+	// A second delegation starts afresh: the sub-agent sees its task alone.
+	res2, err := main.Run(t.Context(), next(t, conv, res), input("What is six times seven?"))
+	if err != nil || res2.Text != res.Text {
+		t.Fatalf("second turn: %v, %v", res2, err)
+	}
+	if sub := s.Requests()[5]; len(sub.Messages) != 1 {
+		t.Errorf("the second delegation sent %d messages", len(sub.Messages))
+	}
+	// A turn that delegates nothing reports no usage by agent.
+	plain := newAgent(t, s, agent.Config{System: "You lead."})
+	s.Enqueue(conversetest.Text("Hi."))
+	if res, err := plain.Run(t.Context(), &agent.Conversation{}, input("Hello")); err != nil || res.AgentUsage != nil {
+		t.Errorf("a plain turn: %v, usage by agent %v", err, res.AgentUsage)
+	}
+}
+
+func toolNames(req *conversetest.Request) string {
+	if req.ToolConfig == nil {
+		return ""
+	}
+	var names []string
+	for _, t := range req.ToolConfig.Tools {
+		names = append(names, t.ToolSpec.Name)
+	}
+	return strings.Join(names, ",")
+}
+
+// TestDelegationSharesTheTurnsBudget: the sub-agents' model calls count
+// against the turn's MaxCycles; a sub-agent that runs out answers its
+// parent with an error result that says so, and the main agent's turn
+// ends at the cap.
+func TestDelegationSharesTheTurnsBudget(t *testing.T) {
+	s := newServer(t)
+	s.Responder = func(req *conversetest.Request) conversetest.Reply {
+		if system(req) == "You loop." {
+			return conversetest.ToolUse(fmt.Sprintf("l%d", len(req.Messages)), "calculator", map[string]string{"expression": "1+1"})
+		}
+		if len(req.Messages) == 1 {
+			return conversetest.ToolUse("m1", "looper", map[string]string{"task": "Loop."})
+		}
+		return conversetest.Text("Looper said: " + lastResult(req))
+	}
+	calc, _ := tools.ByName([]string{"calculator"})
+	looper := newAgent(t, s, agent.Config{System: "You loop.", Tools: calc, MaxCycles: 50})
+	main := newAgent(t, s, agent.Config{System: "You lead.", MaxCycles: 5, Tools: []agent.Tool{agent.Delegate("looper", "Loops.", looper)}})
+	res, err := main.Run(t.Context(), &agent.Conversation{}, input("Go."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The main agent's call, then the looper's four: the fifth is the cap.
+	if calls := s.Calls(); calls != 5 || res.Metrics.ModelCalls != 5 {
+		t.Errorf("%d model calls (metrics %d), want 5", calls, res.Metrics.ModelCalls)
+	}
+	if res.StopReason != agent.StopMaxCycles {
+		t.Errorf("stop %s, text %q", res.StopReason, res.Text)
+	}
+	var result *agent.ToolResultBlock
+	for _, m := range res.Messages {
+		for _, b := range m.Content {
+			if b.ToolResult != nil {
+				result = b.ToolResult
+			}
+		}
+	}
+	if result == nil || result.Status != agent.ToolError || !strings.Contains(result.Content[0].Text, "the agent looper stopped before it finished: the turn reached its limit of 5 model calls") {
+		t.Errorf("the looper's result: %+v", result)
+	}
+}
+
+// TestDelegationFailures: a sub-agent whose model fails, or that would
+// wait for a person, answers its parent with an error result; the turn
+// goes on.
+func TestDelegationFailures(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		reply conversetest.Reply
+		sub   func(t *testing.T, s *conversetest.Server) *agent.Agent
+		want  string
+	}{
+		{"model error", conversetest.Error(400, conversetest.CodeValidation, "bad request"), nil, "the agent helper failed"},
+		{"approval", conversetest.ToolUse("h1", "calculator", map[string]string{"expression": "1"}), func(t *testing.T, s *conversetest.Server) *agent.Agent {
+			calc, _ := tools.ByName([]string{"calculator"})
+			return newAgent(t, s, agent.Config{System: "You help.", Tools: []agent.Tool{agent.RequireApproval(calc[0])}})
+		}, "needs a person's answer"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newServer(t)
+			s.Responder = func(req *conversetest.Request) conversetest.Reply {
+				switch {
+				case system(req) == "You help.":
+					return tt.reply
+				case len(req.Messages) == 1:
+					return conversetest.ToolUse("m1", "helper", map[string]string{"task": "Help."})
+				}
+				return conversetest.Text("Done: " + lastResult(req))
+			}
+			sub := newAgent(t, s, agent.Config{System: "You help."})
+			if tt.sub != nil {
+				sub = tt.sub(t, s)
+			}
+			main := newAgent(t, s, agent.Config{System: "You lead.", Tools: []agent.Tool{agent.Delegate("helper", "Helps.", sub)}})
+			conv := &agent.Conversation{}
+			res, err := main.Run(t.Context(), conv, input("Go."))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(res.Text, tt.want) || res.Pending != nil {
+				t.Errorf("text %q, pending %v", res.Text, res.Pending)
+			}
+			next(t, conv, res)
+		})
+	}
+}
+
+// TestDelegationsAtOnce: two delegations in one answer run at once, and
+// the turn counts both.
+func TestDelegationsAtOnce(t *testing.T) {
+	s := newServer(t)
+	s.Responder = func(req *conversetest.Request) conversetest.Reply {
+		switch {
+		case system(req) == "You help.":
+			return conversetest.Text("done: " + req.Messages[0].Text()).WithUsage(10, 1)
+		case len(req.Messages) == 1:
+			return conversetest.ToolUse("a", "helper", map[string]string{"task": "A"}).
+				WithToolUse("b", "helper", map[string]string{"task": "B"}).WithUsage(5, 1)
+		}
+		return conversetest.Text("Both done.").WithUsage(5, 1)
+	}
+	helper := newAgent(t, s, agent.Config{System: "You help."})
+	main := newAgent(t, s, agent.Config{System: "You lead.", Tools: []agent.Tool{agent.Delegate("helper", "Helps.", helper)}})
+	conv := &agent.Conversation{}
+	res, err := main.Run(t.Context(), conv, input("Go."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	next(t, conv, res)
+	if res.AgentUsage["helper"].InputTokens != 20 || res.AgentUsage[agent.MainAgent].InputTokens != 10 || res.Usage.InputTokens != 30 || res.Metrics.ModelCalls != 4 {
+		t.Errorf("usage %+v by agent %+v, %d model calls", res.Usage, res.AgentUsage, res.Metrics.ModelCalls)
+	}
+	results := res.Messages[2].Content
+	if len(results) != 2 || results[0].ToolResult.Content[0].Text != "done: A" || results[1].ToolResult.Content[0].Text != "done: B" {
+		t.Errorf("results %+v", results)
+	}
+}
