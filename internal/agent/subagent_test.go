@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/lambda-agent/lambda-agent/internal/agent"
 	"github.com/lambda-agent/lambda-agent/internal/testkit/conversetest"
@@ -24,13 +25,11 @@ func system(req *conversetest.Request) string {
 func lastResult(req *conversetest.Request) string {
 	m := req.Messages[len(req.Messages)-1]
 	for _, b := range m.Content {
-		if b.ToolResult != nil {
-			for _, c := range b.ToolResult.Content {
-				if c.Text != "" {
-					return c.Text
-				}
-				return string(c.JSON)
+		if b.ToolResult != nil && len(b.ToolResult.Content) > 0 {
+			if c := b.ToolResult.Content[0]; c.Text != "" {
+				return c.Text
 			}
+			return string(b.ToolResult.Content[0].JSON)
 		}
 	}
 	return ""
@@ -48,11 +47,11 @@ func TestDelegation(t *testing.T) {
 		case system(req) == "You research." && len(req.Messages) == 1:
 			return conversetest.ToolUse("r1", "calculator", map[string]string{"expression": "6*7"}).WithUsage(100, 10)
 		case system(req) == "You research.":
-			return conversetest.Text("The answer is " + lastResult(req) + ".").WithUsage(120, 8)
+			return conversetest.Text("The answer is "+lastResult(req)+".").WithUsage(120, 8)
 		case strings.Contains(last, "What is six times seven?"):
 			return conversetest.ToolUse("m1", "researcher", map[string]string{"task": "Compute 6*7."}).WithUsage(50, 5)
 		default:
-			return conversetest.Text("Researcher says: " + lastResult(req)).WithUsage(70, 9)
+			return conversetest.Text("Researcher says: "+lastResult(req)).WithUsage(70, 9)
 		}
 	}
 	calc, err := tools.ByName([]string{"calculator"})
@@ -216,7 +215,7 @@ func TestDelegationsAtOnce(t *testing.T) {
 	s.Responder = func(req *conversetest.Request) conversetest.Reply {
 		switch {
 		case system(req) == "You help.":
-			return conversetest.Text("done: " + req.Messages[0].Text()).WithUsage(10, 1)
+			return conversetest.Text("done: "+req.Messages[0].Text()).WithUsage(10, 1)
 		case len(req.Messages) == 1:
 			return conversetest.ToolUse("a", "helper", map[string]string{"task": "A"}).
 				WithToolUse("b", "helper", map[string]string{"task": "B"}).WithUsage(5, 1)
@@ -237,5 +236,26 @@ func TestDelegationsAtOnce(t *testing.T) {
 	results := res.Messages[2].Content
 	if len(results) != 2 || results[0].ToolResult.Content[0].Text != "done: A" || results[1].ToolResult.Content[0].Text != "done: B" {
 		t.Errorf("results %+v", results)
+	}
+}
+
+// TestDelegationHasTheTurnsTime: a delegation runs within the turn's
+// deadline, not under ToolTimeout.
+func TestDelegationHasTheTurnsTime(t *testing.T) {
+	s := newServer(t)
+	s.Responder = func(req *conversetest.Request) conversetest.Reply {
+		switch {
+		case system(req) == "You are slow.":
+			return conversetest.Text("Finally.").WithDelay(300 * time.Millisecond)
+		case len(req.Messages) == 1:
+			return conversetest.ToolUse("m1", "slow", map[string]string{"task": "Take your time."})
+		}
+		return conversetest.Text("Slow said: " + lastResult(req))
+	}
+	slow := newAgent(t, s, agent.Config{System: "You are slow."})
+	main := newAgent(t, s, agent.Config{System: "You lead.", ToolTimeout: 50 * time.Millisecond, Tools: []agent.Tool{agent.Delegate("slow", "Slow.", slow)}})
+	res, err := main.Run(t.Context(), &agent.Conversation{}, input("Go."))
+	if err != nil || res.Text != "Slow said: Finally." {
+		t.Errorf("%v, %v", res, err)
 	}
 }

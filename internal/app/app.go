@@ -220,10 +220,27 @@ func newAgent(cfg *Config, client bedrock.ConverseAPI, opts Options, tracing *te
 	if err != nil {
 		return nil, err
 	}
+	delegations, err := subAgents(cfg, builtins, func(sa SubAgent, tools []agent.Tool) (*agent.Agent, error) {
+		return agent.New(agent.Config{
+			Model:                   model,
+			System:                  sa.SystemPrompt,
+			Tools:                   tools,
+			MaxCycles:               cmp.Or(sa.MaxCycles, cfg.MaxCycles),
+			Retry:                   opts.Retry,
+			MaxToolResultBytes:      cfg.MaxToolResultBytes,
+			MaxToolResultMediaBytes: cfg.MaxToolResultMediaBytes,
+			PromptCache:             cfg.PromptCache,
+			RedactedInput:           cfg.GuardrailRedactedInput,
+			Hooks:                   hooks(cmp.Or(opts.Logger, slog.Default()), tracing),
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
 	return agent.New(agent.Config{
 		Model:                   model,
 		System:                  cfg.SystemPrompt,
-		Tools:                   builtins,
+		Tools:                   append(builtins, delegations...),
 		ToolSets:                sets,
 		Manager:                 manager,
 		MaxCycles:               cfg.MaxCycles,
@@ -238,6 +255,55 @@ func newAgent(cfg *Config, client bedrock.ConverseAPI, opts Options, tracing *te
 		RedactedInput:           cfg.GuardrailRedactedInput,
 		Hooks:                   hooks(cmp.Or(opts.Logger, slog.Default()), tracing),
 	})
+}
+
+// subAgents builds the sub-agents of cfg.Agents with build, each offered
+// its tools from tools and its delegations, and returns the main agent's
+// delegations: one per sub-agent.
+func subAgents(cfg *Config, tools []agent.Tool, build func(SubAgent, []agent.Tool) (*agent.Agent, error)) ([]agent.Tool, error) {
+	byName := map[string]agent.Tool{}
+	for _, t := range tools {
+		byName[t.Spec().Name] = t
+	}
+	configs := map[string]SubAgent{}
+	for _, sa := range cfg.Agents {
+		configs[sa.Name] = sa
+	}
+	// AGENTS has no cycles (parseAgents), so the recursion ends.
+	delegations := map[string]agent.Tool{}
+	var delegation func(sa SubAgent) (agent.Tool, error)
+	delegation = func(sa SubAgent) (agent.Tool, error) {
+		if d, ok := delegations[sa.Name]; ok {
+			return d, nil
+		}
+		var offered []agent.Tool
+		for _, n := range sa.Tools {
+			if sub, ok := configs[n]; ok {
+				d, err := delegation(sub)
+				if err != nil {
+					return nil, err
+				}
+				offered = append(offered, d)
+			} else if t, ok := byName[n]; ok {
+				offered = append(offered, t)
+			}
+		}
+		a, err := build(sa, offered)
+		if err != nil {
+			return nil, fmt.Errorf("app: agent %s: %w", sa.Name, err)
+		}
+		delegations[sa.Name] = agent.Delegate(sa.Name, sa.Description, a)
+		return delegations[sa.Name], nil
+	}
+	var out []agent.Tool
+	for _, sa := range cfg.Agents {
+		d, err := delegation(sa)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, d)
+	}
+	return out, nil
 }
 
 // hooks are the agent's hooks: the warnings of failed tool runs and of

@@ -72,7 +72,10 @@ type Config struct {
 	MCPServers []remote.MCPServer
 	// LambdaTools is LAMBDA_TOOLS, a JSON list of the Lambda functions the
 	// agent may call as tools.
-	LambdaTools     []remote.LambdaTool
+	LambdaTools []remote.LambdaTool
+	// Agents is AGENTS, a JSON list of the sub-agents the main agent may
+	// delegate tasks to (docs/subagents.md).
+	Agents          []SubAgent
 	SessionTTLDays  int // SESSION_TTL_DAYS, default 30; 0 keeps sessions forever
 	MaxMessageBytes int // MAX_MESSAGE_BYTES, default 262144, at most MaxMessageBytes
 	// MaxToolResultBytes is MAX_TOOL_RESULT_BYTES, default
@@ -188,6 +191,7 @@ func ConfigFromEnv(getenv func(string) string) (*Config, error) {
 	}
 	c.ApprovalTools = p.approvalTools("APPROVAL_TOOLS", c)
 	c.DirectTools = p.toolNames("DIRECT_TOOLS")
+	c.Agents = jsonList(p, "AGENTS", func(v string) ([]SubAgent, error) { return parseAgents(v, c) })
 	c.InterruptTTL = p.duration("INTERRUPT_TTL", agent.DefaultInterruptTTL, time.Second, 365*24*time.Hour)
 	if (c.GuardrailID == "") != (c.GuardrailVersion == "") {
 		p.fail("GUARDRAIL_ID and GUARDRAIL_VERSION must be set together")

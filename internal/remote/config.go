@@ -67,7 +67,7 @@ var anyObject = json.RawMessage(`{"type":"object"}`)
 // reports every problem at once.
 func ParseMCPServers(v string) ([]MCPServer, error) {
 	var servers []MCPServer
-	if err := decodeStrict(v, &servers); err != nil {
+	if err := DecodeStrict(v, &servers); err != nil {
 		return nil, err
 	}
 	var errs []error
@@ -137,7 +137,7 @@ func checkURL(raw string) error {
 // LambdaTools compiles the input schemas.
 func ParseLambdaTools(v string) ([]LambdaTool, error) {
 	var tools []LambdaTool
-	if err := decodeStrict(v, &tools); err != nil {
+	if err := DecodeStrict(v, &tools); err != nil {
 		return nil, err
 	}
 	var errs []error
@@ -170,8 +170,9 @@ func ParseLambdaTools(v string) ([]LambdaTool, error) {
 	return tools, nil
 }
 
-// decodeStrict decodes a JSON list, refusing unknown fields.
-func decodeStrict(v string, out any) error {
+// DecodeStrict decodes a JSON list, refusing unknown fields: the strict
+// reading of a configuration variable that holds one, such as AGENTS.
+func DecodeStrict(v string, out any) error {
 	dec := json.NewDecoder(bytes.NewReader([]byte(v)))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(out); err != nil {

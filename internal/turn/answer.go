@@ -14,7 +14,11 @@ type ChatAnswer struct {
 	Text       string           `json:"text"`
 	StopReason agent.StopReason `json:"stop_reason"`
 	Usage      agent.Usage      `json:"usage"`
-	Metrics    Metrics          `json:"metrics"`
+	// Agents, for a turn that delegated to sub-agents, is its usage by
+	// agent: the main agent's own model calls under "main", and each
+	// sub-agent's under its name. Usage counts them all.
+	Agents  map[string]AgentUsage `json:"agents,omitempty"`
+	Metrics Metrics               `json:"metrics"`
 	// Window says which stored messages the model sees from now on.
 	Window Window `json:"window"`
 	// Interrupts, with stop reason "interrupt", are the tool uses that
@@ -35,6 +39,14 @@ type StructuredAnswer struct {
 	Attempts  int             `json:"attempts"`
 	Usage     agent.Usage     `json:"usage"`
 	Metrics   Metrics         `json:"metrics"`
+}
+
+// AgentUsage is what one agent of a turn used.
+type AgentUsage struct {
+	Usage agent.Usage `json:"usage"`
+	// EstimatedCostUSD is what its tokens cost at the model's prices;
+	// absent for a model whose prices are unknown.
+	EstimatedCostUSD *float64 `json:"estimated_cost_usd,omitempty"`
 }
 
 // Metrics describe a turn's work.
@@ -69,6 +81,7 @@ func (s *Service) chatAnswer(sessionID string, res *agent.Result) ChatAnswer {
 		Messages:   res.Messages,
 		StopReason: res.StopReason,
 		Usage:      res.Usage,
+		Agents:     s.agentsOf(res),
 		Metrics:    s.metricsOf(res),
 		Window:     WindowOf(res.Window),
 		Interrupts: interruptsOf(res.Pending),
@@ -80,6 +93,22 @@ func interruptsOf(p *agent.Pending) []agent.Interrupt {
 		return nil
 	}
 	return p.Interrupts
+}
+
+func (s *Service) agentsOf(r *agent.Result) map[string]AgentUsage {
+	if r.AgentUsage == nil {
+		return nil
+	}
+	out := make(map[string]AgentUsage, len(r.AgentUsage))
+	for name, u := range r.AgentUsage {
+		au := AgentUsage{Usage: u}
+		if s.prices != nil {
+			cost := s.prices.Cost(u)
+			au.EstimatedCostUSD = &cost
+		}
+		out[name] = au
+	}
+	return out
 }
 
 func (s *Service) metricsOf(r *agent.Result) Metrics {
