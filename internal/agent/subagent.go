@@ -174,6 +174,9 @@ func (t *turn) totalMetrics() Metrics {
 	t.delegated.mu.Lock()
 	defer t.delegated.mu.Unlock()
 	m, d := t.metrics, t.delegated.metrics
+	if t.delegated.byAgent == nil {
+		return m // nothing delegated
+	}
 	m.ModelCalls += d.ModelCalls
 	m.ToolCalls += d.ToolCalls
 	m.Retries += d.Retries
