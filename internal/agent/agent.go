@@ -371,6 +371,8 @@ type turn struct {
 	name   string
 	path   []string
 	nested bool
+	// run is the delegation a nested turn is.
+	run *AgentRun
 	// budget is the model calls left to the turn and its delegations.
 	budget *budget
 	// delegated is what its delegations used.

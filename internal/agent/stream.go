@@ -59,9 +59,14 @@ func (r *retrying) ConverseStream(ctx context.Context, req *ModelRequest, emit f
 // answer had been streamed, and so was not retried.
 var ErrStreamInterrupted = errors.New("the answer broke off after part of it was sent")
 
-// Event is something that happened in a streamed turn. Exactly one field is
-// set.
+// Event is something that happened in a streamed turn. Exactly one field
+// is set, but for Agent, which tags the events of a sub-agent's turn.
 type Event struct {
+	// Agent, on a Text, ToolUse or ToolResult of a sub-agent's turn, says
+	// which delegation it comes from; nil for the main agent's.
+	Agent *AgentRun
+	// Delegation is a delegation that starts, or one that ended (Done).
+	Delegation *Delegation
 	// Text is a piece of the model's text, as it arrives. The turn's final
 	// text is Result.Text: the text of its last answer, which notes the
 	// agent adds may complete.

@@ -50,7 +50,7 @@ func (d *delegation) Spec() ToolSpec {
 
 // Run runs the sub-agent's turn: for a model's call, inside the turn
 // that made it; for a direct call, as a turn of its own.
-func (d *delegation) Run(ctx context.Context, call *ToolCall) ([]ToolResultContent, error) {
+func (d *delegation) Run(ctx context.Context, call *ToolCall) (_ []ToolResultContent, err error) {
 	var in struct {
 		Task string `json:"task"`
 	}
@@ -67,6 +67,32 @@ func (d *delegation) Run(ctx context.Context, call *ToolCall) ([]ToolResultConte
 		t.budget = parent.budget
 		t.nested = true
 		defer parent.merge(t)
+		t.run = &AgentRun{ID: call.ID, Name: d.name, Description: d.description, Path: t.path}
+		if parent.run != nil {
+			t.run.ParentID = parent.run.ID
+		}
+		if parent.emit != nil {
+			run := t.run
+			t.emit = func(e Event) {
+				if e.State != nil || e.Interrupt != nil {
+					// The sub-agent's state is its own, and it cannot
+					// wait for a person: its pause is an error result.
+					return
+				}
+				if e.Agent == nil && e.Delegation == nil {
+					e.Agent = run
+				}
+				parent.send(e)
+			}
+			parent.send(Event{Delegation: &Delegation{Run: *run}})
+			defer func() {
+				end := &Delegation{Run: *run, Done: true}
+				if err != nil {
+					end.Err = err.Error()
+				}
+				parent.send(Event{Delegation: end})
+			}()
+		}
 	} else {
 		t.path = []string{d.name}
 	}
@@ -92,6 +118,31 @@ func (d *delegation) Run(ctx context.Context, call *ToolCall) ([]ToolResultConte
 		return nil, fmt.Errorf("the agent %s answered with no text (stop reason %s)", d.name, res.StopReason)
 	}
 	return []ToolResultContent{{Text: res.Text}}, nil
+}
+
+// AgentRun is one delegation: a sub-agent's turn inside the turn of the
+// agent that delegated.
+type AgentRun struct {
+	// ID is the id of the tool use that delegated: one delegation's, the
+	// key of its events.
+	ID          string
+	Name        string
+	Description string
+	// Path names the agents from the main agent's delegation down to this
+	// one, this one last.
+	Path []string
+	// ParentID is the delegation this one runs in; "" when the main agent
+	// delegated.
+	ParentID string
+}
+
+// Delegation is an event of a delegation: its start, then its end (Done),
+// with Err when the sub-agent failed; its result follows as the
+// delegating tool use's.
+type Delegation struct {
+	Run  AgentRun
+	Done bool
+	Err  string
 }
 
 // budget is the model calls a turn may still make, shared by every agent

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/lambda-agent/lambda-agent/internal/agent"
 	"github.com/lambda-agent/lambda-agent/internal/testkit/conversetest"
 	"github.com/lambda-agent/lambda-agent/internal/tools"
@@ -257,5 +258,67 @@ func TestDelegationHasTheTurnsTime(t *testing.T) {
 	res, err := main.Run(t.Context(), &agent.Conversation{}, input("Go."))
 	if err != nil || res.Text != "Slow said: Finally." {
 		t.Errorf("%v, %v", res, err)
+	}
+}
+
+// TestDelegationStreams: a streamed turn shows its sub-agent's work as it
+// happens, between the delegation's tool use and its result, each event
+// tagged with the delegation; the sub-agent's state stays its own.
+func TestDelegationStreams(t *testing.T) {
+	s := newServer(t)
+	s.Responder = func(req *conversetest.Request) conversetest.Reply {
+		switch {
+		case system(req) == "You research." && len(req.Messages) == 1:
+			return conversetest.ToolUse("r1", "calculator", map[string]string{"expression": "6*7"})
+		case system(req) == "You research.":
+			return conversetest.Text("It is 42.")
+		case len(req.Messages) == 1:
+			return conversetest.ToolUse("m1", "researcher", map[string]string{"task": "Compute 6*7."})
+		}
+		return conversetest.Text("Done.")
+	}
+	calc, _ := tools.ByName([]string{"calculator"})
+	researcher := newAgent(t, s, agent.Config{System: "You research.", Tools: calc})
+	main := newAgent(t, s, agent.Config{System: "You lead.", Tools: []agent.Tool{agent.Delegate("researcher", "Researches.", researcher)}})
+	var got []string
+	_, err := main.Stream(t.Context(), &agent.Conversation{}, input("Go."), func(e agent.Event) {
+		who := "main"
+		if e.Agent != nil {
+			who = e.Agent.Name + "@" + e.Agent.ID
+		}
+		switch {
+		case e.Delegation != nil && !e.Delegation.Done:
+			got = append(got, fmt.Sprintf("start %s@%s %v", e.Delegation.Run.Name, e.Delegation.Run.ID, e.Delegation.Run.Path))
+		case e.Delegation != nil:
+			got = append(got, fmt.Sprintf("end %s@%s %q", e.Delegation.Run.Name, e.Delegation.Run.ID, e.Delegation.Err))
+		case e.Text != "":
+			if n := len(got); n > 0 && strings.HasPrefix(got[n-1], who+" text ") {
+				got[n-1] += e.Text
+				return
+			}
+			got = append(got, who+" text "+e.Text)
+		case e.ToolUse != nil:
+			got = append(got, who+" use "+e.ToolUse.Name)
+		case e.ToolResult != nil:
+			got = append(got, who+" result "+e.ToolResult.ToolUseID)
+		case e.State != nil:
+			got = append(got, who+" state")
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"main use researcher",
+		"start researcher@m1 [researcher]",
+		"researcher@m1 use calculator",
+		"researcher@m1 result r1",
+		"researcher@m1 text It is 42.",
+		`end researcher@m1 ""`,
+		"main result m1",
+		"main text Done.",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("events (-want +got):\n%s", diff)
 	}
 }

@@ -95,6 +95,9 @@ func (s *Stream) Event(e agent.Event) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch {
+	case e.Agent != nil || e.Delegation != nil:
+		// A sub-agent's work shows as its delegation's tool call and
+		// result, for now.
 	case e.Text != "":
 		s.assistant()
 		if !s.open {

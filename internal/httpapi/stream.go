@@ -27,6 +27,38 @@ const (
 	EventError      = "error"       // {"error":{"code","message"}}: nothing was committed
 )
 
+// The events of a sub-agent's turn inside a streamed turn, from its
+// delegation's tool_use to its tool_result: agent_start, then agent_text,
+// agent_tool_use and agent_tool_result as they happen, then agent_end.
+// Their names are their own, so that a client that knows only the events
+// above shows the main agent's answer alone.
+const (
+	EventAgentStart      = "agent_start"       // {"id","name","path","parent_id"?}
+	EventAgentText       = "agent_text"        // {"agent_id","delta"}
+	EventAgentToolUse    = "agent_tool_use"    // {"agent_id","id","name","input"}
+	EventAgentToolResult = "agent_tool_result" // {"agent_id","id","status","preview"}
+	EventAgentEnd        = "agent_end"         // {"id","name","error"?}
+)
+
+// AgentStart is the data of an agent_start event. ID is the delegating
+// tool use's id, which the sub-agent's events carry as agent_id.
+type AgentStart struct {
+	ID   string   `json:"id"`
+	Name string   `json:"name"`
+	Path []string `json:"path"`
+	// ParentID is the delegation this one runs in; absent when the main
+	// agent delegated.
+	ParentID string `json:"parent_id,omitempty"`
+}
+
+// AgentEnd is the data of an agent_end event.
+type AgentEnd struct {
+	ID   string `json:"id"`
+	Name string `json:"name"`
+	// Error says why the sub-agent failed; absent when it answered.
+	Error string `json:"error,omitempty"`
+}
+
 // ToolResultPreview is the data of a tool_result event.
 type ToolResultPreview struct {
 	ID     string                 `json:"id"`
@@ -103,7 +135,13 @@ func (s *sse) Start(sessionID string, _ int) {
 
 // Event sends an agent event.
 func (s *sse) Event(e agent.Event) {
-	switch {
+	switch d := e.Delegation; {
+	case d != nil && !d.Done:
+		s.event(EventAgentStart, AgentStart{ID: d.Run.ID, Name: d.Run.Name, Path: d.Run.Path, ParentID: d.Run.ParentID})
+	case d != nil:
+		s.event(EventAgentEnd, AgentEnd{ID: d.Run.ID, Name: d.Run.Name, Error: d.Err})
+	case e.Agent != nil:
+		s.agentEvent(e)
 	case e.Text != "":
 		s.event(EventText, map[string]string{"delta": e.Text})
 	case e.ToolUse != nil:
@@ -112,6 +150,19 @@ func (s *sse) Event(e agent.Event) {
 		s.event(EventToolResult, ToolResultPreview{ID: e.ToolResult.ToolUseID, Status: e.ToolResult.Status, Preview: preview(e.ToolResult)})
 	case e.Interrupt != nil:
 		s.event(EventInterrupt, e.Interrupt)
+	}
+}
+
+// agentEvent sends an event of a sub-agent's turn.
+func (s *sse) agentEvent(e agent.Event) {
+	id := e.Agent.ID
+	switch {
+	case e.Text != "":
+		s.event(EventAgentText, map[string]string{"agent_id": id, "delta": e.Text})
+	case e.ToolUse != nil:
+		s.event(EventAgentToolUse, map[string]any{"agent_id": id, "id": e.ToolUse.ToolUseID, "name": e.ToolUse.Name, "input": e.ToolUse.Input})
+	case e.ToolResult != nil:
+		s.event(EventAgentToolResult, map[string]any{"agent_id": id, "id": e.ToolResult.ToolUseID, "status": e.ToolResult.Status, "preview": preview(e.ToolResult)})
 	}
 }
 

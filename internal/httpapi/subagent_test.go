@@ -2,12 +2,15 @@ package httpapi_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 	"net/http"
 	"strings"
 	"testing"
 
 	"github.com/lambda-agent/lambda-agent/internal/agent"
+	"github.com/lambda-agent/lambda-agent/internal/agui"
+	"github.com/lambda-agent/lambda-agent/internal/httpapi"
 	"github.com/lambda-agent/lambda-agent/internal/testkit"
 	"github.com/lambda-agent/lambda-agent/internal/testkit/conversetest"
 	"github.com/lambda-agent/lambda-agent/internal/turn"
@@ -67,5 +70,101 @@ func TestChatDelegatesToASubAgent(t *testing.T) {
 	w = postJSON(t, s, "/chat", `{"message":"Hello"}`)
 	if w.Code != http.StatusOK || strings.Contains(w.Body.String(), `"agents"`) {
 		t.Errorf("a turn without delegation: %d %s", w.Code, w.Body)
+	}
+}
+
+// TestChatStreamShowsTheSubAgent: POST /chat/stream streams a sub-agent's
+// work between its delegation's tool_use and tool_result, under events of
+// its own (agent_start, agent_text, agent_tool_use, agent_tool_result,
+// agent_end) that carry the delegation's id, so that text events remain
+// the main agent's answer alone.
+func TestChatStreamShowsTheSubAgent(t *testing.T) {
+	a := newAPI(t, map[string]string{
+		"TOOLS":  "calculator",
+		"AGENTS": `[{"name":"researcher","description":"Researches.","system_prompt":"You research.","tools":["calculator"]}]`,
+	})
+	srv := a.streamServer(t)
+	a.model.Responder = func(req *conversetest.Request) conversetest.Reply {
+		research := len(req.System) > 0 && req.System[0].Text == "You research."
+		switch {
+		case research && len(req.Messages) == 1:
+			return conversetest.ToolUse("r1", "calculator", map[string]string{"expression": "6*7"})
+		case research:
+			return conversetest.Text("It is 42, by the calculator.").WithChunking(4, 0)
+		case len(req.Messages) == 1:
+			return conversetest.ToolUse("d1", "researcher", map[string]string{"task": "Compute 6*7."})
+		}
+		return conversetest.Text("The researcher found 42.").WithChunking(4, 0)
+	}
+	evs := streamAll(t, srv, map[string]any{"session_id": "streamed", "message": "Ask the researcher."}, nil)
+	var seq []string
+	for _, e := range evs {
+		if n := len(seq); n > 0 && seq[n-1] == e.name && (e.name == "text" || e.name == "agent_text") {
+			continue
+		}
+		seq = append(seq, e.name)
+	}
+	want := "start tool_use agent_start agent_tool_use agent_tool_result agent_text agent_end tool_result text done"
+	if got := strings.Join(seq, " "); got != want {
+		t.Fatalf("events:\n got %s\nwant %s", got, want)
+	}
+	var agentText strings.Builder
+	for _, e := range evs {
+		switch e.name {
+		case httpapi.EventAgentStart:
+			if e.data["id"] != "d1" || e.data["name"] != "researcher" || fmt.Sprint(e.data["path"]) != "[researcher]" || e.data["parent_id"] != nil {
+				t.Errorf("agent_start %v", e.data)
+			}
+		case httpapi.EventAgentText:
+			agentText.WriteString(e.data["delta"].(string))
+			if e.data["agent_id"] != "d1" {
+				t.Errorf("agent_text %v", e.data)
+			}
+		case httpapi.EventAgentToolUse, httpapi.EventAgentToolResult:
+			if e.data["agent_id"] != "d1" || e.data["id"] != "r1" {
+				t.Errorf("%s %v", e.name, e.data)
+			}
+		case httpapi.EventAgentEnd:
+			if e.data["id"] != "d1" || e.data["error"] != nil {
+				t.Errorf("agent_end %v", e.data)
+			}
+		}
+	}
+	if got := strings.Join(deltas(evs), ""); got != "The researcher found 42." || agentText.String() != "It is 42, by the calculator." {
+		t.Errorf("text %q, agent_text %q", got, agentText.String())
+	}
+}
+
+// TestAGUIRunDelegates: an AG-UI run whose agent delegates shows the
+// delegation as its tool call and result; the sub-agent's own work stays
+// out of the run's events, and the thread reconciles on the next run.
+func TestAGUIRunDelegates(t *testing.T) {
+	s := testkit.Start(t, testkit.Options{Env: map[string]string{
+		"TOOLS":  "calculator",
+		"AGENTS": `[{"name":"researcher","description":"Researches.","system_prompt":"You research.","tools":["calculator"]}]`,
+	}})
+	s.Model.Responder = func(req *conversetest.Request) conversetest.Reply {
+		switch {
+		case len(req.System) > 0 && req.System[0].Text == "You research.":
+			return conversetest.Text("It is 42.")
+		case req.Messages[len(req.Messages)-1].Text() != "":
+			return conversetest.ToolUse(fmt.Sprint("d", len(req.Messages)), "researcher", map[string]string{"task": "Compute 6*7."})
+		}
+		return conversetest.Text("The researcher found 42.")
+	}
+	in := agui.RunAgentInput{ThreadID: "agui-deleg", RunID: "run-1", Messages: []agui.Message{userMessage("u-1", "Ask the researcher.")}}
+	events := aguiEvents(t, aguiRun(t, s, "", in))
+	if got := types(events); got != "RUN_STARTED STATE_SNAPSHOT TOOL_CALL_START TOOL_CALL_ARGS TOOL_CALL_END TOOL_CALL_RESULT TEXT_MESSAGE_START TEXT_MESSAGE_CONTENT TEXT_MESSAGE_END RUN_FINISHED" {
+		t.Fatalf("events: %s", got)
+	}
+	if r := nth(t, events, agui.EventToolCallResult, 0); r["content"] != "It is 42." {
+		t.Errorf("the delegation's result: %v", r)
+	}
+	next := agui.RunAgentInput{ThreadID: "agui-deleg", RunID: "run-2", Messages: append(thread(in.Messages, events), userMessage("u-2", "Again."))}
+	if got := types(aguiEvents(t, aguiRun(t, s, "", next))); !strings.HasSuffix(got, "RUN_FINISHED") {
+		t.Errorf("the next run of the whole thread: %s", got)
+	}
+	if stored := transcriptOf(t, s, "", "agui-deleg"); len(stored) != 8 {
+		t.Errorf("%d messages stored, want 8", len(stored))
 	}
 }
