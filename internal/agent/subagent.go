@@ -169,20 +169,20 @@ type delegated struct {
 
 // merge adds what the delegated turn c used to t.
 func (t *turn) merge(c *turn) {
+	usage, byAgent, cm := c.totalUsage(), c.agentUsage(), c.totalMetrics()
 	d := &t.delegated
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.usage.add(c.usage)
+	d.usage.add(usage)
 	if d.byAgent == nil {
 		d.byAgent = map[string]Usage{}
 	}
-	for name, u := range c.agentUsage() {
+	for name, u := range byAgent {
 		sum := d.byAgent[name]
 		sum.add(u)
 		d.byAgent[name] = sum
 	}
 	m := &d.metrics
-	cm := c.totalMetrics()
 	m.ModelCalls += cm.ModelCalls
 	m.ToolCalls += cm.ToolCalls
 	m.Retries += cm.Retries

@@ -36,6 +36,10 @@ type Message struct {
 	ToolCallID string          `json:"toolCallId,omitempty"`
 	// Error is a tool message's error, for a client tool that failed.
 	Error string `json:"error,omitempty"`
+	// SubagentRunID marks a message of a sub-agent's work, which a run
+	// streamed (SUBAGENT_STARTED) and a client keeps in its thread. The
+	// thread the server holds is the main agent's: a run leaves these out.
+	SubagentRunID string `json:"subagentRunId,omitempty"`
 }
 
 // The roles of messages.
@@ -111,6 +115,9 @@ const (
 	EventStateSnapshot      = "STATE_SNAPSHOT"
 	EventStateDelta         = "STATE_DELTA"
 	EventMessagesSnapshot   = "MESSAGES_SNAPSHOT"
+	EventSubagentStarted    = "SUBAGENT_STARTED"
+	EventSubagentFinished   = "SUBAGENT_FINISHED"
+	EventSubagentError      = "SUBAGENT_ERROR"
 )
 
 // TokenUsage is what a run's model calls of one model used. InputTokens

@@ -106,10 +106,18 @@ type Run struct {
 //     replays: the server runs nothing, and answers with the messages
 //     after the client's last;
 //   - system and developer messages, and content at a URL, are
-//     ErrInvalidInput.
+//     ErrInvalidInput;
+//   - the messages of sub-agents' work (SubagentRunID), which a client
+//     keeps from the events of earlier runs, are left out: the thread is
+//     the main agent's.
 //
 // input.state is ignored: state changes only through tools.
 func Prepare(ctx context.Context, sessions Transcripts, owner string, in *RunAgentInput) (*Run, error) {
+	if slices.ContainsFunc(in.Messages, func(m Message) bool { return m.SubagentRunID != "" }) {
+		main := *in
+		main.Messages = slices.DeleteFunc(slices.Clone(in.Messages), func(m Message) bool { return m.SubagentRunID != "" })
+		in = &main
+	}
 	if err := checkInput(in); err != nil {
 		return nil, err
 	}

@@ -41,6 +41,17 @@ type Stream struct {
 	ended           bool
 	sent            map[string]bool // the ids of the messages sent
 	state           map[string]json.RawMessage
+	subs            map[string]*subagentRun // the delegations under way, by id
+}
+
+// subagentRun is a delegation's part of the stream: its messages' ids are
+// its own, as the thread the server holds has none of them.
+type subagentRun struct {
+	id           string
+	message      string // the id of its assistant message under way
+	n            int    // its assistant messages so far
+	open         bool
+	afterResults bool
 }
 
 var _ turn.Sink = (*Stream)(nil)
@@ -95,9 +106,10 @@ func (s *Stream) Event(e agent.Event) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch {
-	case e.Agent != nil || e.Delegation != nil:
-		// A sub-agent's work shows as its delegation's tool call and
-		// result, for now.
+	case e.Delegation != nil:
+		s.delegation(e.Delegation)
+	case e.Agent != nil:
+		s.subagentEvent(e)
 	case e.Text != "":
 		s.assistant()
 		if !s.open {
@@ -146,6 +158,80 @@ func (s *Stream) toolCall(u *agent.ToolUseBlock, parent string) {
 	s.write(map[string]any{"type": EventToolCallStart, "toolCallId": u.ToolUseID, "toolCallName": u.Name, "parentMessageId": parent})
 	s.write(map[string]any{"type": EventToolCallArgs, "toolCallId": u.ToolUseID, "delta": string(inputOf(u))})
 	s.write(map[string]any{"type": EventToolCallEnd, "toolCallId": u.ToolUseID})
+}
+
+// delegation opens a sub-agent's run (SUBAGENT_STARTED), under the tool
+// call that delegated, or ends it (SUBAGENT_FINISHED or SUBAGENT_ERROR).
+func (s *Stream) delegation(d *agent.Delegation) {
+	id := d.Run.ID
+	if !d.Done {
+		s.closeText()
+		ev := map[string]any{"type": EventSubagentStarted, "subagentRunId": id, "name": d.Run.Name, "parentToolCallId": id, "parentMessageId": s.message}
+		if d.Run.Description != "" {
+			ev["description"] = d.Run.Description
+		}
+		if p := s.subs[d.Run.ParentID]; p != nil {
+			s.closeSubText(p)
+			ev["parentSubagentRunId"], ev["parentMessageId"] = p.id, p.message
+		}
+		if s.subs == nil {
+			s.subs = map[string]*subagentRun{}
+		}
+		s.subs[id] = &subagentRun{id: id}
+		s.write(ev)
+		return
+	}
+	if sub := s.subs[id]; sub != nil {
+		s.closeSubText(sub)
+		delete(s.subs, id)
+	}
+	if d.Err != "" {
+		s.write(map[string]any{"type": EventSubagentError, "subagentRunId": id, "message": d.Err})
+		return
+	}
+	s.write(map[string]any{"type": EventSubagentFinished, "subagentRunId": id, "outcome": map[string]string{"type": "success"}})
+}
+
+// subagentEvent sends a piece of a sub-agent's work, tagged with its run.
+func (s *Stream) subagentEvent(e agent.Event) {
+	sub := s.subs[e.Agent.ID]
+	if sub == nil {
+		return // a delegation that never started: nothing to tie it to
+	}
+	tag := func(ev map[string]any) map[string]any {
+		ev["subagentRunId"] = sub.id
+		return ev
+	}
+	if (e.Text != "" || e.ToolUse != nil) && (sub.message == "" || sub.afterResults) {
+		sub.n++
+		sub.message, sub.afterResults = fmt.Sprintf("%s.m%d", sub.id, sub.n), false
+	}
+	switch {
+	case e.Text != "":
+		if !sub.open {
+			s.write(tag(map[string]any{"type": EventTextMessageStart, "messageId": sub.message, "role": RoleAssistant}))
+			sub.open = true
+		}
+		s.write(tag(map[string]any{"type": EventTextMessageContent, "messageId": sub.message, "delta": e.Text}))
+	case e.ToolUse != nil:
+		s.closeSubText(sub)
+		u := e.ToolUse
+		s.write(tag(map[string]any{"type": EventToolCallStart, "toolCallId": u.ToolUseID, "toolCallName": u.Name, "parentMessageId": sub.message}))
+		s.write(tag(map[string]any{"type": EventToolCallArgs, "toolCallId": u.ToolUseID, "delta": string(inputOf(u))}))
+		s.write(tag(map[string]any{"type": EventToolCallEnd, "toolCallId": u.ToolUseID}))
+	case e.ToolResult != nil:
+		s.closeSubText(sub)
+		sub.afterResults = true
+		r := e.ToolResult
+		s.write(tag(map[string]any{"type": EventToolCallResult, "messageId": sub.id + "." + ToolMessageID(r), "toolCallId": r.ToolUseID, "role": RoleTool, "content": resultText(r)}))
+	}
+}
+
+func (s *Stream) closeSubText(sub *subagentRun) {
+	if sub.open {
+		s.write(map[string]any{"type": EventTextMessageEnd, "messageId": sub.message, "subagentRunId": sub.id})
+		sub.open = false
+	}
 }
 
 // result sends a tool's result, unless the client has it: a result the

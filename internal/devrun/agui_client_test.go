@@ -3,6 +3,7 @@ package devrun_test
 import (
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -134,4 +135,36 @@ func TestAGUIPeopleAndClientsInTheLoop(t *testing.T) {
 			t.Errorf("a body over the limit: %q %v", r.Err(), r.Events)
 		}
 	})
+}
+
+// TestAGUISubAgentWithTheOfficialClient: HttpAgent runs a turn that
+// delegates to a sub-agent on the local run, and a second run with the
+// whole thread it then holds, the sub-agent's messages included: every
+// event passes @ag-ui/core's schemas, the sub-agent's work comes between
+// SUBAGENT_STARTED and SUBAGENT_FINISHED, and the client's thread, but for
+// the sub-agent's messages, is the server's.
+func TestAGUISubAgentWithTheOfficialClient(t *testing.T) {
+	url := start(t, map[string]string{"AGENTS": `[{"name":"researcher","description":"Researches.","system_prompt":"You research.","tools":["calculator"]}]`})
+	res := aguiclient.Run(t, url+"/agui", "delegate", "")
+	if len(res.Runs) != 2 {
+		t.Fatalf("%d runs", len(res.Runs))
+	}
+	for i, r := range res.Runs {
+		r.OK(t, fmt.Sprint("run ", i+1))
+	}
+	events := strings.Join(res.Runs[0].Events, " ")
+	start, end := strings.Index(events, "TOOL_CALL_END SUBAGENT_STARTED"), strings.Index(events, "SUBAGENT_FINISHED TOOL_CALL_RESULT")
+	if start < 0 || end < start || !strings.Contains(events[start:end], "TOOL_CALL_RESULT") {
+		t.Errorf("the delegating run: %s", events)
+	}
+	subs := 0
+	for _, m := range res.Messages {
+		if m.SubagentRunID != "" {
+			subs++
+		}
+	}
+	if subs < 2 {
+		t.Errorf("the client holds %d messages of the sub-agent's work", subs)
+	}
+	aguiclient.SameThread(t, aguiclient.Stored(t, url, res.ThreadID), res)
 }

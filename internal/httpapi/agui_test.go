@@ -91,19 +91,20 @@ func userMessage(id, text string) agui.Message {
 // events built.
 func thread(msgs []agui.Message, events []map[string]any) []agui.Message {
 	for _, e := range events {
+		sub, _ := e["subagentRunId"].(string)
 		switch e["type"] {
 		case agui.EventTextMessageStart:
-			msgs = append(msgs, agui.Message{ID: e["messageId"].(string), Role: agui.RoleAssistant})
+			msgs = append(msgs, agui.Message{ID: e["messageId"].(string), Role: agui.RoleAssistant, SubagentRunID: sub})
 		case agui.EventToolCallStart:
 			id := e["parentMessageId"].(string)
 			if msgs[len(msgs)-1].ID != id {
-				msgs = append(msgs, agui.Message{ID: id, Role: agui.RoleAssistant})
+				msgs = append(msgs, agui.Message{ID: id, Role: agui.RoleAssistant, SubagentRunID: sub})
 			}
 			last := &msgs[len(msgs)-1]
 			last.ToolCalls = append(last.ToolCalls, agui.ToolCall{ID: e["toolCallId"].(string), Type: "function", Function: agui.FunctionCall{Name: e["toolCallName"].(string)}})
 		case agui.EventToolCallResult:
 			content, _ := json.Marshal(e["content"])
-			msgs = append(msgs, agui.Message{ID: e["messageId"].(string), Role: agui.RoleTool, ToolCallID: e["toolCallId"].(string), Content: content})
+			msgs = append(msgs, agui.Message{ID: e["messageId"].(string), Role: agui.RoleTool, ToolCallID: e["toolCallId"].(string), Content: content, SubagentRunID: sub})
 		}
 	}
 	return msgs

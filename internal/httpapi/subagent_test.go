@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 
@@ -135,18 +136,29 @@ func TestChatStreamShowsTheSubAgent(t *testing.T) {
 	}
 }
 
-// TestAGUIRunDelegates: an AG-UI run whose agent delegates shows the
-// delegation as its tool call and result; the sub-agent's own work stays
-// out of the run's events, and the thread reconciles on the next run.
+// TestAGUIRunDelegates: an AG-UI run whose agent delegates streams the
+// sub-agent's work as AG-UI's sub-agent events: SUBAGENT_STARTED under the
+// delegating tool call, its messages and tool calls tagged with its
+// subagentRunId, then SUBAGENT_FINISHED, or SUBAGENT_ERROR when it
+// failed, before the call's result. A client that keeps those messages
+// in its thread and sends it whole, as HttpAgent does, reconciles: the
+// server holds the main agent's thread.
 func TestAGUIRunDelegates(t *testing.T) {
 	s := testkit.Start(t, testkit.Options{Env: map[string]string{
 		"TOOLS":  "calculator",
 		"AGENTS": `[{"name":"researcher","description":"Researches.","system_prompt":"You research.","tools":["calculator"]}]`,
 	}})
 	s.Model.Responder = func(req *conversetest.Request) conversetest.Reply {
+		research := len(req.System) > 0 && req.System[0].Text == "You research."
 		switch {
-		case len(req.System) > 0 && req.System[0].Text == "You research.":
+		case research && req.Messages[0].Text() == "Fail.":
+			return conversetest.Error(400, conversetest.CodeValidation, "no")
+		case research && len(req.Messages) == 1:
+			return conversetest.ToolUse("r1", "calculator", map[string]string{"expression": "6*7"})
+		case research:
 			return conversetest.Text("It is 42.")
+		case req.Messages[len(req.Messages)-1].Text() == "Make it fail.":
+			return conversetest.ToolUse("df", "researcher", map[string]string{"task": "Fail."})
 		case req.Messages[len(req.Messages)-1].Text() != "":
 			return conversetest.ToolUse(fmt.Sprint("d", len(req.Messages)), "researcher", map[string]string{"task": "Compute 6*7."})
 		}
@@ -154,17 +166,107 @@ func TestAGUIRunDelegates(t *testing.T) {
 	}
 	in := agui.RunAgentInput{ThreadID: "agui-deleg", RunID: "run-1", Messages: []agui.Message{userMessage("u-1", "Ask the researcher.")}}
 	events := aguiEvents(t, aguiRun(t, s, "", in))
-	if got := types(events); got != "RUN_STARTED STATE_SNAPSHOT TOOL_CALL_START TOOL_CALL_ARGS TOOL_CALL_END TOOL_CALL_RESULT TEXT_MESSAGE_START TEXT_MESSAGE_CONTENT TEXT_MESSAGE_END RUN_FINISHED" {
-		t.Fatalf("events: %s", got)
+	want := "RUN_STARTED STATE_SNAPSHOT TOOL_CALL_START TOOL_CALL_ARGS TOOL_CALL_END " +
+		"SUBAGENT_STARTED TOOL_CALL_START TOOL_CALL_ARGS TOOL_CALL_END TOOL_CALL_RESULT TEXT_MESSAGE_START TEXT_MESSAGE_CONTENT TEXT_MESSAGE_END SUBAGENT_FINISHED " +
+		"TOOL_CALL_RESULT TEXT_MESSAGE_START TEXT_MESSAGE_CONTENT TEXT_MESSAGE_END RUN_FINISHED"
+	if got := types(events); got != want {
+		t.Fatalf("events:\n got %s\nwant %s", got, want)
 	}
-	if r := nth(t, events, agui.EventToolCallResult, 0); r["content"] != "It is 42." {
+	call := nth(t, events, agui.EventToolCallStart, 0)
+	started := nth(t, events, agui.EventSubagentStarted, 0)
+	run := started["subagentRunId"]
+	if started["name"] != "researcher" || started["parentToolCallId"] != call["toolCallId"] || started["parentMessageId"] != call["parentMessageId"] {
+		t.Errorf("SUBAGENT_STARTED %v under the call %v", started, call)
+	}
+	for i, e := range events {
+		inside := i > slices.IndexFunc(events, func(e map[string]any) bool { return e["type"] == agui.EventSubagentStarted }) &&
+			i < slices.IndexFunc(events, func(e map[string]any) bool { return e["type"] == agui.EventSubagentFinished })
+		if tagged := e["subagentRunId"] == run; tagged != (inside || e["type"] == agui.EventSubagentFinished || e["type"] == agui.EventSubagentStarted) {
+			t.Errorf("event %d %v: tagged %v", i, e, tagged)
+		}
+	}
+	if r := nth(t, events, agui.EventToolCallResult, 1); r["content"] != "It is 42." || r["toolCallId"] != call["toolCallId"] {
 		t.Errorf("the delegation's result: %v", r)
 	}
-	next := agui.RunAgentInput{ThreadID: "agui-deleg", RunID: "run-2", Messages: append(thread(in.Messages, events), userMessage("u-2", "Again."))}
-	if got := types(aguiEvents(t, aguiRun(t, s, "", next))); !strings.HasSuffix(got, "RUN_FINISHED") {
-		t.Errorf("the next run of the whole thread: %s", got)
+	var subText strings.Builder
+	for _, e := range events {
+		if e["type"] == agui.EventTextMessageContent && e["subagentRunId"] == run {
+			subText.WriteString(e["delta"].(string))
+		}
 	}
-	if stored := transcriptOf(t, s, "", "agui-deleg"); len(stored) != 8 {
+	if subText.String() != "It is 42." {
+		t.Errorf("the sub-agent's text: %q", subText.String())
+	}
+	// The whole thread, sub-agent's messages included, and a delegation
+	// that fails.
+	next := agui.RunAgentInput{ThreadID: "agui-deleg", RunID: "run-2", Messages: append(thread(in.Messages, events), userMessage("u-2", "Make it fail."))}
+	failed := aguiEvents(t, aguiRun(t, s, "", next))
+	if e := nth(t, failed, agui.EventSubagentError, 0); !strings.Contains(e["message"].(string), "the agent researcher failed") {
+		t.Errorf("SUBAGENT_ERROR %v", e)
+	}
+	if got := types(failed); !strings.HasSuffix(got, "RUN_FINISHED") || strings.Contains(got, "SUBAGENT_FINISHED") {
+		t.Errorf("the run whose delegation failed: %s", got)
+	}
+	if stored := transcriptOf(t, s, "", "agui-deleg"); len(stored) != 8 || agent.ValidateHistory(stored) != nil {
 		t.Errorf("%d messages stored, want 8", len(stored))
+	}
+}
+
+// TestAGUINestedDelegation: a sub-agent that delegates in turn opens a
+// SUBAGENT_STARTED of its own under its tool call, with
+// parentSubagentRunId, and the usage by agent names all three.
+func TestAGUINestedDelegation(t *testing.T) {
+	s := testkit.Start(t, testkit.Options{Env: map[string]string{
+		"TOOLS": "calculator",
+		"AGENTS": `[{"name":"researcher","description":"Researches.","system_prompt":"You research.","tools":["writer"]},
+			{"name":"writer","description":"Writes.","system_prompt":"You write.","tools":[]}]`,
+	}})
+	s.Model.Responder = func(req *conversetest.Request) conversetest.Reply {
+		sys := ""
+		if len(req.System) > 0 {
+			sys = req.System[0].Text
+		}
+		switch {
+		case sys == "You write.":
+			return conversetest.Text("Written.")
+		case sys == "You research." && len(req.Messages) == 1:
+			return conversetest.ToolUse("w1", "writer", map[string]string{"task": "Write it."})
+		case sys == "You research.":
+			return conversetest.Text("Researched and written.")
+		case len(req.Messages) == 1:
+			return conversetest.ToolUse("r1", "researcher", map[string]string{"task": "Research it."})
+		}
+		return conversetest.Text("All done.")
+	}
+	events := aguiEvents(t, aguiRun(t, s, "", agui.RunAgentInput{ThreadID: "nested", RunID: "run-1", Messages: []agui.Message{userMessage("u-1", "Go.")}}))
+	outer, inner := nth(t, events, agui.EventSubagentStarted, 0), nth(t, events, agui.EventSubagentStarted, 1)
+	if outer["subagentRunId"] != "r1" || outer["parentSubagentRunId"] != nil || inner["subagentRunId"] != "w1" || inner["parentSubagentRunId"] != "r1" || inner["name"] != "writer" {
+		t.Errorf("SUBAGENT_STARTED: %v, then %v", outer, inner)
+	}
+	var call map[string]any
+	for _, e := range events {
+		if e["type"] == agui.EventToolCallStart && e["toolCallId"] == "w1" {
+			call = e
+		}
+	}
+	if call == nil || call["subagentRunId"] != "r1" || inner["parentMessageId"] != call["parentMessageId"] {
+		t.Errorf("the writer's call %v; its SUBAGENT_STARTED %v", call, inner)
+	}
+	if got := types(events); !strings.Contains(got, "SUBAGENT_FINISHED TOOL_CALL_RESULT SUBAGENT_STARTED") && !strings.Contains(got, "SUBAGENT_FINISHED TOOL_CALL_RESULT TEXT_MESSAGE_START") {
+		t.Errorf("events: %s", got)
+	}
+	w := postJSON(t, s, "/chat", `{"session_id":"nested-chat","message":"Go."}`)
+	var answer turn.ChatAnswer
+	if err := json.Unmarshal(w.Body.Bytes(), &answer); err != nil || len(answer.Agents) != 3 || answer.Metrics.ModelCalls != 5 {
+		t.Fatalf("%d %s", w.Code, w.Body)
+	}
+	// Every agent's calls count once in the total.
+	var sum agent.Usage
+	for _, a := range answer.Agents {
+		sum.InputTokens += a.Usage.InputTokens
+		sum.OutputTokens += a.Usage.OutputTokens
+	}
+	if sum.InputTokens != answer.Usage.InputTokens || sum.OutputTokens != answer.Usage.OutputTokens {
+		t.Errorf("the agents' usage sums to %+v, the turn's is %+v", sum, answer.Usage)
 	}
 }
