@@ -20,7 +20,15 @@ var turnKinds = []struct {
 	{"tool", "What is 25*48?", nil, false},
 	{"150 messages", longTurn, map[string]string{"MAX_CYCLES": "80"}, false},
 	{"summarizing", "Hello again", map[string]string{"CONVERSATION_MANAGER": "summarizing"}, false},
+	{"delegating", delegatingTurn, map[string]string{"AGENTS": helperAgent}, false},
 }
+
+// delegatingTurn hands a calculation to helperAgent, a sub-agent with the
+// calculator, whose two model calls and tool call are the turn's too.
+const (
+	delegatingTurn = "Ask the helper for 25*48"
+	helperAgent    = `[{"name":"helper","description":"Does arithmetic.","system_prompt":"You do arithmetic.","tools":["calculator"]}]`
+)
 
 // longTurn asks for a turn of 150 messages: 74 calculator calls in a row,
 // more than one DynamoDB transaction holds.
@@ -35,6 +43,9 @@ func respond(r *conversetest.Request) conversetest.Reply {
 			return conversetest.ToolUse(fmt.Sprintf("n%d", calls), "calculator", map[string]string{"expression": fmt.Sprintf("%d+1", calls)})
 		}
 		return conversetest.Text("Done adding.")
+	}
+	if last.Text() == delegatingTurn {
+		return conversetest.ToolUse(fmt.Sprintf("h%d", len(r.Messages)), "helper", map[string]string{"task": "What is 25*48?"})
 	}
 	if len(last.Content) > 0 && last.Content[0].ToolResult != nil {
 		return conversetest.Text("25 × 48 = 1200.")
@@ -63,7 +74,7 @@ func callsSince(msgs []conversetest.Message, prompt string) (int, bool) {
 // costs measures what each kind of turn costs in DynamoDB, against a store
 // that keeps the whole history in one item.
 func costs(ctx context.Context, cfg config, b *strings.Builder) error {
-	fmt.Fprintf(b, "### DynamoDB cost per turn\n\nAverages over %d turns of each kind, through the handler, counted on the wire by the client's transport (`dynamodbtest.Meter`). RCU is 1 per 4 KB read strongly consistently. WCU is 1 per KB written, doubled in a transaction. Every session has a window of 40 messages. A keyed turn sends a new `Idempotency-Key` each time. A turn of 150 messages is 74 calculator calls in a row (`MAX_CYCLES=80`), more than one transaction holds, so it is committed in parts. A summarizing turn uses `CONVERSATION_MANAGER=summarizing`, whose window summarizes past 40 messages.\n\n", cfg.costTurns)
+	fmt.Fprintf(b, "### DynamoDB cost per turn\n\nAverages over %d turns of each kind, through the handler, counted on the wire by the client's transport (`dynamodbtest.Meter`). RCU is 1 per 4 KB read strongly consistently. WCU is 1 per KB written, doubled in a transaction. Every session has a window of 40 messages. A keyed turn sends a new `Idempotency-Key` each time. A turn of 150 messages is 74 calculator calls in a row (`MAX_CYCLES=80`), more than one transaction holds, so it is committed in parts. A summarizing turn uses `CONVERSATION_MANAGER=summarizing`, whose window summarizes past 40 messages. A delegating turn hands a calculation to a sub-agent (`AGENTS`), which calls the calculator: the sub-agent's messages are not stored, so the turn stores what a tool turn does.\n\n", cfg.costTurns)
 	b.WriteString("| turn | stored messages | requests | sent | received | RCU | WCU |\n|---|---|---|---|---|---|---|\n")
 	plain := map[int]dynamodbtest.Usage{}
 	for k, kind := range turnKinds {
