@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/lambda-agent/lambda-agent/internal/agent"
 	"github.com/lambda-agent/lambda-agent/internal/app"
@@ -48,9 +49,12 @@ func pngOf(n int) []byte {
 func TestHostileResultsThroughTheHandler(t *testing.T) {
 	fn := lambdatest.NewServer()
 	t.Cleanup(fn.Close)
-	fn.Register("dump", func(context.Context, []byte) ([]byte, error) {
+	// The test is of the result's size, not of time: a machine busy with
+	// the whole race suite may take longer than Lambda's default 3 s to
+	// encode 4.5 MB.
+	fn.RegisterWithConfig("dump", func(context.Context, []byte) ([]byte, error) {
 		return json.Marshal(strings.Repeat("log line\n", 500_000)) // 4.5 MB: Lambda returns at most 6 MB
-	})
+	}, lambdatest.Config{Timeout: 30 * time.Second})
 	s := testkit.Start(t, testkit.Options{
 		Env: map[string]string{
 			"MCP_SERVERS":  fmt.Sprintf(`[{"name":"h","url":%q}]`, hostileServer(t)),
