@@ -22,7 +22,8 @@ import (
 // reports usage by agent, the total counts both, and the session holds
 // the main agent's conversation, valid for Bedrock.
 func TestChatDelegatesToASubAgent(t *testing.T) {
-	s := testkit.Start(t, testkit.Options{Env: map[string]string{
+	var metrics testkit.Buffer
+	s := testkit.Start(t, testkit.Options{Metrics: &metrics, Env: map[string]string{
 		"TOOLS":        "calculator",
 		"MODEL_PRICES": `{"input":3,"output":15}`,
 		"GUARDRAIL_ID": "g1", "GUARDRAIL_VERSION": "1",
@@ -58,6 +59,12 @@ func TestChatDelegatesToASubAgent(t *testing.T) {
 	// The sub-agent calls the same model, with the guardrail.
 	if sub := s.Model.Requests()[1]; sub.ModelID != "test-model" || sub.GuardrailConfig == nil || len(sub.Messages) != 1 {
 		t.Errorf("the sub-agent's request: model %s, guardrail %v, %d messages", sub.ModelID, sub.GuardrailConfig, len(sub.Messages))
+	}
+	// The metrics have a line per agent, with its tokens.
+	for _, want := range []string{`"AgentName":"main"`, `"AgentName":"researcher"`, `"InputTokens":30`} {
+		if !strings.Contains(metrics.String(), want) {
+			t.Errorf("the metrics lack %s:\n%s", want, metrics.String())
+		}
 	}
 	stored := transcriptOf(t, s, "", "deleg")
 	if err := agent.ValidateHistory(stored); err != nil || len(stored) != 4 {

@@ -6,6 +6,8 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -27,6 +29,7 @@ const (
 	dimModel     = "Model"
 	dimErrorCode = "ErrorCode"
 	dimTool      = "ToolName"
+	dimAgent     = "AgentName"
 )
 
 // maxValues is the most values one metric may carry in a line.
@@ -164,15 +167,33 @@ func (m *Metrics) Record(ctx context.Context, r Request) {
 	now := m.now()
 	m.encode(&buf, now, props, sets)
 	if res != nil {
-		for _, t := range byTool(res.Metrics.Tools) {
-			p := map[string]any{dimTool: t.name}
+		// One line per tool and, for a turn that delegated, per agent: the
+		// configuration names both, so their dimensions stay bounded.
+		ids := func(dim, value string) map[string]any {
+			p := map[string]any{dim: value}
 			for _, k := range []string{"session_id", "trace_id", "requestId"} {
 				if v, ok := props[k]; ok {
 					p[k] = v
 				}
 			}
+			return p
+		}
+		for _, t := range byTool(res.Metrics.Tools) {
 			metrics := []metric{count("ToolCalls", len(t.durations)), count("ToolErrors", t.failed), millis("ToolDuration", t.durations...)}
-			m.encode(&buf, now, p, []dimensionSet{{names: []string{dimFunction, dimModel, dimTool}, metrics: metrics}})
+			m.encode(&buf, now, ids(dimTool, t.name), []dimensionSet{{names: []string{dimFunction, dimModel, dimTool}, metrics: metrics}})
+		}
+		for _, name := range slices.Sorted(maps.Keys(res.AgentUsage)) {
+			u := res.AgentUsage[name]
+			metrics := []metric{
+				count("InputTokens", u.InputTokens),
+				count("OutputTokens", u.OutputTokens),
+				count("CacheReadTokens", u.CacheReadInputTokens),
+				count("CacheWriteTokens", u.CacheWriteInputTokens),
+			}
+			if m.Prices != nil {
+				metrics = append(metrics, metric{"EstimatedCost", unitNone, []float64{m.Prices.Cost(u)}})
+			}
+			m.encode(&buf, now, ids(dimAgent, name), []dimensionSet{{names: []string{dimFunction, dimModel, dimAgent}, metrics: metrics}})
 		}
 	}
 	m.mu.Lock()

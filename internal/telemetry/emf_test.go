@@ -166,7 +166,7 @@ func (l emfLine) metric(name string) []float64 {
 
 // The only dimension sets a line may use: fixed, and of values that the
 // deployment bounds.
-var allowedSets = []string{"FunctionName,Model", "FunctionName,Model,ErrorCode", "FunctionName,Model,ToolName"}
+var allowedSets = []string{"FunctionName,Model", "FunctionName,Model,ErrorCode", "FunctionName,Model,ToolName", "FunctionName,Model,AgentName"}
 
 func TestMetricsOfATurn(t *testing.T) {
 	var out bytes.Buffer
@@ -234,6 +234,37 @@ func TestMetricsOfATurn(t *testing.T) {
 				t.Errorf("dimension set %s", set)
 			}
 		}
+	}
+
+	// A turn that delegated has a line per agent.
+	out.Reset()
+	delegated := *res
+	delegated.AgentUsage = map[string]agent.Usage{
+		agent.MainAgent: {InputTokens: 600, OutputTokens: 150, CacheReadInputTokens: 5000},
+		"researcher":    {InputTokens: 400, OutputTokens: 50, CacheWriteInputTokens: 70},
+	}
+	delegated.Metrics.Tools = nil
+	m.Record(t.Context(), telemetry.Request{Route: "POST /chat", Turn: true, Status: 200, Code: "ok", SessionID: "s-2", Result: &delegated})
+	lines = parseEMFLines(t, out.Bytes())
+	agents := map[string]emfLine{}
+	for _, l := range lines {
+		if name, ok := l.root["AgentName"].(string); ok {
+			agents[name] = l
+			if diff := cmp.Diff([]string{"FunctionName,Model,AgentName"}, l.dimensionSets()); diff != "" || l.root["session_id"] != "s-2" {
+				t.Errorf("%s's line: %v (-want +got):\n%s", name, l.root, diff)
+			}
+		}
+	}
+	for name, u := range delegated.AgentUsage {
+		l := agents[name]
+		got := [5][]float64{l.metric("InputTokens"), l.metric("OutputTokens"), l.metric("CacheReadTokens"), l.metric("CacheWriteTokens"), l.metric("EstimatedCost")}
+		want := [5][]float64{{float64(u.InputTokens)}, {float64(u.OutputTokens)}, {float64(u.CacheReadInputTokens)}, {float64(u.CacheWriteInputTokens)}, {prices.Cost(u)}}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("%s: tokens and cost (-want +got):\n%s", name, diff)
+		}
+	}
+	if len(agents) != 2 {
+		t.Errorf("%d agent lines:\n%s", len(agents), out.String())
 	}
 
 	// The next request is warm, failed, and a replay counts no turn.

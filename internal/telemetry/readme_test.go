@@ -46,7 +46,10 @@ func TestDocsListTheMetrics(t *testing.T) {
 	var out bytes.Buffer
 	prices := pricing.Prices{Input: 3, Output: 15}
 	m := &telemetry.Metrics{Function: "f", Model: "m", Prices: &prices, Out: &out}
-	res := &agent.Result{Metrics: agent.Metrics{ModelCalls: 1, ModelLatencies: []time.Duration{time.Millisecond}, Tools: []agent.ToolRun{{Name: "calculator"}}}}
+	res := &agent.Result{
+		Metrics:    agent.Metrics{ModelCalls: 1, ModelLatencies: []time.Duration{time.Millisecond}, Tools: []agent.ToolRun{{Name: "calculator"}}},
+		AgentUsage: map[string]agent.Usage{agent.MainAgent: {InputTokens: 1}}, // a turn that delegated
+	}
 	m.Record(t.Context(), telemetry.Request{Route: "POST /chat", Turn: true, Status: 504, Code: "timeout", Result: res})
 	var got []string
 	for _, l := range parseEMFLines(t, out.Bytes()) {
