@@ -870,3 +870,47 @@ func TestTraceOfANewSession(t *testing.T) {
 		t.Errorf("lambda_agent.session.new = %v, want true", got)
 	}
 }
+
+// TestTraceOfADelegatingTurn pins what docs/subagents.md says of traces
+// today: a sub-agent's model calls are chat spans under the request's
+// invoke_agent span, as the main agent's are, within the time of the
+// delegation's execute_tool span, a sibling; and the root span's usage
+// counts every agent's calls.
+func TestTraceOfADelegatingTurn(t *testing.T) {
+	s, c := tracedStack(t, map[string]string{
+		"TOOLS":  "calculator",
+		"AGENTS": `[{"name":"researcher","description":"Researches.","system_prompt":"You research.","tools":[]}]`,
+	})
+	s.Model.Enqueue(
+		conversetest.ToolUse("d-1", "researcher", map[string]any{"task": "Find it."}),
+		conversetest.Text("Found."),
+		conversetest.Text("The researcher found it."),
+	)
+	w := postChat(t.Context(), s, `{"session_id":"deleg-1","message":"ask the researcher"}`)
+	if w.Code != http.StatusOK {
+		t.Fatalf("%d %s", w.Code, w.Body)
+	}
+	tr := oneTrace(t, c.Spans())
+	want := node{Name: "invoke_agent chat-fn", Kind: "INTERNAL", Children: []node{
+		{Name: "session.load", Kind: "CLIENT"},
+		{Name: "chat test-model", Kind: "CLIENT"},
+		{Name: "execute_tool researcher", Kind: "INTERNAL"},
+		{Name: "chat test-model", Kind: "CLIENT"}, // the researcher's, during the delegation
+		{Name: "chat test-model", Kind: "CLIENT"},
+		{Name: "session.commit", Kind: "CLIENT"},
+	}}
+	if diff := cmp.Diff(want, tr.tree()); diff != "" {
+		t.Fatalf("span tree (-want +got):\n%s", diff)
+	}
+	chats, tool := tr.named("chat test-model"), tr.one(t, "execute_tool researcher")
+	if chats[1].StartTimeUnixNano < tool.StartTimeUnixNano || chats[1].EndTimeUnixNano > tool.EndTimeUnixNano {
+		t.Errorf("the sub-agent's model call [%d, %d] is not within the delegation [%d, %d]", chats[1].StartTimeUnixNano, chats[1].EndTimeUnixNano, tool.StartTimeUnixNano, tool.EndTimeUnixNano)
+	}
+	var sum int64
+	for _, ch := range chats {
+		sum += attrs(ch.Attributes)["gen_ai.usage.output_tokens"].(int64)
+	}
+	if root := attrs(tr.root.Attributes); root["gen_ai.usage.output_tokens"] != sum || sum == 0 {
+		t.Errorf("the turn's output tokens %v are not the sum of every agent's calls, %d", root["gen_ai.usage.output_tokens"], sum)
+	}
+}
