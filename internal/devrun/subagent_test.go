@@ -64,3 +64,33 @@ func TestLocalRunDelegates(t *testing.T) {
 		t.Errorf("the researcher's result %q; agents %s", result, answer.Agents)
 	}
 }
+
+// TestChatPageShowsTheSubAgent: in the chat page, a delegation's box shows
+// the sub-agent's work as it streams, its own tool calls and text, and
+// then the delegation's result; the turn's text is the main agent's.
+func TestChatPageShowsTheSubAgent(t *testing.T) {
+	browser, driver := findBrowser(t)
+	url := start(t, map[string]string{"AGENTS": `[{"name":"researcher","description":"Researches.","system_prompt":"You research.","tools":["calculator"]}]`})
+	wd := newWebDriver(t, driver, browser)
+	wd.Navigate(url + "/")
+	wd.WaitFor("the first screen", `return !document.querySelector("#welcome").hidden`)
+	wd.send(`/tool researcher {"task":"What is 6*7?"}`)
+	wd.WaitFor("the answer", `return document.querySelectorAll("#messages .turn.assistant.done").length === 1`)
+	var got struct {
+		Work, Inner, Result, Name string
+		Texts                     int
+	}
+	wd.EvalInto(&got, `const box = document.querySelector('#messages .tool[data-name="researcher"]');
+		const work = box.querySelector(":scope > .agent-work");
+		return {
+			Work: work ? work.dataset.agent : "",
+			Name: work ? work.querySelector(".agent-name").textContent : "",
+			Inner: work ? work.querySelector('.tool[data-name="calculator"] .result').textContent : "",
+			Result: box.querySelector(":scope > .result").textContent,
+			Texts: work ? work.querySelectorAll(".text").length : 0,
+		}`)
+	if got.Work != "researcher" || got.Name != "researcher answered" || !strings.Contains(got.Inner, "42") || !strings.Contains(got.Result, "42") || got.Texts == 0 {
+		t.Errorf("the delegation's box: %+v", got)
+	}
+	wd.Save("chatpage-subagent.png", wd.Screenshot())
+}

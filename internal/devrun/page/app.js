@@ -410,6 +410,60 @@ function showResults(messages) {
   }
 }
 
+// Work is a sub-agent's work on a task, drawn inside the box of the tool
+// call that delegated it: its text and its own tool calls, as they stream.
+class Work {
+  constructor(box, name) {
+    this.div = el("div", "agent-work");
+    this.div.dataset.agent = name;
+    this.div.append(el("div", "agent-name", `${name} is working…`));
+    this.segment = null;
+    this.tools = new Map();
+    box.insertBefore(this.div, box.querySelector(":scope > .result"));
+  }
+  text(delta) {
+    if (!this.segment) {
+      this.segment = el("div", "text");
+      this.div.append(this.segment);
+    }
+    this.segment.textContent += delta;
+  }
+  toolUse(id, name, input) {
+    this.segment = null;
+    this.div.append(toolBox(this, id, name, input));
+  }
+  toolResult(id, status, preview) { showToolResult(this.tools.get(id), status, preview); }
+  end(name, error) {
+    this.div.querySelector(".agent-name").textContent = error ? `${name} failed: ${error}` : `${name} answered`;
+    this.div.classList.add(error ? "failed" : "done");
+  }
+}
+
+// works are the sub-agents' works under way, by the id of the tool call
+// that delegated them.
+const works = new Map();
+
+// toolBox draws a tool call of owner's, whose result is to come.
+function toolBox(owner, id, name, input) {
+  const box = el("div", "tool pending");
+  box.dataset.id = id;
+  box.dataset.name = name;
+  const call = el("div", "call");
+  call.append(el("span", "name", name), el("code", "input", JSON.stringify(input)));
+  box.append(call, el("div", "result", "running…"));
+  owner.tools.set(id, box);
+  owners.set(id, owner);
+  return box;
+}
+
+// showToolResult fills a tool call's box with its result.
+function showToolResult(box, status, preview) {
+  if (!box) return;
+  box.classList.remove("pending", "waiting", "success", "error");
+  box.classList.add(status === "error" ? "error" : "success");
+  box.querySelector(":scope > .result").textContent = preview || "(no output)";
+}
+
 // Turn is an assistant turn: text segments, tool calls and their results,
 // and a line about the turn once it is done.
 class Turn {
@@ -430,30 +484,16 @@ class Turn {
   }
   toolUse(id, name, input) {
     this.segment = null; // text after the call is a new segment
-    const box = el("div", "tool pending");
-    box.dataset.id = id;
-    box.dataset.name = name;
-    const call = el("div", "call");
-    call.append(el("span", "name", name), el("code", "input", JSON.stringify(input)));
-    box.append(call, el("div", "result", "running…"));
-    this.tools.set(id, box);
-    owners.set(id, this);
-    this.li.append(box);
+    this.li.append(toolBox(this, id, name, input));
   }
   // waiting marks a call that waits for a person.
   waiting(id, kind) {
     const box = this.tools.get(id);
     if (!box || !box.classList.contains("pending")) return;
     box.classList.add("waiting");
-    box.querySelector(".result").textContent = kind === "question" ? "waiting for your answer" : "waiting for your approval";
+    box.querySelector(":scope > .result").textContent = kind === "question" ? "waiting for your answer" : "waiting for your approval";
   }
-  toolResult(id, status, preview) {
-    const box = this.tools.get(id);
-    if (!box) return;
-    box.classList.remove("pending", "waiting", "success", "error");
-    box.classList.add(status === "error" ? "error" : "success");
-    box.querySelector(".result").textContent = preview || "(no output)";
-  }
+  toolResult(id, status, preview) { showToolResult(this.tools.get(id), status, preview); }
   done(d) {
     this.li.classList.add("done");
     this.li.classList.remove("failed");
@@ -799,7 +839,7 @@ async function resume() {
     return;
   }
   for (const p of pending) {
-    p.box.insertBefore(el("div", "decision", decisionText(p.response)), p.box.querySelector(".result"));
+    p.box.insertBefore(el("div", "decision", decisionText(p.response)), p.box.querySelector(":scope > .result"));
     p.card.remove();
   }
   state.pending = [];
@@ -881,6 +921,33 @@ async function stream(body, turn, title, resuming) {
           if (owner) follow(() => owner.toolResult(ev.data.id, ev.data.status, ev.data.preview));
           break;
         }
+        case "agent_start": {
+          const owner = owners.get(ev.data.id);
+          const box = owner && owner.tools.get(ev.data.id);
+          if (box) follow(() => works.set(ev.data.id, new Work(box, ev.data.name)));
+          break;
+        }
+        case "agent_text": {
+          const work = works.get(ev.data.agent_id);
+          if (work) follow(() => work.text(ev.data.delta));
+          break;
+        }
+        case "agent_tool_use": {
+          const work = works.get(ev.data.agent_id);
+          if (work) follow(() => work.toolUse(ev.data.id, ev.data.name, ev.data.input));
+          break;
+        }
+        case "agent_tool_result": {
+          const work = works.get(ev.data.agent_id);
+          if (work) follow(() => work.toolResult(ev.data.id, ev.data.status, ev.data.preview));
+          break;
+        }
+        case "agent_end": {
+          const work = works.get(ev.data.id);
+          if (work) follow(() => work.end(ev.data.name, ev.data.error));
+          works.delete(ev.data.id);
+          break;
+        }
         case "interrupt": {
           const owner = owners.get(ev.data.id);
           if (owner) follow(() => owner.waiting(ev.data.id, ev.data.kind));
@@ -935,7 +1002,7 @@ async function send(text, denyPending = false) {
     for (const p of state.pending) {
       const expired = new Date(p.interrupt.expires_at) <= Date.now();
       const note = el("div", "decision", expired ? "It expired before you responded." : "Denied: you sent a message instead.");
-      p.box.insertBefore(note, p.box.querySelector(".result"));
+      p.box.insertBefore(note, p.box.querySelector(":scope > .result"));
     }
     showPending(null, []);
     const at = turnStart(out.done.messages, state.count);
