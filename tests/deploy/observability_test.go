@@ -35,6 +35,7 @@ var emfMetrics = map[string][]string{
 	},
 	"ErrorCode,FunctionName,Model": {"Errors"},
 	"FunctionName,Model,ToolName":  {"ToolCalls", "ToolErrors", "ToolDuration"},
+	"AgentName,FunctionName,Model": {"InputTokens", "OutputTokens", "CacheReadTokens", "CacheWriteTokens", "EstimatedCost"},
 }
 
 // lambdaMetrics are the AWS/Lambda metrics they may read, with the
