@@ -71,27 +71,35 @@ func Request(ctx context.Context, ev *events.APIGatewayV2HTTPRequest) *http.Requ
 		}
 		u.RawQuery = q.Encode()
 	}
-	body := eventBody(ev.Body, ev.IsBase64Encoded)
-	r := (&http.Request{
-		Method:     method,
-		URL:        u,
-		Proto:      "HTTP/1.1",
-		ProtoMajor: 1,
-		ProtoMinor: 1,
-		Header:     make(http.Header, len(ev.Headers)),
-		Body:       io.NopCloser(body),
-		RequestURI: u.RequestURI(),
-		RemoteAddr: ev.RequestContext.HTTP.SourceIP,
-		Host:       ev.RequestContext.DomainName,
-	}).WithContext(context.WithValue(ctx, contextKey{}, ev))
+	r := eventRequest(context.WithValue(ctx, contextKey{}, ev), method, u, ev.Body, ev.IsBase64Encoded,
+		len(ev.Headers), ev.RequestContext.HTTP.SourceIP, ev.RequestContext.DomainName)
 	for k, v := range ev.Headers {
 		r.Header.Set(k, v)
 	}
 	for _, c := range ev.Cookies {
 		r.Header.Add("Cookie", c)
 	}
-	if !ev.IsBase64Encoded {
-		r.ContentLength = int64(len(ev.Body))
+	return r
+}
+
+// eventRequest is the http.Request of an event, under ctx: method on u,
+// with the event's body, decoded when base64Encoded, from remoteAddr to
+// host. Its Header, sized for headers, is the caller's to fill.
+func eventRequest(ctx context.Context, method string, u *url.URL, body string, base64Encoded bool, headers int, remoteAddr, host string) *http.Request {
+	r := (&http.Request{
+		Method:     method,
+		URL:        u,
+		Proto:      "HTTP/1.1",
+		ProtoMajor: 1,
+		ProtoMinor: 1,
+		Header:     make(http.Header, headers),
+		Body:       io.NopCloser(eventBody(body, base64Encoded)),
+		RequestURI: u.RequestURI(),
+		RemoteAddr: remoteAddr,
+		Host:       host,
+	}).WithContext(ctx)
+	if !base64Encoded {
+		r.ContentLength = int64(len(body))
 	}
 	return r
 }

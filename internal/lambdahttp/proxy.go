@@ -62,19 +62,8 @@ func ProxyRequest(ctx context.Context, ev *events.APIGatewayProxyRequest) *http.
 		}
 	}
 	u.RawQuery = q.Encode()
-	body := eventBody(ev.Body, ev.IsBase64Encoded)
-	r := (&http.Request{
-		Method:     ev.HTTPMethod,
-		URL:        u,
-		Proto:      "HTTP/1.1",
-		ProtoMajor: 1,
-		ProtoMinor: 1,
-		Header:     make(http.Header, len(ev.Headers)),
-		Body:       io.NopCloser(body),
-		RequestURI: u.RequestURI(),
-		RemoteAddr: ev.RequestContext.Identity.SourceIP,
-		Host:       ev.RequestContext.DomainName,
-	}).WithContext(context.WithValue(ctx, proxyKey{}, ev))
+	r := eventRequest(context.WithValue(ctx, proxyKey{}, ev), ev.HTTPMethod, u, ev.Body, ev.IsBase64Encoded,
+		len(ev.Headers), ev.RequestContext.Identity.SourceIP, ev.RequestContext.DomainName)
 	for k, vs := range ev.MultiValueHeaders {
 		for _, v := range vs {
 			r.Header.Add(k, v)
@@ -84,9 +73,6 @@ func ProxyRequest(ctx context.Context, ev *events.APIGatewayProxyRequest) *http.
 		if _, ok := r.Header[http.CanonicalHeaderKey(k)]; !ok {
 			r.Header.Set(k, v)
 		}
-	}
-	if !ev.IsBase64Encoded {
-		r.ContentLength = int64(len(ev.Body))
 	}
 	return r
 }
