@@ -186,6 +186,42 @@ func (g *gate) wait(ctx context.Context) bool {
 	return false
 }
 
+// raceRounds sends rounds of racers turns at once to alice's session, each
+// round held by g until all of its turns arrived, and checks that exactly
+// one of each round commits and the others answer 409 conflict. checkWon
+// checks each committed answer. It returns the messages of the committed
+// turns and of the refused ones.
+func raceRounds(t *testing.T, s *system, g *gate, session string, rounds, racers int, checkWon func(msg string, r reply)) (won, lost []string) {
+	t.Helper()
+	for round := range rounds {
+		g.reset(racers)
+		answers := make([]reply, racers)
+		var wg sync.WaitGroup
+		for i := range racers {
+			wg.Go(func() { answers[i] = s.chat(t, "alice", session, fmt.Sprintf("round %d racer %d", round, i)) })
+		}
+		wg.Wait()
+		committed := 0
+		for i, r := range answers {
+			msg := fmt.Sprintf("round %d racer %d", round, i)
+			switch {
+			case r.status == 200:
+				committed++
+				won = append(won, msg)
+				checkWon(msg, r)
+			case r.status == 409 && r.code() == "conflict":
+				lost = append(lost, msg)
+			default:
+				t.Errorf("%s: %d %s; want 200 or 409 conflict", msg, r.status, r.raw)
+			}
+		}
+		if committed != 1 {
+			t.Errorf("round %d: %d turns committed; want exactly 1", round, committed)
+		}
+	}
+	return won, lost
+}
+
 // TestRemoteToolTurnsRacing sends turns at once to one session, each of
 // whose model answers calls an MCP tool and a Lambda tool. The Lambda
 // function holds every turn of a round until all of them reached it, so all
@@ -211,37 +247,13 @@ func TestRemoteToolTurnsRacing(t *testing.T) {
 	}
 	mcpBefore, fnBefore := srv.Calls(mcptest.ToolEcho), fn.Calls("lookup")
 
-	won, lost := []string{"opening"}, []string{}
-	conflicts := 0
-	for round := range rounds {
-		g.reset(racers)
-		answers := make([]reply, racers)
-		var wg sync.WaitGroup
-		for i := range racers {
-			wg.Go(func() { answers[i] = s.chat(t, "alice", "race", fmt.Sprintf("round %d racer %d", round, i)) })
+	won, lost := raceRounds(t, s, g, "race", rounds, racers, func(msg string, r reply) {
+		if !echoedBoth(resultsOf(t, r.raw), msg) {
+			t.Errorf("%s: the answer lacks its tools' results: %s", msg, r.raw)
 		}
-		wg.Wait()
-		committed := 0
-		for i, r := range answers {
-			msg := fmt.Sprintf("round %d racer %d", round, i)
-			switch {
-			case r.status == 200:
-				committed++
-				won = append(won, msg)
-				if !echoedBoth(resultsOf(t, r.raw), msg) {
-					t.Errorf("%s: the answer lacks its tools' results: %s", msg, r.raw)
-				}
-			case r.status == 409 && r.code() == "conflict":
-				conflicts++
-				lost = append(lost, msg)
-			default:
-				t.Errorf("%s: %d %s; want 200 or 409 conflict", msg, r.status, r.raw)
-			}
-		}
-		if committed != 1 {
-			t.Errorf("round %d: %d turns committed; want exactly 1", round, committed)
-		}
-	}
+	})
+	won = append([]string{"opening"}, won...)
+	conflicts := len(lost)
 	if n := g.shut.Load(); n > 0 {
 		t.Errorf("%d turns gave up waiting for the others at their Lambda function: the turns did not all meet", n)
 	}

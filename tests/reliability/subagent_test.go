@@ -55,35 +55,12 @@ func TestDelegatingTurnsRacing(t *testing.T) {
 	if r := s.chat(t, "alice", "race", "opening"); r.status != 200 {
 		t.Fatalf("opening turn: %d %s", r.status, r.raw)
 	}
-	won, lost := []string{"opening"}, []string{}
-	for round := range rounds {
-		g.reset(racers)
-		answers := make([]reply, racers)
-		var wg sync.WaitGroup
-		for i := range racers {
-			wg.Go(func() { answers[i] = s.chat(t, "alice", "race", fmt.Sprintf("round %d racer %d", round, i)) })
+	won, lost := raceRounds(t, s, g, "race", rounds, racers, func(msg string, r reply) {
+		if !strings.Contains(string(r.raw), `"done: `+msg+`"`) || !strings.Contains(string(r.raw), `"helper":{"usage"`) {
+			t.Errorf("%s: the answer lacks the helper's result or usage: %s", msg, r.raw)
 		}
-		wg.Wait()
-		committed := 0
-		for i, r := range answers {
-			msg := fmt.Sprintf("round %d racer %d", round, i)
-			switch {
-			case r.status == 200:
-				committed++
-				won = append(won, msg)
-				if !strings.Contains(string(r.raw), `"done: `+msg+`"`) || !strings.Contains(string(r.raw), `"helper":{"usage"`) {
-					t.Errorf("%s: the answer lacks the helper's result or usage: %s", msg, r.raw)
-				}
-			case r.status == 409 && r.code() == "conflict":
-				lost = append(lost, msg)
-			default:
-				t.Errorf("%s: %d %s; want 200 or 409 conflict", msg, r.status, r.raw)
-			}
-		}
-		if committed != 1 {
-			t.Errorf("round %d: %d turns committed; want exactly 1", round, committed)
-		}
-	}
+	})
+	won = append([]string{"opening"}, won...)
 	if n := g.shut.Load(); n > 0 {
 		t.Errorf("%d delegations gave up waiting for the others: the turns did not all meet", n)
 	}
