@@ -120,7 +120,7 @@ func (s *Stream) Event(e agent.Event) {
 	case e.ToolUse != nil:
 		s.assistant()
 		s.closeText()
-		s.toolCall(e.ToolUse, s.message)
+		s.toolCall(e.ToolUse, s.message, "")
 	case e.ToolResult != nil:
 		s.closeText()
 		s.afterResults = true
@@ -154,10 +154,19 @@ func (s *Stream) closeText() {
 	}
 }
 
-func (s *Stream) toolCall(u *agent.ToolUseBlock, parent string) {
-	s.write(map[string]any{"type": EventToolCallStart, "toolCallId": u.ToolUseID, "toolCallName": u.Name, "parentMessageId": parent})
-	s.write(map[string]any{"type": EventToolCallArgs, "toolCallId": u.ToolUseID, "delta": string(inputOf(u))})
-	s.write(map[string]any{"type": EventToolCallEnd, "toolCallId": u.ToolUseID})
+// toolCall sends a call of a tool in the assistant message parent; a
+// sub-agent's, when subagentRunID is set.
+func (s *Stream) toolCall(u *agent.ToolUseBlock, parent, subagentRunID string) {
+	for _, ev := range []map[string]any{
+		{"type": EventToolCallStart, "toolCallId": u.ToolUseID, "toolCallName": u.Name, "parentMessageId": parent},
+		{"type": EventToolCallArgs, "toolCallId": u.ToolUseID, "delta": string(inputOf(u))},
+		{"type": EventToolCallEnd, "toolCallId": u.ToolUseID},
+	} {
+		if subagentRunID != "" {
+			ev["subagentRunId"] = subagentRunID
+		}
+		s.write(ev)
+	}
 }
 
 // delegation opens a sub-agent's run (SUBAGENT_STARTED), under the tool
@@ -215,10 +224,7 @@ func (s *Stream) subagentEvent(e agent.Event) {
 		s.write(tag(map[string]any{"type": EventTextMessageContent, "messageId": sub.message, "delta": e.Text}))
 	case e.ToolUse != nil:
 		s.closeSubText(sub)
-		u := e.ToolUse
-		s.write(tag(map[string]any{"type": EventToolCallStart, "toolCallId": u.ToolUseID, "toolCallName": u.Name, "parentMessageId": sub.message}))
-		s.write(tag(map[string]any{"type": EventToolCallArgs, "toolCallId": u.ToolUseID, "delta": string(inputOf(u))}))
-		s.write(tag(map[string]any{"type": EventToolCallEnd, "toolCallId": u.ToolUseID}))
+		s.toolCall(e.ToolUse, sub.message, sub.id)
 	case e.ToolResult != nil:
 		s.closeSubText(sub)
 		sub.afterResults = true
@@ -259,7 +265,7 @@ func (s *Stream) messages(msgs []agent.Message, first int) {
 					s.write(map[string]any{"type": EventTextMessageEnd, "messageId": id})
 				}
 				for _, u := range m.ToolUses() {
-					s.toolCall(u, id)
+					s.toolCall(u, id, "")
 				}
 			}
 			continue
