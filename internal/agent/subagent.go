@@ -32,13 +32,26 @@ const MaxDelegationDepth = 3
 // from an empty conversation on each delegation. One that fails, runs out
 // of model calls, or would wait for a person answers with an error result,
 // and the turn goes on.
-func Delegate(name, description string, sub *Agent) Tool {
-	return &delegation{name: name, description: description, sub: sub}
+func Delegate(name, description string, sub *Agent, opts ...DelegateOption) Tool {
+	d := &delegation{name: name, description: description, sub: sub}
+	for _, o := range opts {
+		o(d)
+	}
+	return d
 }
+
+// DelegateOption configures a delegation.
+type DelegateOption func(*delegation)
+
+// Fresh makes every delegation start the sub-agent from an empty
+// conversation, which is stored nowhere, rather than continue the one the
+// session keeps for it.
+func Fresh() DelegateOption { return func(d *delegation) { d.fresh = true } }
 
 type delegation struct {
 	name, description string
 	sub               *Agent
+	fresh             bool
 }
 
 // taskSchema is a delegation's input.
