@@ -104,6 +104,9 @@ func TestAuthorizerThroughTheBuiltFunction(t *testing.T) {
 	if !errors.As(err, &ierr) || ierr.Message != "Unauthorized" {
 		t.Errorf("an expired token: %v; want the function error Unauthorized", err)
 	}
+	// The function's output reaches its log through a pipe: what it wrote
+	// is all there once it has exited.
+	_ = fn.Close()
 	if logs := fn.Logs(); !strings.Contains(logs, `"outcome":"refused"`) || strings.Contains(logs, token(time.Now())[:40]) {
 		t.Errorf("logs:\n%s", logs)
 	}

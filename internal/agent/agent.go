@@ -196,6 +196,10 @@ type Result struct {
 	State map[string]json.RawMessage
 	// Pending, with StopInterrupt, is what the turn waits for: see Answer.
 	Pending *Pending
+	// Agents are what the turn added to its sub-agents' conversations, by
+	// name in order, for the store to keep with the rest of the turn: see
+	// Conversation.Agents.
+	Agents []AgentTurn
 }
 
 // Metrics describe the work of a turn.
@@ -375,6 +379,9 @@ type turn struct {
 	run *AgentRun
 	// budget is the model calls left to the turn and its delegations.
 	budget *budget
+	// agents are the sub-agents' conversations, shared by the turn and
+	// its delegations.
+	agents *agentConversations
 	// delegated is what its delegations used.
 	delegated delegated
 }
@@ -392,6 +399,7 @@ func (a *Agent) newTurn(conv *Conversation) *turn {
 	return &turn{
 		a: a, conv: conv.clone(), state: state, start: time.Now(), input: -1, box: &a.box,
 		name: MainAgent, budget: &budget{max: a.cfg.MaxCycles},
+		agents: &agentConversations{load: conv.Agents},
 	}
 }
 
@@ -446,6 +454,7 @@ func (t *turn) finish(stop StopReason, text string) *Result {
 		Metrics:    t.totalMetrics(),
 		Window:     t.conv.Window,
 		State:      t.state.Snapshot(),
+		Agents:     t.agentTurns(),
 	}
 }
 

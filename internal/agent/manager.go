@@ -27,7 +27,17 @@ type Conversation struct {
 	// (see client.go). The store never holds them.
 	ClientTools *ClientTools
 	Context     []ContextEntry
+	// Agents reads the conversation the session keeps for a sub-agent,
+	// the first time a turn delegates to it; Result.Agents says what to
+	// keep of it after the turn. Nil starts every delegation from an
+	// empty conversation.
+	Agents AgentLoader
 }
+
+// AgentLoader reads a sub-agent's stored conversation: its window, manager
+// state and state, and the count of its stored messages, where the
+// messages a turn adds to it go.
+type AgentLoader func(ctx context.Context, name string) (conv *Conversation, count int, err error)
 
 // WindowState is what a conversation manager persists between turns. The
 // model sees a view derived from it and the window's messages alone, so the

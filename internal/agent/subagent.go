@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -70,14 +71,28 @@ func (d *delegation) Run(ctx context.Context, call *ToolCall) (_ []ToolResultCon
 	if err := json.Unmarshal(call.Input, &in); err != nil || strings.TrimSpace(in.Task) == "" {
 		return nil, errors.New(`the input must be {"task": "..."}, with a task that is not blank`)
 	}
-	t := d.sub.newTurn(&Conversation{})
-	t.name = d.name
-	if parent := call.turn; parent != nil {
-		if len(parent.path) >= MaxDelegationDepth {
-			return nil, fmt.Errorf("delegations nest at most %d deep", MaxDelegationDepth)
+	parent := call.turn
+	if parent != nil && len(parent.path) >= MaxDelegationDepth {
+		return nil, fmt.Errorf("delegations nest at most %d deep", MaxDelegationDepth)
+	}
+	conv := &Conversation{}
+	var kept *agentConversation
+	if parent != nil && !d.fresh {
+		// One delegation at a time goes on the sub-agent's conversation:
+		// the next continues from where this one leaves it.
+		c, release, err := parent.agents.take(ctx, d.name)
+		if err != nil {
+			return nil, fmt.Errorf("the agent %s's conversation could not be read: %w", d.name, err)
 		}
+		defer release()
+		conv, kept = c.conv, c
+	}
+	t := d.sub.newTurn(conv)
+	t.name = d.name
+	if parent != nil {
 		t.path = append(append([]string(nil), parent.path...), d.name)
 		t.budget = parent.budget
+		t.agents = parent.agents
 		t.nested = true
 		defer parent.merge(t)
 		t.run = &AgentRun{ID: call.ID, Name: d.name, Description: d.description, Path: t.path}
@@ -123,10 +138,18 @@ func (d *delegation) Run(ctx context.Context, call *ToolCall) (_ []ToolResultCon
 			err = te.Err
 		}
 		return nil, fmt.Errorf("the agent %s failed: %w", d.name, err)
-	case res.StopReason == StopMaxCycles:
-		return nil, fmt.Errorf("the agent %s stopped before it finished: the turn reached its limit of %d model calls", d.name, t.budget.max)
 	case res.StopReason == StopInterrupt:
 		return nil, fmt.Errorf("the agent %s needs a person's answer, which a sub-agent cannot wait for", d.name)
+	}
+	if kept != nil {
+		// The turn ended as a turn does, with the sub-agent's answer or
+		// its note of the cycle cap: a history the next delegation goes
+		// on from.
+		kept.ran(t, res)
+	}
+	switch {
+	case res.StopReason == StopMaxCycles:
+		return nil, fmt.Errorf("the agent %s stopped before it finished: the turn reached its limit of %d model calls", d.name, t.budget.max)
 	case strings.TrimSpace(res.Text) == "":
 		return nil, fmt.Errorf("the agent %s answered with no text (stop reason %s)", d.name, res.StopReason)
 	}
@@ -156,6 +179,103 @@ type Delegation struct {
 	Run  AgentRun
 	Done bool
 	Err  string
+}
+
+// AgentTurn is what a turn added to a sub-agent's conversation.
+type AgentTurn struct {
+	Name string
+	// First is the index of Messages[0]: the count of the conversation's
+	// stored messages before the turn.
+	First int
+	// Messages are the messages the turn's delegations added, in order.
+	Messages []Message
+	// Window and State are the conversation manager's state and the
+	// sub-agent's state after the turn.
+	Window WindowState
+	State  map[string]json.RawMessage
+}
+
+// agentConversations are the conversations of a turn's sub-agents, shared
+// by the turn and its delegations: each read, through load, when a
+// delegation first needs it, and what the turn added to it.
+type agentConversations struct {
+	load   AgentLoader
+	mu     sync.Mutex
+	byName map[string]*agentConversation
+}
+
+// agentConversation is one sub-agent's conversation in a turn. Its slot
+// admits one delegation at a time.
+type agentConversation struct {
+	slot   chan struct{}
+	loaded bool
+	conv   *Conversation
+	turn   AgentTurn
+}
+
+// take waits until no other delegation of the turn works on the
+// sub-agent name's conversation, reads it if no delegation has, and
+// returns it with the function that frees it. Without a loader a
+// sub-agent's conversation starts empty, and lasts the turn.
+func (as *agentConversations) take(ctx context.Context, name string) (*agentConversation, func(), error) {
+	as.mu.Lock()
+	if as.byName == nil {
+		as.byName = map[string]*agentConversation{}
+	}
+	c := as.byName[name]
+	if c == nil {
+		c = &agentConversation{slot: make(chan struct{}, 1)}
+		as.byName[name] = c
+	}
+	as.mu.Unlock()
+	select {
+	case c.slot <- struct{}{}:
+	case <-ctx.Done():
+		return nil, nil, ctx.Err()
+	}
+	release := func() { <-c.slot }
+	if !c.loaded {
+		conv, count := &Conversation{}, 0
+		if as.load != nil {
+			loaded, n, err := as.load(ctx, name)
+			if err != nil {
+				release()
+				return nil, nil, err
+			}
+			conv, count = loaded, n
+		}
+		c.conv, c.loaded = conv, true
+		c.turn = AgentTurn{Name: name, First: count, Window: conv.Window, State: conv.State}
+	}
+	return c, release, nil
+}
+
+// ran records what t, a delegation's turn that ended with res, did to the
+// conversation, for the next delegation and the store.
+func (c *agentConversation) ran(t *turn, res *Result) {
+	c.conv = &Conversation{Messages: t.conv.Messages, Window: t.conv.Window, State: res.State}
+	c.turn.Messages = append(c.turn.Messages, res.Messages...)
+	c.turn.Window, c.turn.State = res.Window, res.State
+}
+
+// agentTurns lists what the turn added to its sub-agents' conversations,
+// by name; nil for a delegation's turn, whose delegating turn lists them.
+// The turn's tool runs have all ended.
+func (t *turn) agentTurns() []AgentTurn {
+	if t.nested {
+		return nil
+	}
+	as := t.agents
+	as.mu.Lock()
+	defer as.mu.Unlock()
+	var out []AgentTurn
+	for _, c := range as.byName {
+		if len(c.turn.Messages) > 0 {
+			out = append(out, c.turn)
+		}
+	}
+	slices.SortFunc(out, func(a, b AgentTurn) int { return strings.Compare(a.Name, b.Name) })
+	return out
 }
 
 // budget is the model calls a turn may still make, shared by every agent

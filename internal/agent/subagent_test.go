@@ -1,8 +1,13 @@
 package agent_test
 
 import (
+	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -95,7 +100,8 @@ func TestDelegation(t *testing.T) {
 	if res.Metrics.ModelCalls != 4 || res.Metrics.Cycles != 2 || res.Metrics.ToolCalls != 2 {
 		t.Errorf("metrics: %d model calls, %d cycles, %d tool calls", res.Metrics.ModelCalls, res.Metrics.Cycles, res.Metrics.ToolCalls)
 	}
-	// A second delegation starts afresh: the sub-agent sees its task alone.
+	// With no Conversation.Agents to read it from, the next turn's
+	// delegation starts afresh: the sub-agent sees its task alone.
 	res2, err := main.Run(t.Context(), next(t, conv, res), input("What is six times seven?"))
 	if err != nil || res2.Text != res.Text {
 		t.Fatalf("second turn: %v, %v", res2, err)
@@ -209,8 +215,8 @@ func TestDelegationFailures(t *testing.T) {
 	}
 }
 
-// TestDelegationsAtOnce: two delegations in one answer run at once, and
-// the turn counts both.
+// TestDelegationsAtOnce: two delegations in one answer to a sub-agent that
+// starts fresh each time run at once, and the turn counts both.
 func TestDelegationsAtOnce(t *testing.T) {
 	s := newServer(t)
 	s.Responder = func(req *conversetest.Request) conversetest.Reply {
@@ -224,13 +230,16 @@ func TestDelegationsAtOnce(t *testing.T) {
 		return conversetest.Text("Both done.").WithUsage(5, 1)
 	}
 	helper := newAgent(t, s, agent.Config{System: "You help."})
-	main := newAgent(t, s, agent.Config{System: "You lead.", Tools: []agent.Tool{agent.Delegate("helper", "Helps.", helper)}})
+	main := newAgent(t, s, agent.Config{System: "You lead.", Tools: []agent.Tool{agent.Delegate("helper", "Helps.", helper, agent.Fresh())}})
 	conv := &agent.Conversation{}
 	res, err := main.Run(t.Context(), conv, input("Go."))
 	if err != nil {
 		t.Fatal(err)
 	}
 	next(t, conv, res)
+	if res.Agents != nil {
+		t.Errorf("a fresh sub-agent's conversation is kept: %+v", res.Agents)
+	}
 	if res.AgentUsage["helper"].InputTokens != 20 || res.AgentUsage[agent.MainAgent].InputTokens != 10 || res.Usage.InputTokens != 30 || res.Metrics.ModelCalls != 4 {
 		t.Errorf("usage %+v by agent %+v, %d model calls", res.Usage, res.AgentUsage, res.Metrics.ModelCalls)
 	}
@@ -320,5 +329,115 @@ func TestDelegationStreams(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("events (-want +got):\n%s", diff)
+	}
+}
+
+// TestDelegationContinuesItsConversation: a sub-agent goes on from the
+// conversation the loader reads, once per turn; two delegations of one
+// answer take turns on it, the second seeing the first; nested and direct
+// delegations share it; and Result.Agents holds what to store, a history
+// Bedrock accepts on its own. A delegation that fails adds nothing.
+func TestDelegationContinuesItsConversation(t *testing.T) {
+	s := newServer(t)
+	s.Responder = func(req *conversetest.Request) conversetest.Reply {
+		last := req.Messages[len(req.Messages)-1].Text()
+		switch system(req) {
+		case "You help.":
+			if last == "Fail." {
+				return conversetest.Error(400, conversetest.CodeValidation, "bad request")
+			}
+			return conversetest.Text(fmt.Sprintf("%s: I have seen %d messages", last, len(req.Messages)))
+		case "You write.":
+			if len(req.Messages) == 1 {
+				return conversetest.ToolUse("w1", "helper", map[string]string{"task": "C"})
+			}
+			return conversetest.Text("wrote: " + lastResult(req))
+		}
+		if len(req.Messages) == 1 {
+			return conversetest.ToolUse("a", "helper", map[string]string{"task": "A"}).
+				WithToolUse("b", "helper", map[string]string{"task": "B"}).
+				WithToolUse("w", "writer", map[string]string{"task": "Write."}).
+				WithToolUse("f", "helper", map[string]string{"task": "Fail."})
+		}
+		return conversetest.Text("All done.")
+	}
+	helper := newAgent(t, s, agent.Config{System: "You help."})
+	helperTool := agent.Delegate("helper", "Helps.", helper)
+	writer := newAgent(t, s, agent.Config{System: "You write.", Tools: []agent.Tool{helperTool}})
+	main := newAgent(t, s, agent.Config{System: "You lead.", Tools: []agent.Tool{helperTool, agent.Delegate("writer", "Writes.", writer)}})
+
+	stored := []agent.Message{agent.UserText("Earlier."), agent.AssistantText("Earlier: done")}
+	state := map[string]json.RawMessage{"seen": json.RawMessage(`1`)}
+	var loads []string
+	var mu sync.Mutex
+	conv := &agent.Conversation{Agents: func(_ context.Context, name string) (*agent.Conversation, int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		loads = append(loads, name)
+		if name == "helper" {
+			return &agent.Conversation{Messages: slices.Clone(stored), Window: agent.WindowState{Removed: 6}, State: state}, 8, nil
+		}
+		return &agent.Conversation{}, 0, nil
+	}}
+	res, err := main.Run(t.Context(), conv, input("Go."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	next(t, conv, res)
+	slices.Sort(loads)
+	if !slices.Equal(loads, []string{"helper", "writer"}) {
+		t.Errorf("loads %v, want each agent once", loads)
+	}
+	results := map[string]string{}
+	for _, b := range res.Messages[2].Content {
+		results[b.ToolResult.ToolUseID] = b.ToolResult.Content[0].Text
+	}
+	// The stored two, then two more for each delegation before it: the
+	// three delegations to helper ran one at a time, in some order.
+	var seen []string
+	for _, id := range []string{"a", "b"} {
+		seen = append(seen, strings.SplitN(results[id], "seen ", 2)[1])
+	}
+	seen = append(seen, strings.SplitN(results["w"], "seen ", 2)[1])
+	slices.Sort(seen)
+	if !slices.Equal(seen, []string{"3 messages", "5 messages", "7 messages"}) || !strings.Contains(results["f"], "the agent helper failed") {
+		t.Errorf("results %v", results)
+	}
+	if len(res.Agents) != 2 || res.Agents[0].Name != "helper" || res.Agents[1].Name != "writer" {
+		t.Fatalf("agents %+v", res.Agents)
+	}
+	h := res.Agents[0]
+	if h.First != 8 || len(h.Messages) != 6 || h.Window.Removed != 6 || string(h.State["seen"]) != "1" {
+		t.Errorf("helper's turn: first %d, %d messages, window %+v, state %s", h.First, len(h.Messages), h.Window, h.State)
+	}
+	if err := agent.ValidateHistory(append(slices.Clone(stored), h.Messages...)); err != nil {
+		t.Errorf("helper's history: %v", err)
+	}
+	if w := res.Agents[1]; w.First != 0 || len(w.Messages) != 4 || agent.ValidateHistory(w.Messages) != nil {
+		t.Errorf("writer's turn: %+v", w)
+	}
+}
+
+// TestDelegationCannotReadItsConversation: a conversation the loader
+// cannot read makes the delegation an error result; nothing runs, and the
+// turn goes on.
+func TestDelegationCannotReadItsConversation(t *testing.T) {
+	s := newServer(t)
+	s.Responder = func(req *conversetest.Request) conversetest.Reply {
+		if len(req.Messages) == 1 {
+			return conversetest.ToolUse("a", "helper", map[string]string{"task": "A"})
+		}
+		return conversetest.Text("Helper: " + lastResult(req))
+	}
+	main := newAgent(t, s, agent.Config{System: "You lead.", Tools: []agent.Tool{agent.Delegate("helper", "Helps.", newAgent(t, s, agent.Config{System: "You help."}))}})
+	conv := &agent.Conversation{Agents: func(context.Context, string) (*agent.Conversation, int, error) {
+		return nil, 0, errors.New("throttled")
+	}}
+	res, err := main.Run(t.Context(), conv, input("Go."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(res.Text, "the agent helper's conversation could not be read: throttled") || res.Agents != nil || s.Calls() != 2 {
+		t.Errorf("text %q, agents %+v, %d calls", res.Text, res.Agents, s.Calls())
 	}
 }

@@ -65,6 +65,14 @@ func (s *tracedStore) Commit(ctx context.Context, sess *ddbhistory.Session, t dd
 	})
 }
 
+func (s *tracedStore) LoadAgent(ctx context.Context, sess *ddbhistory.Session, name string) (c *ddbhistory.AgentConversation, err error) {
+	err = s.span(ctx, "session.load_agent", sess.ID, func(ctx context.Context) error {
+		c, err = s.store.LoadAgent(ctx, sess, name)
+		return err
+	})
+	return c, err
+}
+
 func (s *tracedStore) Release(ctx context.Context, h *ddbhistory.Hold) error {
 	return s.span(ctx, "session.release", "", func(ctx context.Context) error { return s.store.Release(ctx, h) })
 }

@@ -47,6 +47,9 @@ type Turn struct {
 	// messages come before the turn's: the commit makes them visible with
 	// it.
 	Staging *Staging
+	// Agents are what the turn adds to its sub-agents' conversations,
+	// which the commit stores with the rest of the turn, or not at all.
+	Agents []AgentTurn
 }
 
 // First is the index the turn's first message takes in sess, which Commit
@@ -123,7 +126,7 @@ func (s *Store) Commit(ctx context.Context, sess *Session, turn Turn) error {
 		return fmt.Errorf("ddbhistory: commit %s: %w", sess.ID, err)
 	}
 	if c.fits() {
-		err = c.final(ctx, c.messages, c.firstOrVersion(now))
+		err = c.final(ctx, append(c.messages, c.agentMessages...), c.firstOrVersion(now))
 	} else {
 		err = c.inParts(ctx, now)
 	}
@@ -172,8 +175,13 @@ type commit struct {
 	pk   string
 	// messages are the message items, in key order.
 	messages []write
+	// agentMessages are the message items of the turn's sub-agents,
+	// which sit past their conversations' counts until the last
+	// transaction, in which the tail writes their conversation items.
+	agentMessages []write
 	// tail goes in the last transaction, before the session item: the
-	// idempotency record and response, and the claim on the session id.
+	// idempotency record and response, the claim on the session id, and
+	// the sub-agents' conversation items.
 	tail []write
 	// claimAt is the claim's index in tail, or -1 when there is none.
 	claimAt int
@@ -216,7 +224,7 @@ func (s *Store) prepare(sess *Session, turn Turn, now time.Time) (*commit, error
 	if c.rewound > 0 {
 		stamp = sess.Version + 1
 	}
-	if c.messages, err = s.messageWrites(c.pk, c.first, turn.Messages, stamp, c.expires, now); err != nil {
+	if c.messages, err = s.messageWrites(c.pk, mainKeys, c.first, turn.Messages, stamp, c.expires, now); err != nil {
 		return nil, err
 	}
 	if sess.Version == 0 {
@@ -238,6 +246,11 @@ func (s *Store) prepare(sess *Session, turn Turn, now time.Time) (*commit, error
 		c.claimAt = len(c.tail)
 		c.tail = append(c.tail, s.claimWrite(sess, c.claimedUntil, now))
 	}
+	agentMessages, agentMetas, err := c.agentWrites(turn.Agents, now)
+	if err != nil {
+		return nil, err
+	}
+	c.agentMessages, c.tail = agentMessages, append(c.tail, agentMetas...)
 	if c.meta, err = c.sessionItem(turn, now); err != nil {
 		return nil, err
 	}
@@ -251,10 +264,10 @@ func (s *Store) prepare(sess *Session, turn Turn, now time.Time) (*commit, error
 // and on: one write per item, so a message too large for one takes several.
 // They are unconditional: a key past the session's count holds at most what
 // a failed commit left, which is there to be overwritten.
-func (s *Store) messageWrites(pk string, first int, msgs []agent.Message, version, expires int64, now time.Time) ([]write, error) {
+func (s *Store) messageWrites(pk string, ks keyspace, first int, msgs []agent.Message, version, expires int64, now time.Time) ([]write, error) {
 	var ws []write
 	for i, m := range msgs {
-		its, err := messageItems(pk, first+i, m, version, expires, now)
+		its, err := messageItems(pk, ks, first+i, m, version, expires, now)
 		if err != nil {
 			return nil, err
 		}
@@ -335,7 +348,7 @@ func (c *commit) sessionItem(turn Turn, now time.Time) (item, error) {
 // checkItems refuses an item larger than DynamoDB stores. Every item must fit
 // on its own, however the turn is split into transactions.
 func (c *commit) checkItems() error {
-	for i, n := range sizes(c.messages, c.tail) {
+	for i, n := range sizes(c.messages, c.agentMessages, c.tail) {
 		if n > MaxItemBytes {
 			return &TooLargeError{What: fmt.Sprintf("item %d", i), Size: n, Limit: MaxItemBytes}
 		}
@@ -366,7 +379,7 @@ func (c *commit) committed(turn Turn, now time.Time) {
 
 // fits reports whether the whole turn fits one transaction.
 func (c *commit) fits() bool {
-	return checkTransaction(append(sizes(c.messages, c.tail), itemSize(c.meta))) == nil
+	return checkTransaction(append(sizes(c.messages, c.agentMessages, c.tail), itemSize(c.meta))) == nil
 }
 
 // firstOrVersion is the session item's condition for a commit in one
@@ -414,8 +427,8 @@ func (c *commit) final(ctx context.Context, msgs []write, cond *condition) error
 func (c *commit) inParts(ctx context.Context, now time.Time) error {
 	// The last transaction takes the tail, the session item, the writes that
 	// replace messages readers see, and as many of the last messages as
-	// fit; the rest go first, in transactions that each check the
-	// reservation.
+	// fit; the rest, and the sub-agents' messages, go first, in
+	// transactions that each check the reservation.
 	r := c.replacing()
 	var tooLarge *TooLargeError
 	if err := checkTransaction(append(sizes(c.messages[:r], c.tail), itemSize(c.meta))); errors.As(err, &tooLarge) {
@@ -432,7 +445,7 @@ func (c *commit) inParts(ctx context.Context, now time.Time) error {
 		return err
 	}
 	var written []write
-	for _, chunk := range chunks(c.messages[r:split]) {
+	for _, chunk := range chunks(append(c.messages[r:split:split], c.agentMessages...)) {
 		items := []types.TransactWriteItem{c.s.check(c.pk, skMeta, guard)}
 		for _, w := range chunk {
 			items = append(items, w.TransactWriteItem)
@@ -502,7 +515,9 @@ func (c *commit) reserve(ctx context.Context, token string, now time.Time) (*con
 // are still past the session's count, and only while no other commit writes
 // the session: it must never delete what another commit wrote under the same
 // keys. It does its best within ctx; what it leaves, the next commit
-// overwrites.
+// overwrites. It leaves the sub-agents' messages, whose conversations'
+// counts it does not read: they too sit where no reader looks, until a
+// later commit of their conversation overwrites them.
 func (c *commit) dropLeftovers(ctx context.Context, written []write, token string) {
 	if len(written) == 0 || ctx.Err() != nil {
 		return

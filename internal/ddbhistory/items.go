@@ -183,7 +183,7 @@ func decompress(b []byte) ([]byte, error) {
 // version is not 0, every item records it, the session version that the
 // write makes, so that a read can tell a message rewritten after the
 // session item it read: see messageSet.current.
-func messageItems(pk string, i int, m agent.Message, version, expires int64, now time.Time) ([]item, error) {
+func messageItems(pk string, ks keyspace, i int, m agent.Message, version, expires int64, now time.Time) ([]item, error) {
 	raw, err := json.Marshal(m)
 	if err != nil {
 		return nil, fmt.Errorf("encode message %d: %w", i, err)
@@ -198,7 +198,7 @@ func messageItems(pk string, i int, m agent.Message, version, expires int64, now
 
 	first := item{
 		PartitionKey: str(pk),
-		SortKey:      str(messageKey(i)),
+		SortKey:      str(ks.message(i)),
 		attrRole:     str(string(m.Role)),
 		attrBody:     bin(parts[0]),
 		attrCreated:  num(now.UnixMilli()),
@@ -214,7 +214,7 @@ func messageItems(pk string, i int, m agent.Message, version, expires int64, now
 	for p, part := range parts[1:] {
 		it := item{
 			PartitionKey: str(pk),
-			SortKey:      str(partKey(i, p+1)),
+			SortKey:      str(ks.part(i, p+1)),
 			attrBody:     bin(part),
 			TTLAttribute: num(expires),
 		}
@@ -269,15 +269,17 @@ func (s *storedMessage) decodeSized() (agent.Message, int, error) {
 
 // messageSet is the message items a read found, by index.
 type messageSet struct {
+	// ks is the keyspace of the conversation read.
+	ks    keyspace
 	found map[int]*storedMessage
 	// expired holds the indexes whose first item has expired: absent by
 	// rule, unlike a message the read did not see.
 	expired map[int]bool
 }
 
-// newMessageSet returns an empty messageSet.
-func newMessageSet() *messageSet {
-	return &messageSet{found: map[int]*storedMessage{}, expired: map[int]bool{}}
+// newMessageSet returns an empty messageSet for the keyspace ks.
+func newMessageSet(ks keyspace) *messageSet {
+	return &messageSet{ks: ks, found: map[int]*storedMessage{}, expired: map[int]bool{}}
 }
 
 // complete reports whether message i was found whole, first item included.
@@ -289,7 +291,7 @@ func (ms *messageSet) complete(i int) bool {
 // add groups message items by index, leaving expired ones out.
 func (ms *messageSet) add(items []item, now time.Time) {
 	for _, it := range items {
-		index, part, ok := parseMessageKey(getS(it, SortKey))
+		index, part, ok := ms.ks.parse(getS(it, SortKey))
 		if !ok {
 			continue
 		}

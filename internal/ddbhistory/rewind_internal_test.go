@@ -40,11 +40,11 @@ func TestMessageSetCurrent(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			sess := &Session{Key: Key{Owner: "o", ID: "s"}, Version: 5, Count: len(tt.written), rewound: int64(tt.rewound), rewoundTo: tt.rewoundTo}
 			pk := partitionKey(sess.Key)
-			ms := newMessageSet()
+			ms := newMessageSet(mainKeys)
 			var want []agent.Message
 			for i, v := range tt.written {
 				m := agent.UserText(fmt.Sprintf("message %d at version %d", i, v))
-				its, err := messageItems(pk, i, m, v, 0, now)
+				its, err := messageItems(pk, mainKeys, i, m, v, 0, now)
 				if err != nil {
 					t.Fatal(err)
 				}

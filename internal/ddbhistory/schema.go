@@ -26,6 +26,8 @@ const (
 	skMeta    = "meta"
 	skMessage = "m#"
 	skClaim   = "claim"
+	// skAgent starts the keys of a sub-agent's conversation: see keyspace.
+	skAgent = "a#"
 	// indexDigits pads message indexes so that sort keys order numerically.
 	indexDigits = 10
 )
@@ -121,6 +123,41 @@ func messageKey(i int) string { return fmt.Sprintf("%s%0*d", skMessage, indexDig
 
 // partKey is the sort key of a further part of message i.
 func partKey(i, part int) string { return fmt.Sprintf("%s#%03d", messageKey(i), part) }
+
+// keyspace is where a conversation's items sort within its session's
+// partition: the main agent's at the top, mainKeys, and each sub-agent's
+// under "a#" + its name + "#" (agentKeys), in the same layout. A
+// sub-agent's keys all sort before "m#", outside the range of the main
+// window's query, so that they never take a message's place in its reads.
+// Agent names cannot contain '#', so no keyspace holds another's.
+type keyspace string
+
+// mainKeys is the main agent's keyspace.
+const mainKeys keyspace = ""
+
+// agentKeys is the keyspace of the sub-agent name's conversation.
+func agentKeys(name string) keyspace { return keyspace(skAgent + name + "#") }
+
+// meta is the sort key of the keyspace's conversation item.
+func (ks keyspace) meta() string { return string(ks) + skMeta }
+
+// message is the sort key of the keyspace's message i, and part of a
+// further part of it.
+func (ks keyspace) message(i int) string { return string(ks) + messageKey(i) }
+func (ks keyspace) part(i, p int) string { return string(ks) + partKey(i, p) }
+
+// last is the highest sort key the keyspace's message i and its parts can
+// have.
+func (ks keyspace) last(i int) string { return string(ks) + lastKeyOf(i) }
+
+// parse returns the message index and part of a sort key of the keyspace.
+func (ks keyspace) parse(sk string) (index, part int, ok bool) {
+	rest, ok := strings.CutPrefix(sk, string(ks))
+	if !ok {
+		return 0, 0, false
+	}
+	return parseMessageKey(rest)
+}
 
 // parseMessageKey returns the message index and part of a message sort key.
 func parseMessageKey(sk string) (index, part int, ok bool) {

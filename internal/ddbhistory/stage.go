@@ -79,7 +79,7 @@ func (s *Store) Stage(ctx context.Context, key Key, token string, first int, msg
 		}
 	}
 	// A new session records no versions (see messageSet.current).
-	ws, err := s.messageWrites(pk, first, msgs, 0, expires, now)
+	ws, err := s.messageWrites(pk, mainKeys, first, msgs, 0, expires, now)
 	if err != nil {
 		return nil, fmt.Errorf("ddbhistory: stage %s: %w", key.ID, err)
 	}
@@ -181,7 +181,7 @@ func (s *Store) Staged(ctx context.Context, key Key, token string) (*Staging, er
 		if err != nil {
 			return nil, fmt.Errorf("ddbhistory: staged %s: %w", key.ID, err)
 		}
-		msgs := newMessageSet()
+		msgs := newMessageSet(mainKeys)
 		msgs.add(items, s.cfg.Now())
 		if !msgs.complete(st.Count - 1) {
 			return nil, fmt.Errorf("ddbhistory: staged %s: message %d is missing", key.ID, st.Count-1)

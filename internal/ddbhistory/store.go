@@ -141,6 +141,9 @@ type Session struct {
 	// to message rewoundTo; 0 when it never was.
 	rewound   int64
 	rewoundTo int
+	// written is, for a sub-agent's conversation, the session version
+	// of the commit that wrote it (see LoadAgent).
+	written int64
 }
 
 // NewSession returns a session that does not exist yet, for a first commit.
@@ -226,7 +229,7 @@ func (s *Store) getItem(ctx context.Context, pk, sk string) (item, error) {
 
 // loadWindow reads the session item and the window's messages.
 func (s *Store) loadWindow(ctx context.Context, key Key, skipUnseen bool) (*Session, error) {
-	sess, window, first, err := s.readNewest(ctx, key, s.cfg.WindowHint, func(sess *Session) int { return sess.Conversation.Window.Removed }, skipUnseen)
+	sess, window, first, err := s.readNewest(ctx, key, mainKeys, s.cfg.WindowHint, windowStart, skipUnseen)
 	if err != nil {
 		return nil, err
 	}
@@ -234,12 +237,17 @@ func (s *Store) loadWindow(ctx context.Context, key Key, skipUnseen bool) (*Sess
 	return sess, nil
 }
 
-// readNewest reads the session item and its newest messages, from the
-// index from gives the session to its last: newest first, so that the
-// first request ends with the session item and holds them whenever they
-// are no more than hint items. It returns them oldest first, with the
-// index of the first, as messageSet.window runs them.
-func (s *Store) readNewest(ctx context.Context, key Key, hint int, fromOf func(*Session) int, skipUnseen bool) (*Session, []agent.Message, int, error) {
+// windowStart is where a conversation's active window starts.
+func windowStart(sess *Session) int { return sess.Conversation.Window.Removed }
+
+// readNewest reads the conversation item of keyspace ks and its newest
+// messages, from the index from gives the conversation to its last: newest
+// first, so that the first request ends with the conversation item and
+// holds them whenever they are no more than hint items. It returns them
+// oldest first, with the index of the first, as messageSet.window runs
+// them. For mainKeys the item is the session item; for a sub-agent's, a
+// missing or expired item is a conversation with no messages yet.
+func (s *Store) readNewest(ctx context.Context, key Key, ks keyspace, hint int, fromOf func(*Session) int, skipUnseen bool) (*Session, []agent.Message, int, error) {
 	pk := partitionKey(key)
 	now := s.cfg.Now()
 	in := &dynamodb.QueryInput{
@@ -248,7 +256,7 @@ func (s *Store) readNewest(ctx context.Context, key Key, hint int, fromOf func(*
 		ExpressionAttributeNames: map[string]string{
 			"#pk": PartitionKey, "#sk": SortKey,
 		},
-		ExpressionAttributeValues: item{":pk": str(pk), ":lo": str(skMessage), ":hi": str(skMeta)},
+		ExpressionAttributeValues: item{":pk": str(pk), ":lo": str(string(ks) + skMessage), ":hi": str(ks.meta())},
 		ScanIndexForward:          aws.Bool(false),
 		ConsistentRead:            aws.Bool(true),
 		Limit:                     aws.Int32(int32(hint + 1)),
@@ -258,13 +266,16 @@ func (s *Store) readNewest(ctx context.Context, key Key, hint int, fromOf func(*
 		return nil, nil, 0, s.classify(err)
 	}
 	var meta item
-	if len(out.Items) > 0 && getS(out.Items[0], SortKey) == skMeta {
+	if len(out.Items) > 0 && getS(out.Items[0], SortKey) == ks.meta() {
 		meta = out.Items[0]
 	}
-	switch sessionState(meta, now) {
-	case stateDeleting:
+	switch state := sessionState(meta, now); {
+	case ks != mainKeys && (meta == nil || expired(meta, now)):
+		return &Session{Key: key}, nil, 0, nil
+	case ks != mainKeys:
+	case state == stateDeleting:
 		return nil, nil, 0, ErrDeleting
-	case stateAbsent:
+	case state == stateAbsent:
 		return nil, nil, 0, ErrNotFound
 	}
 	sess, err := decodeMeta(key, meta)
@@ -274,7 +285,7 @@ func (s *Store) readNewest(ctx context.Context, key Key, hint int, fromOf func(*
 	sess.resumingUntil = getN(meta, attrResuming)
 	sess.Resuming = sess.resumingUntil > now.Unix()
 	from := fromOf(sess)
-	msgs := newMessageSet()
+	msgs := newMessageSet(ks)
 	msgs.add(out.Items[1:], now)
 	// Read on only when the first page stopped before the first message
 	// wanted: at the hint, or at 1 MB. In descending order a message's parts
@@ -284,9 +295,9 @@ func (s *Store) readNewest(ctx context.Context, key Key, hint int, fromOf func(*
 	// page full of them is not read on from.
 	if start := out.LastEvaluatedKey; start != nil && from < sess.Count && !msgs.complete(from) {
 		in.Limit = nil
-		in.ExpressionAttributeValues[":lo"] = str(messageKey(from))
-		in.ExpressionAttributeValues[":hi"] = str(lastKeyOf(sess.Count - 1))
-		if getS(start, SortKey) > lastKeyOf(sess.Count-1) {
+		in.ExpressionAttributeValues[":lo"] = str(ks.message(from))
+		in.ExpressionAttributeValues[":hi"] = str(ks.last(sess.Count - 1))
+		if getS(start, SortKey) > ks.last(sess.Count-1) {
 			start = nil
 		}
 		for first := true; first || start != nil; first = false {
@@ -358,6 +369,7 @@ func decodeMeta(key Key, it item) (*Session, error) {
 		claimedUntil: getN(it, attrClaimed),
 		rewound:      getN(it, attrRewound),
 		rewoundTo:    int(getN(it, attrRewoundTo)),
+		written:      getN(it, attrWritten),
 	}
 	if at := getN(it, TTLAttribute); at > 0 {
 		sess.ExpiresAt = time.Unix(at, 0)

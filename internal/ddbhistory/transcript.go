@@ -84,7 +84,7 @@ func (s *Store) Tail(ctx context.Context, key Key, n int) (*Page, error) {
 	)
 	// A read beside a commit is made again, as Load's is.
 	for attempt := 0; attempt == 0 || errors.Is(err, errUnseen) && attempt < 3; attempt++ {
-		sess, msgs, first, err = s.readNewest(ctx, key, n, fromOf, attempt == 2)
+		sess, msgs, first, err = s.readNewest(ctx, key, mainKeys, n, fromOf, attempt == 2)
 	}
 	if errors.Is(err, ErrDeleting) {
 		err = ErrNotFound
@@ -102,7 +102,7 @@ func (s *Store) transcriptPage(ctx context.Context, key Key, from, limit int, la
 	now := s.cfg.Now()
 	var (
 		meta item
-		msgs = newMessageSet()
+		msgs = newMessageSet(mainKeys)
 	)
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() (err error) {
@@ -248,7 +248,7 @@ func (s *Store) WindowBefore(ctx context.Context, sess *Session, from, to int) (
 	if err != nil {
 		return nil, 0, fmt.Errorf("ddbhistory: read %s: %w", sess.ID, err)
 	}
-	msgs := newMessageSet()
+	msgs := newMessageSet(mainKeys)
 	msgs.add(items, s.cfg.Now())
 	// A message written since sess was read ends the run there: the
 	// session has moved on, and a commit from sess will conflict anyway.

@@ -3,8 +3,10 @@ package httpapi_test
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -157,11 +159,12 @@ func TestAGUIRunDelegates(t *testing.T) {
 	}})
 	s.Model.Responder = func(req *conversetest.Request) conversetest.Reply {
 		research := len(req.System) > 0 && req.System[0].Text == "You research."
+		task := req.Messages[len(req.Messages)-1].Text()
 		switch {
-		case research && req.Messages[0].Text() == "Fail.":
+		case research && task == "Fail.":
 			return conversetest.Error(400, conversetest.CodeValidation, "no")
-		case research && len(req.Messages) == 1:
-			return conversetest.ToolUse("r1", "calculator", map[string]string{"expression": "6*7"})
+		case research && task != "":
+			return conversetest.ToolUse(fmt.Sprint("r", len(req.Messages)), "calculator", map[string]string{"expression": "6*7"})
 		case research:
 			return conversetest.Text("It is 42.")
 		case req.Messages[len(req.Messages)-1].Text() == "Make it fail.":
@@ -275,5 +278,69 @@ func TestAGUINestedDelegation(t *testing.T) {
 	}
 	if sum.InputTokens != answer.Usage.InputTokens || sum.OutputTokens != answer.Usage.OutputTokens {
 		t.Errorf("the agents' usage sums to %+v, the turn's is %+v", sum, answer.Usage)
+	}
+}
+
+// TestSubAgentKeepsItsConversation: a session keeps each sub-agent's
+// conversation beside the main agent's, so that every delegation goes on
+// from where the last left off, whatever kind of turn made it (a chat, a
+// streamed one, a regenerated or edited one, which keep the sub-agent's
+// conversation as it is); another session's sub-agent starts afresh. The
+// strict stand-in checks each request's history, the sub-agent's among
+// them, as Bedrock would.
+func TestSubAgentKeepsItsConversation(t *testing.T) {
+	s := testkit.Start(t, testkit.Options{Env: map[string]string{
+		"AGENTS": `[{"name":"researcher","description":"Researches.","system_prompt":"You research.","tools":[]}]`,
+	}})
+	s.Model.Responder = func(req *conversetest.Request) conversetest.Reply {
+		last := req.Messages[len(req.Messages)-1]
+		switch {
+		case len(req.System) > 0 && req.System[0].Text == "You research.":
+			return conversetest.Text(fmt.Sprintf("%s, having seen %d messages", last.Text(), len(req.Messages)))
+		case last.Text() != "":
+			return conversetest.ToolUse(fmt.Sprint("d", len(req.Messages)), "researcher", map[string]string{"task": "Task " + last.Text()})
+		}
+		return conversetest.Text("Researcher: " + last.Content[0].ToolResult.Content[0].Text)
+	}
+	chat := func(body string) string {
+		t.Helper()
+		w := postJSON(t, s, "/chat", body)
+		if w.Code != http.StatusOK {
+			t.Fatalf("%s: %d %s", body, w.Code, w.Body)
+		}
+		var a turn.ChatAnswer
+		if err := json.Unmarshal(w.Body.Bytes(), &a); err != nil {
+			t.Fatal(err)
+		}
+		return a.Text
+	}
+	if got := chat(`{"session_id":"keep","message":"one"}`); got != "Researcher: Task one, having seen 1 messages" {
+		t.Fatalf("first turn: %q", got)
+	}
+	if got := chat(`{"session_id":"keep","message":"two"}`); got != "Researcher: Task two, having seen 3 messages" {
+		t.Errorf("second turn: %q", got)
+	}
+	srv := httptest.NewServer(s.Handler)
+	t.Cleanup(srv.Close)
+	resp, err := http.Post(srv.URL+"/chat/stream", "application/json", strings.NewReader(`{"session_id":"keep","message":"three"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(body), "Task three, having seen 5 messages") {
+		t.Errorf("the streamed turn:\n%s", body)
+	}
+	if got := chat(`{"session_id":"keep","regenerate":true}`); got != "Researcher: Task three, having seen 7 messages" {
+		t.Errorf("regenerated: %q", got)
+	}
+	if got := chat(`{"session_id":"keep","edit":{"from":4,"message":"four"}}`); got != "Researcher: Task four, having seen 9 messages" {
+		t.Errorf("edited: %q", got)
+	}
+	if got := chat(`{"session_id":"other","message":"one"}`); got != "Researcher: Task one, having seen 1 messages" {
+		t.Errorf("another session: %q", got)
+	}
+	if n := s.Model.Calls(); n != 18 {
+		t.Errorf("%d model calls, want 18", n)
 	}
 }

@@ -66,6 +66,17 @@ type stored struct {
 	// incarnation tells the session from an earlier one under its key, and
 	// orders the list: it counts the sessions the store created.
 	incarnation int
+	// agents are the sub-agents' conversations, by name.
+	agents map[string]*storedAgent
+}
+
+// storedAgent is a sub-agent's conversation, and the session version
+// whose commit last wrote it.
+type storedAgent struct {
+	messages []agent.Message
+	window   agent.WindowState
+	state    map[string]json.RawMessage
+	written  int64
 }
 
 // record is an idempotency key's: a hold, or the turn it answered.
@@ -185,6 +196,37 @@ func (f *fakeStore) Load(_ context.Context, key ddbhistory.Key, idemKey string) 
 	return sess, nil
 }
 
+func (f *fakeStore) LoadAgent(_ context.Context, sess *ddbhistory.Session, name string) (*ddbhistory.AgentConversation, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := validKey(sess.Key); err != nil {
+		return nil, err
+	}
+	if err := validAgentName(name); err != nil {
+		return nil, err
+	}
+	out := &ddbhistory.AgentConversation{Name: name}
+	st := f.sessions[sess.Key]
+	if sess.Version == 0 || st == nil || st.agents[name] == nil {
+		return out, nil
+	}
+	a := st.agents[name]
+	if a.written > sess.Version {
+		return nil, ddbhistory.ErrConflict
+	}
+	out.Count = len(a.messages)
+	out.Conversation = agent.Conversation{Messages: copyOf(a.messages[a.window.Removed:]), Window: a.window, State: copyOf(a.state)}
+	return out, nil
+}
+
+// validAgentName refuses the names ddbhistory refuses.
+func validAgentName(name string) error {
+	if !agent.ValidToolName(name) || name == agent.MainAgent {
+		return invalid("agent name %q", name)
+	}
+	return nil
+}
+
 func (f *fakeStore) Begin(_ context.Context, sess *ddbhistory.Session, key, fp string) (*ddbhistory.Hold, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -240,6 +282,16 @@ func (f *fakeStore) checkTurn(sess *ddbhistory.Session, t ddbhistory.Turn) error
 	}
 	if t.Resuming && !sess.Resuming {
 		return invalid("session %s has no claim to keep", sess.ID)
+	}
+	seen := map[string]bool{}
+	for _, at := range t.Agents {
+		if err := validAgentName(at.Name); err != nil {
+			return err
+		}
+		if count := at.First + len(at.Messages); seen[at.Name] || at.First < 0 || sess.Version == 0 && at.First != 0 || at.Window.Removed < 0 || at.Window.Removed > count {
+			return invalid("agent %s's turn", at.Name)
+		}
+		seen[at.Name] = true
 	}
 	return nil
 }
@@ -301,6 +353,19 @@ func (f *fakeStore) Commit(ctx context.Context, sess *ddbhistory.Session, t ddbh
 	st.written = append(st.written[:first:first], slices.Repeat([]int64{st.version}, len(t.Messages))...)
 	st.state, st.window, st.pending, st.resuming = copyOf(t.State), t.Window, copyOf(t.Pending), t.Resuming
 	st.updated = now
+	for _, at := range t.Agents {
+		if st.agents == nil {
+			st.agents = map[string]*storedAgent{}
+		}
+		a := st.agents[at.Name]
+		if a == nil {
+			a = &storedAgent{}
+			st.agents[at.Name] = a
+		}
+		first := min(at.First, len(a.messages)) // as ddbhistory, which overwrites from First on
+		a.messages = append(a.messages[:first:first], copyOf(at.Messages)...)
+		a.window, a.state, a.written = at.Window, copyOf(at.State), st.version
+	}
 	if t.Hold != nil {
 		if r == nil {
 			r = &record{}

@@ -84,7 +84,7 @@ func (s *Service) resume(ctx context.Context, c Chat, client func(*agent.Convers
 					return &done[ChatAnswer]{Result: first, Answer: s.chatAnswer(sess.ID, first)}, nil
 				}
 				window := append(conv.Messages, first.Messages...)
-				err = s.store.Commit(storeCtx, sess, ddbhistory.Turn{Messages: first.Messages, Window: first.Window, State: first.State, Resuming: true})
+				err = s.store.Commit(storeCtx, sess, ddbhistory.Turn{Messages: first.Messages, Window: first.Window, State: first.State, Agents: agentTurns(first), Resuming: true})
 				if err != nil {
 					return nil, &CommitError{Result: first, Err: err}
 				}

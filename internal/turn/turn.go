@@ -24,6 +24,9 @@ type Store interface {
 	// Load reads a session and, with an idempotency key, what the key
 	// recorded (Session.Replay).
 	Load(ctx context.Context, key ddbhistory.Key, idempotencyKey string) (*ddbhistory.Session, error)
+	// LoadAgent reads the conversation sess keeps for a sub-agent, when a
+	// turn first delegates to it.
+	LoadAgent(ctx context.Context, sess *ddbhistory.Session, name string) (*ddbhistory.AgentConversation, error)
 	// Begin holds an idempotency key for the turn about to run on sess.
 	Begin(ctx context.Context, sess *ddbhistory.Session, idempotencyKey, fingerprint string) (*ddbhistory.Hold, error)
 	// Commit stores a turn, replacing its hold with the key's record.
@@ -401,6 +404,7 @@ func run[A any](ctx context.Context, s *Service, req Request, j job[A]) (*Outcom
 			return keyInUse(storeCtx, s, key, req, err, j)
 		}
 	}
+	sess.Conversation.Agents = s.agentLoader(sess)
 	out, err := commitRun(ctx, storeCtx, s, sess, hold, j)
 	if err != nil && !errors.Is(err, ddbhistory.ErrOutcomeUnknown) {
 		// Free the key of a turn that did not commit, so that a retry need
@@ -443,12 +447,38 @@ func commitRun[A any](ctx, storeCtx context.Context, s *Service, sess *ddbhistor
 		Rewind:   d.Rewind,
 		From:     d.From,
 		Staging:  d.Staging,
+		Agents:   agentTurns(d.Result),
 	}
 	first := t.First(sess) - d.Earlier // before the commit moves sess on
 	if err := s.store.Commit(storeCtx, sess, t); err != nil {
 		return nil, &CommitError{Result: d.Result, Err: err}
 	}
 	return &Outcome[A]{Answer: d.Answer, Result: d.Result, First: first}, nil
+}
+
+// agentLoader returns what reads the conversations sess keeps for its
+// sub-agents, as the turn's delegations need them.
+func (s *Service) agentLoader(sess *ddbhistory.Session) agent.AgentLoader {
+	return func(ctx context.Context, name string) (*agent.Conversation, int, error) {
+		if sess.Version == 0 {
+			return &agent.Conversation{}, 0, nil // a new session has none
+		}
+		ac, err := s.store.LoadAgent(ctx, sess, name)
+		if err != nil {
+			return nil, 0, err
+		}
+		return &ac.Conversation, ac.Count, nil
+	}
+}
+
+// agentTurns is what res added to the sub-agents' conversations, for the
+// store.
+func agentTurns(res *agent.Result) []ddbhistory.AgentTurn {
+	var out []ddbhistory.AgentTurn
+	for _, at := range res.Agents {
+		out = append(out, ddbhistory.AgentTurn(at))
+	}
+	return out
 }
 
 // sessionID returns the session a turn goes to: the one named, or a new id.

@@ -51,6 +51,7 @@ func Run(t *testing.T, newStore func(t *testing.T) turn.Store) {
 		{"Rewind", testRewind},
 		{"Transcript", testTranscript},
 		{"Tail", testTail},
+		{"Agents", testAgents},
 		{"WindowBefore", testWindowBefore},
 		{"List", testList},
 		{"Delete", testDelete},
@@ -626,9 +627,64 @@ func testRewind(t *testing.T, s turn.Store) {
 	}
 }
 
-// testTranscript: a transcript reads in pages, oldest first, each page
-// saying where it starts and how to go on; CursorAt starts a page at any
-// message; a malformed cursor or limit is an *ArgumentError.
+// testAgents: a turn stores what it adds to its sub-agents' conversations
+// with the rest of it, or not at all; LoadAgent reads a sub-agent's
+// window, as Load reads the main agent's, and refuses one written after
+// the session it is given; a delete removes them; the main agent's window
+// never holds their messages; names that cannot name a sub-agent are
+// *ArgumentErrors.
+func testAgents(t *testing.T, s turn.Store) {
+	loadAgent := func(sess *ddbhistory.Session, name string) *ddbhistory.AgentConversation {
+		t.Helper()
+		c, err := s.LoadAgent(t.Context(), sess, name)
+		if err != nil {
+			t.Fatalf("LoadAgent %s: %v", name, err)
+		}
+		return c
+	}
+	sess := ddbhistory.NewSession(alice)
+	if c := loadAgent(sess, "helper"); c.Count != 0 || len(c.Conversation.Messages) != 0 {
+		t.Errorf("a new session's sub-agent: %+v", c)
+	}
+	state := map[string]json.RawMessage{"n": json.RawMessage(`1`)}
+	commit(t, s, sess, ddbhistory.Turn{Messages: exchange(0), Agents: []ddbhistory.AgentTurn{{Name: "helper", Messages: exchanges(100, 3), State: state}}})
+	stale := load(t, s, alice, "")
+	if diff := cmp.Diff(exchange(0), stale.Conversation.Messages); diff != "" {
+		t.Errorf("the main window (-want +got):\n%s", diff)
+	}
+	c := loadAgent(stale, "helper")
+	if diff := cmp.Diff(agent.Conversation{Messages: exchanges(100, 3), State: state}, c.Conversation, empty); diff != "" || c.Count != 6 {
+		t.Errorf("helper: count %d (-want +got):\n%s", c.Count, diff)
+	}
+	if c := loadAgent(stale, "other"); c.Count != 0 {
+		t.Errorf("an agent no turn delegated to: %+v", c)
+	}
+
+	commit(t, s, sess, ddbhistory.Turn{Messages: exchange(1), Agents: []ddbhistory.AgentTurn{{Name: "helper", First: 6, Messages: exchange(103), Window: agent.WindowState{Removed: 4}, State: state}}})
+	c = loadAgent(sess, "helper")
+	if diff := cmp.Diff(agent.Conversation{Messages: append(exchanges(102, 1), exchange(103)...), Window: agent.WindowState{Removed: 4}, State: state}, c.Conversation, empty); diff != "" || c.Count != 8 {
+		t.Errorf("helper after its second turn: count %d (-want +got):\n%s", c.Count, diff)
+	}
+	_, err := s.LoadAgent(t.Context(), stale, "helper")
+	wantErr(t, "LoadAgent from a session a later commit wrote", err, ddbhistory.ErrConflict)
+	err = s.Commit(t.Context(), stale, ddbhistory.Turn{Messages: exchange(2), Agents: []ddbhistory.AgentTurn{{Name: "helper", First: 6, Messages: exchange(200)}}})
+	wantErr(t, "a stale commit", err, ddbhistory.ErrConflict)
+	if c := loadAgent(sess, "helper"); c.Count != 8 {
+		t.Errorf("a failed commit changed the agent: %+v", c)
+	}
+	for _, name := range []string{"main", "a#b", ""} {
+		_, err := s.LoadAgent(t.Context(), sess, name)
+		wantArgumentError(t, "LoadAgent "+name, err)
+		wantArgumentError(t, "a commit to agent "+name, s.Commit(t.Context(), sess, ddbhistory.Turn{Messages: exchange(3), Agents: []ddbhistory.AgentTurn{{Name: name, Messages: exchange(3)}}}))
+	}
+	if err := s.Delete(t.Context(), alice); err != nil {
+		t.Fatal(err)
+	}
+	if c := loadAgent(create(t, s, alice, exchange(5)), "helper"); c.Count != 0 {
+		t.Errorf("a new session under a deleted one's id has its agent: %+v", c)
+	}
+}
+
 // testTail: a tail is the transcript's last n messages, at most, with the
 // session item.
 func testTail(t *testing.T, s turn.Store) {
@@ -657,6 +713,9 @@ func testTail(t *testing.T, s turn.Store) {
 	wantErr(t, "the tail of another owner's session", err, ddbhistory.ErrNotFound)
 }
 
+// testTranscript: a transcript reads in pages, oldest first, each page
+// saying where it starts and how to go on; CursorAt starts a page at any
+// message; a malformed cursor or limit is an *ArgumentError.
 func testTranscript(t *testing.T, s turn.Store) {
 	want := exchanges(0, 12)
 	sess := ddbhistory.NewSession(alice)

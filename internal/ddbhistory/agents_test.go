@@ -1,0 +1,256 @@
+package ddbhistory_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/lambda-agent/lambda-agent/internal/agent"
+	"github.com/lambda-agent/lambda-agent/internal/ddbhistory"
+)
+
+// agentTurn is a delegation's messages: the task, and the answer.
+func agentTurn(i int) []agent.Message {
+	return []agent.Message{agent.UserText(fmt.Sprintf("task %d", i)), agent.AssistantText(fmt.Sprintf("result %d", i))}
+}
+
+func TestAgentConversations(t *testing.T) {
+	runBackends(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b, ddbhistory.Config{})
+		sess := ddbhistory.NewSession(alice)
+		if got, err := e.store.LoadAgent(t.Context(), sess, "researcher"); err != nil || got.Count != 0 || len(got.Conversation.Messages) != 0 {
+			t.Fatalf("a new session's agent: %+v, %v", got, err)
+		}
+		state := map[string]json.RawMessage{"notes": json.RawMessage(`["a"]`)}
+		if err := e.store.Commit(t.Context(), sess, ddbhistory.Turn{
+			Messages: turn(0),
+			Agents: []ddbhistory.AgentTurn{
+				{Name: "researcher", Messages: agentTurn(0), State: state},
+				{Name: "writer", Messages: agentTurn(100)},
+			},
+		}); err != nil {
+			t.Fatal(err)
+		}
+		sess, err := e.store.Load(t.Context(), alice, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(turn(0), sess.Conversation.Messages); diff != "" {
+			t.Errorf("the main window holds the sub-agents' messages (-want +got):\n%s", diff)
+		}
+		got, err := e.store.LoadAgent(t.Context(), sess, "researcher")
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := agent.Conversation{Messages: agentTurn(0), State: state}
+		if diff := cmp.Diff(want, got.Conversation); diff != "" || got.Count != 2 {
+			t.Errorf("researcher: count %d (-want +got):\n%s", got.Count, diff)
+		}
+
+		// The next delegation appends, and the window state says what is
+		// loaded, as for the main agent.
+		if err := e.store.Commit(t.Context(), sess, ddbhistory.Turn{
+			Messages: turn(1),
+			Agents:   []ddbhistory.AgentTurn{{Name: "researcher", First: got.Count, Messages: agentTurn(1), Window: agent.WindowState{Removed: 2, Summary: "task 0 done"}, State: state}},
+		}); err != nil {
+			t.Fatal(err)
+		}
+		got, err = e.store.LoadAgent(t.Context(), sess, "researcher")
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = agent.Conversation{Messages: agentTurn(1), Window: agent.WindowState{Removed: 2, Summary: "task 0 done"}, State: state}
+		if diff := cmp.Diff(want, got.Conversation); diff != "" || got.Count != 4 {
+			t.Errorf("researcher after its second turn: count %d (-want +got):\n%s", got.Count, diff)
+		}
+		writer, err := e.store.LoadAgent(t.Context(), sess, "writer")
+		if err != nil || writer.Count != 2 || writer.Conversation.Messages[0].Text() != "task 100" {
+			t.Errorf("writer, which the second turn left alone: %+v, %v", writer, err)
+		}
+		if none, err := e.store.LoadAgent(t.Context(), sess, "critic"); err != nil || none.Count != 0 {
+			t.Errorf("an agent never delegated to: %+v, %v", none, err)
+		}
+		for _, name := range []string{"main", "a#b", "", "with space"} {
+			if _, err := e.store.LoadAgent(t.Context(), sess, name); !errors.Is(err, ddbhistory.ErrInvalid) {
+				t.Errorf("LoadAgent(%q) = %v, want ErrInvalid", name, err)
+			}
+		}
+		err = e.store.Commit(t.Context(), sess, ddbhistory.Turn{Messages: turn(2), Agents: []ddbhistory.AgentTurn{{Name: "main", Messages: agentTurn(2)}}})
+		if !errors.Is(err, ddbhistory.ErrInvalid) {
+			t.Errorf("a commit to an agent named main: %v, want ErrInvalid", err)
+		}
+	})
+}
+
+// TestWindowQueryIgnoresAgents holds that a session's sub-agents cost its
+// main window's load nothing: the window's Query, over m# to meta, reads
+// exactly the bytes it reads from a session without them, however long
+// their conversations.
+func TestWindowQueryIgnoresAgents(t *testing.T) {
+	runBackends(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b, ddbhistory.Config{WindowHint: 10})
+		plain, withAgents := ddbhistory.Key{Owner: "alice", ID: "chat-a"}, ddbhistory.Key{Owner: "alice", ID: "chat-b"}
+		for _, key := range []ddbhistory.Key{plain, withAgents} {
+			sess := ddbhistory.NewSession(key)
+			agentCount := 0
+			for i := range 6 {
+				var agents []ddbhistory.AgentTurn
+				if key == withAgents {
+					// More agent messages than the hint, under names that
+					// sort before and after "m#" and "meta" once prefixed.
+					var msgs []agent.Message
+					for j := range 10 {
+						msgs = append(msgs, agentTurn(10*i+j)...)
+					}
+					for _, name := range []string{"a", "m", "meta", "zz"} {
+						agents = append(agents, ddbhistory.AgentTurn{Name: name, First: agentCount, Messages: msgs})
+					}
+					agentCount += len(msgs)
+				}
+				if err := e.store.Commit(t.Context(), sess, ddbhistory.Turn{Messages: sizedTurn(i), Window: agent.WindowState{Removed: max(0, sess.Count-8)}, Agents: agents}); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		// The two sessions' items differ only in their random incarnations,
+		// which are of one length.
+		e.now.Advance(time.Second)
+		load := func(key ddbhistory.Key) (*ddbhistory.Session, int, int) {
+			e.count.reset()
+			sess, err := e.store.Load(t.Context(), key, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			u := e.count.reset()
+			return sess, u.Requests, u.Received
+		}
+		a, aRequests, aBytes := load(plain)
+		b2, bRequests, bBytes := load(withAgents)
+		if aRequests != 1 || bRequests != 1 || aBytes != bBytes {
+			t.Errorf("loading the window: %d requests and %d bytes without agents, %d and %d with", aRequests, aBytes, bRequests, bBytes)
+		}
+		if diff := cmp.Diff(a.Conversation, b2.Conversation); diff != "" || a.Count != b2.Count {
+			t.Errorf("the windows differ (-plain +with agents):\n%s", diff)
+		}
+	})
+}
+
+func TestAgentConversationOfALaterCommit(t *testing.T) {
+	runBackends(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b, ddbhistory.Config{})
+		sess := ddbhistory.NewSession(alice)
+		if err := e.store.Commit(t.Context(), sess, ddbhistory.Turn{Messages: turn(0), Agents: []ddbhistory.AgentTurn{{Name: "researcher", Messages: agentTurn(0)}}}); err != nil {
+			t.Fatal(err)
+		}
+		first, err := e.store.Load(t.Context(), alice, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		second, err := e.store.Load(t.Context(), alice, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.store.Commit(t.Context(), second, ddbhistory.Turn{Messages: turn(1), Agents: []ddbhistory.AgentTurn{{Name: "researcher", First: 2, Messages: agentTurn(1)}}}); err != nil {
+			t.Fatal(err)
+		}
+		// The first turn delegates after the second committed: its view of
+		// the agent would be newer than its session's, and it cannot commit.
+		if _, err := e.store.LoadAgent(t.Context(), first, "researcher"); !errors.Is(err, ddbhistory.ErrConflict) {
+			t.Errorf("LoadAgent after a later commit: %v, want ErrConflict", err)
+		}
+		err = e.store.Commit(t.Context(), first, ddbhistory.Turn{Messages: turn(2), Agents: []ddbhistory.AgentTurn{{Name: "researcher", First: 2, Messages: agentTurn(2)}}})
+		if !errors.Is(err, ddbhistory.ErrConflict) {
+			t.Fatalf("the losing commit: %v, want ErrConflict", err)
+		}
+		got, err := e.store.LoadAgent(t.Context(), second, "researcher")
+		if err != nil || got.Count != 4 || got.Conversation.Messages[3].Text() != "result 1" {
+			t.Errorf("after the lost race: %+v, %v", got, err)
+		}
+	})
+}
+
+// TestBigAgentTurn: a turn whose sub-agents' messages do not fit one
+// transaction is stored in parts, whole or not at all.
+func TestBigAgentTurn(t *testing.T) {
+	runBackends(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b, ddbhistory.Config{})
+		sess := fill(t, e.store, alice, 4, 40)
+		var many []agent.Message
+		for i := range 60 {
+			many = append(many, agentTurn(i)...)
+		}
+		big := []agent.Message{
+			{Role: agent.RoleUser, Content: []agent.ContentBlock{agent.Text("look"), {Image: &agent.ImageBlock{Format: "png", Source: agent.Source{Bytes: randomBytes(3_000_000)}}}}},
+			agent.AssistantText("seen"),
+		}
+		agents := []ddbhistory.AgentTurn{{Name: "reader", Messages: many}, {Name: "looker", Messages: big}}
+
+		// A commit that loses its race in the last transaction stores
+		// nothing of any agent.
+		stale := *sess
+		if err := e.store.Commit(t.Context(), sess, ddbhistory.Turn{Messages: turn(7)}); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.store.Commit(t.Context(), &stale, ddbhistory.Turn{Messages: turn(8), Agents: agents}); !errors.Is(err, ddbhistory.ErrConflict) {
+			t.Fatalf("a stale big commit: %v, want ErrConflict", err)
+		}
+		for _, name := range []string{"reader", "looker"} {
+			if got, err := e.store.LoadAgent(t.Context(), sess, name); err != nil || got.Count != 0 {
+				t.Errorf("%s after the lost commit: %+v, %v", name, got, err)
+			}
+		}
+
+		e.count.reset()
+		if err := e.store.Commit(t.Context(), sess, ddbhistory.Turn{Messages: turn(9), Agents: agents}); err != nil {
+			t.Fatal(err)
+		}
+		if n := e.count.reset().Requests; n < 3 {
+			t.Errorf("a commit of 120 agent messages and a 3 MB image in %d requests: it should not fit one", n)
+		}
+		reader, err := e.store.LoadAgent(t.Context(), sess, "reader")
+		if err != nil || reader.Count != 120 || len(reader.Conversation.Messages) != 120 {
+			t.Fatalf("reader: %d stored, %d loaded, %v", reader.Count, len(reader.Conversation.Messages), err)
+		}
+		looker, err := e.store.LoadAgent(t.Context(), sess, "looker")
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantJSON, _ := json.Marshal(big)
+		gotJSON, _ := json.Marshal(looker.Conversation.Messages)
+		if !bytes.Equal(wantJSON, gotJSON) {
+			t.Errorf("looker's big message did not round-trip: %d bytes, want %d", len(gotJSON), len(wantJSON))
+		}
+
+		if err := e.store.Delete(t.Context(), alice); err != nil {
+			t.Fatal(err)
+		}
+		if n := countItems(t, e, "s#alice#chat-1"); n != 0 {
+			t.Errorf("%d items left behind by Delete, sub-agents' among them", n)
+		}
+	})
+}
+
+func TestAgentConversationExpires(t *testing.T) {
+	runBackends(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b, ddbhistory.Config{TTL: time.Hour})
+		sess := ddbhistory.NewSession(alice)
+		if err := e.store.Commit(t.Context(), sess, ddbhistory.Turn{Messages: turn(0), Agents: []ddbhistory.AgentTurn{{Name: "researcher", Messages: agentTurn(0)}}}); err != nil {
+			t.Fatal(err)
+		}
+		// The main conversation lives on; the agent's was not written since.
+		for i := range 3 {
+			e.now.Advance(30 * time.Minute)
+			if err := e.store.Commit(t.Context(), sess, ddbhistory.Turn{Messages: turn(i + 1)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got, err := e.store.LoadAgent(t.Context(), sess, "researcher")
+		if err != nil || got.Count != 0 || len(got.Conversation.Messages) != 0 {
+			t.Errorf("an expired agent conversation: %+v, %v; want an empty one", got, err)
+		}
+	})
+}
