@@ -41,6 +41,35 @@ func Delegate(name, description string, sub *Agent, opts ...DelegateOption) Tool
 	return d
 }
 
+// SubAgents lists the names of the sub-agents a's turns may reach, through
+// its delegations and theirs, in order; fresh says which of them start
+// afresh on every delegation, and so have no stored conversation.
+func (a *Agent) SubAgents() (names []string, fresh map[string]bool) {
+	fresh = map[string]bool{}
+	seen := map[*Agent]bool{}
+	var walk func(a *Agent)
+	walk = func(a *Agent) {
+		if seen[a] {
+			return
+		}
+		seen[a] = true
+		for _, t := range a.cfg.Tools {
+			d, ok := t.(*delegation)
+			if !ok {
+				continue
+			}
+			if _, dup := fresh[d.name]; !dup {
+				names = append(names, d.name)
+			}
+			fresh[d.name] = d.fresh
+			walk(d.sub)
+		}
+	}
+	walk(a)
+	slices.Sort(names)
+	return names, fresh
+}
+
 // DelegateOption configures a delegation.
 type DelegateOption func(*delegation)
 

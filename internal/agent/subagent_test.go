@@ -441,3 +441,18 @@ func TestDelegationCannotReadItsConversation(t *testing.T) {
 		t.Errorf("text %q, agents %+v, %d calls", res.Text, res.Agents, s.Calls())
 	}
 }
+
+func TestSubAgents(t *testing.T) {
+	s := newServer(t)
+	leaf := newAgent(t, s, agent.Config{System: "Leaf."})
+	mid := newAgent(t, s, agent.Config{System: "Mid.", Tools: []agent.Tool{agent.Delegate("leaf", "Leaf.", leaf)}})
+	calc, _ := tools.ByName([]string{"calculator"})
+	main := newAgent(t, s, agent.Config{System: "Main.", Tools: append(calc, agent.Delegate("mid", "Mid.", mid), agent.Delegate("once", "Once.", leaf, agent.Fresh()))})
+	names, fresh := main.SubAgents()
+	if !slices.Equal(names, []string{"leaf", "mid", "once"}) || !fresh["once"] || fresh["leaf"] || fresh["mid"] {
+		t.Errorf("sub-agents %v, fresh %v", names, fresh)
+	}
+	if names, _ := leaf.SubAgents(); names != nil {
+		t.Errorf("an agent without delegations lists %v", names)
+	}
+}
