@@ -62,7 +62,7 @@ func TestExampleInABrowser(t *testing.T) {
 			t.Errorf("the README does not show %s", typed)
 		}
 	}
-	line := localRunLine(t, readme)
+	line := localRunLine(t, readme, "")
 	if section, err := testkit.DocSection("docs/agui.md", "## Example front end"); err != nil || !strings.Contains(section, line) {
 		t.Errorf("docs/agui.md's Example front end does not start the local run as the README does, with %s (%v)", line, err)
 	}
@@ -341,26 +341,34 @@ func findNode(t *testing.T) string {
 	return ""
 }
 
-// localRunLine returns the README's go run ./cmd/local line.
-func localRunLine(t *testing.T, readme string) string {
+// localRunLine returns the README's first go run ./cmd/local line that
+// holds with.
+func localRunLine(t *testing.T, readme, with string) string {
 	t.Helper()
 	for line := range strings.Lines(readme) {
-		if strings.Contains(line, "go run ./cmd/local") {
+		if strings.Contains(line, "go run ./cmd/local") && strings.Contains(line, with) {
 			return strings.TrimSpace(line)
 		}
 	}
-	t.Fatal("the README does not start the local run")
+	t.Fatalf("the README does not start the local run with %q", with)
 	return ""
 }
 
-// envOf returns the environment that a go run ./cmd/local line sets.
+// envOf returns the environment that a go run ./cmd/local line sets: its
+// NAME=value words, where a value in single quotes, as JSON is, may hold
+// spaces.
 func envOf(line string) map[string]string {
 	before, _, _ := strings.Cut(line, "go run ./cmd/local")
 	env := map[string]string{}
-	for _, w := range strings.Fields(before) {
-		if k, v, ok := strings.Cut(w, "="); ok {
-			env[k] = v
+	for rest := strings.TrimSpace(before); rest != ""; rest = strings.TrimSpace(rest) {
+		var k, v string
+		k, rest, _ = strings.Cut(rest, "=")
+		if quoted, ok := strings.CutPrefix(rest, "'"); ok {
+			v, rest, _ = strings.Cut(quoted, "'")
+		} else {
+			v, rest, _ = strings.Cut(rest, " ")
 		}
+		env[k] = v
 	}
 	return env
 }
