@@ -1,7 +1,8 @@
 // An AG-UI front end in plain DOM. HttpAgent, from the official client,
-// holds the thread and talks to POST /agui; this module draws the thread
-// and the agent state, answers interrupts (approvals and questions), and
-// runs the tools the page declares. README.md says how to run it.
+// holds the thread and talks to POST /agui; this module draws the thread,
+// with the sub-agents' work inside the calls that delegated to them, and
+// the agent state, answers interrupts (approvals and questions), and runs
+// the tools the page declares. README.md says how to run it.
 import { HttpAgent, randomUUID } from "@ag-ui/client";
 
 // The tools the page runs itself. Every run offers them to the model; a
@@ -48,6 +49,11 @@ function el(tag, className, ...children) {
 
 let agent;
 const rows = new Map(); // a message's id → its <li>
+// The sub-agents' runs, by subagentRunId, from SUBAGENT_STARTED: the
+// sub-agent's name, the call that delegated (parentToolCallId), and its
+// state: working, done (SUBAGENT_FINISHED), failed (SUBAGENT_ERROR, with
+// its error), or stopped, when the run ended without saying.
+const runs = new Map();
 
 // newThread starts a thread of its own: the server keeps it under this id.
 function newThread() {
@@ -66,8 +72,15 @@ function newThread() {
     onStateDeltaEvent: ({ event }) => {
       ui.stateChange.textContent = "STATE_DELTA: " + event.delta.map((op) => `${op.op} ${op.path}`).join(", ");
     },
+    onSubagentStartedEvent: ({ event }) => {
+      runs.set(event.subagentRunId, { id: event.subagentRunId, name: event.name, callId: event.parentToolCallId, state: "working", error: "" });
+      render();
+    },
+    onSubagentFinishedEvent: ({ event }) => endRun(event.subagentRunId, "done"),
+    onSubagentErrorEvent: ({ event }) => endRun(event.subagentRunId, "failed", event.message),
   });
   rows.clear();
+  runs.clear();
   ui.messages.replaceChildren();
   ui.interrupts.replaceChildren();
   ui.interrupts.hidden = true;
@@ -78,54 +91,111 @@ function newThread() {
   setState("idle");
 }
 
+// endRun marks how a sub-agent's run ended, and shows it.
+function endRun(id, state, error = "") {
+  const run = runs.get(id);
+  if (!run) return;
+  Object.assign(run, { state, error });
+  render();
+}
+
 // textOf is a message's text: a string, or the text parts of a list.
 function textOf(content) {
   if (typeof content === "string") return content;
   return (content ?? []).filter((p) => p.type === "text").map((p) => p.text).join("\n");
 }
 
-// render draws agent.messages: each user and assistant message once, by
-// id, and each tool call under its assistant message with its result, the
-// tool message whose toolCallId names it.
+// render draws agent.messages: each user and assistant message of the
+// thread once, by id, and each tool call under its assistant message with
+// its result, the tool message whose toolCallId names it. A sub-agent's
+// messages carry its subagentRunId: they are drawn inside the line of the
+// call that delegated to it, never as messages of the thread.
 function render() {
   const following = atEnd();
-  const results = new Map(agent.messages.filter((m) => m.role === "tool").map((m) => [m.toolCallId, textOf(m.content)]));
-  const shown = [];
+  // What the messages hold: the tools' results, by call, and the messages
+  // to draw, by run.
+  const found = {
+    results: new Map(agent.messages.filter((m) => m.role === "tool").map((m) => [m.toolCallId, textOf(m.content)])),
+    byRun: new Map(), // a run's id ("" for the thread's own) → its messages
+  };
   for (const m of agent.messages) {
     if (m.role !== "user" && m.role !== "assistant") continue;
-    let row = rows.get(m.id);
-    if (!row) {
-      row = el("li", `message ${m.role}`, el("div", "text"), el("ul", "calls"));
-      row.dataset.id = m.id;
-      row.dataset.pieces = "0";
-      rows.set(m.id, row);
-    }
-    const text = row.querySelector(".text");
-    const now = textOf(m.content);
-    if (text.textContent !== now) {
-      text.textContent = now;
-      row.dataset.pieces = String(Number(row.dataset.pieces) + 1); // streamed: one per change
-    }
-    for (const call of m.toolCalls ?? []) {
-      let line = row.querySelector(`[data-call="${CSS.escape(call.id)}"]`);
-      if (!line) {
-        line = el("li", "call", el("span", "name", call.function.name), " ", el("code", "args"), " ", el("span", "result"));
-        line.dataset.call = call.id;
-        line.dataset.name = call.function.name;
-        row.querySelector(".calls").append(line);
-      }
-      line.querySelector(".args").textContent = call.function.arguments;
-      const result = results.get(call.id);
-      line.classList.toggle("waiting", result === undefined);
-      line.querySelector(".result").textContent = result ?? "waiting";
-    }
-    shown.push(row);
+    const run = m.subagentRunId ?? "";
+    if (!found.byRun.has(run)) found.byRun.set(run, []);
+    found.byRun.get(run).push(m);
   }
-  const children = [...ui.messages.children];
-  if (children.length !== shown.length || children.some((c, i) => c !== shown[i])) {
-    ui.messages.replaceChildren(...shown);
-  }
+  show(ui.messages, (found.byRun.get("") ?? []).map((m) => drawMessage(m, `message ${m.role}`, found)));
   if (following) toEnd();
+}
+
+// drawMessage returns the row of message m, made once and brought up to
+// date: its text, and its tool calls with their results.
+function drawMessage(m, className, found) {
+  let row = rows.get(m.id);
+  if (!row) {
+    row = el("li", className, el("div", "text"), el("ul", "calls"));
+    row.dataset.id = m.id;
+    row.dataset.pieces = "0";
+    rows.set(m.id, row);
+  }
+  const text = row.querySelector(":scope > .text");
+  const now = textOf(m.content);
+  if (text.textContent !== now) {
+    text.textContent = now;
+    row.dataset.pieces = String(Number(row.dataset.pieces) + 1); // streamed: one per change
+  }
+  for (const call of m.toolCalls ?? []) drawCall(row.querySelector(":scope > .calls"), call, found);
+  return row;
+}
+
+// drawCall draws a tool call on one line of list: its name, input and
+// result, and the work of the sub-agent it delegated to, if it did.
+function drawCall(list, call, found) {
+  let line = list.querySelector(`:scope > [data-call="${CSS.escape(call.id)}"]`);
+  if (!line) {
+    line = el("li", "call", el("span", "name", call.function.name), " ", el("code", "args"), " ", el("span", "result"));
+    line.dataset.call = call.id;
+    line.dataset.name = call.function.name;
+    list.append(line);
+  }
+  line.querySelector(":scope > .args").textContent = call.function.arguments;
+  const result = found.results.get(call.id);
+  line.classList.toggle("waiting", result === undefined);
+  line.querySelector(":scope > .result").textContent = result ?? "waiting";
+  for (const run of runs.values()) {
+    if (run.callId === call.id) drawWork(line, run, found);
+  }
+}
+
+// drawWork draws a sub-agent's run in the line of the call that delegated
+// to it, before the call's result: who works and how it ended, and its
+// messages as they stream, with its own calls, and their sub-agents' work
+// nested in turn.
+function drawWork(line, run, found) {
+  let box = line.querySelector(`:scope > .agent-work[data-run="${CSS.escape(run.id)}"]`);
+  if (!box) {
+    box = el("div", "agent-work", el("div", "agent-name"), el("ol", "work"));
+    box.dataset.run = run.id;
+    box.dataset.agent = run.name;
+    line.insertBefore(box, line.querySelector(":scope > .result"));
+  }
+  box.className = `agent-work ${run.state}`;
+  box.querySelector(":scope > .agent-name").textContent = {
+    working: `${run.name} is working…`,
+    done: `${run.name} answered`,
+    failed: `${run.name} failed: ${run.error}`,
+    stopped: `${run.name} stopped: the run ended first`,
+  }[run.state];
+  show(box.querySelector(":scope > .work"), (found.byRun.get(run.id) ?? []).map((m) => drawMessage(m, "step", found)));
+}
+
+// show makes items the children of list, in order, touching the list only
+// when they differ.
+function show(list, items) {
+  const children = [...list.children];
+  if (children.length !== items.length || children.some((c, i) => c !== items[i])) {
+    list.replaceChildren(...items);
+  }
 }
 
 // atEnd says whether the reader is at the end of the page, where new
@@ -171,6 +241,9 @@ async function runOnce(params) {
   } catch (err) {
     const e = err?.payload?.error; // the agent's JSON error body, for a refusal
     out.error = e ? `${e.code}: ${e.message}` : String(err?.message ?? err);
+  }
+  for (const run of runs.values()) {
+    if (run.state === "working") endRun(run.id, "stopped");
   }
   return out;
 }

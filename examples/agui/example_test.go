@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -36,6 +37,8 @@ const (
 	question = `/tool ask_user {"question":"Tea or coffee?","options":["tea","coffee"]}`
 	theme    = `/tool set_theme {"theme":"dark"}`
 	remember = "Remember that my favourite colour is teal."
+	delegate = `/tool researcher {"task":"What is 6*7?"}`
+	nested   = `/tool researcher {"task":"/tool checker {\"task\":\"What is 7*8?\"}"}`
 )
 
 // idle is true once the page takes a message again.
@@ -62,7 +65,7 @@ func TestExampleInABrowser(t *testing.T) {
 			t.Errorf("the README does not show %s", typed)
 		}
 	}
-	line := localRunLine(t, readme)
+	line := localRunLine(t, readme, "")
 	if section, err := testkit.DocSection("docs/agui.md", "## Example front end"); err != nil || !strings.Contains(section, line) {
 		t.Errorf("docs/agui.md's Example front end does not start the local run as the README does, with %s (%v)", line, err)
 	}
@@ -235,6 +238,124 @@ func TestExampleInABrowser(t *testing.T) {
 	}
 }
 
+// TestExampleShowsSubAgents runs the example against the local run that
+// the README starts with AGENTS, and drives it in headless Chromium: a
+// delegation's line says the researcher is working, and its text and
+// calculator call stream in inside that line before the call's result
+// comes; the turn's answer is a message of the thread, and none of the
+// sub-agent's is. A nested delegation's work is drawn inside the
+// researcher's, and the checker's failure is visible, with its error. The
+// page's messages are the thread the server stores.
+func TestExampleShowsSubAgents(t *testing.T) {
+	browser, driver := webdriver.Find(t, "the AG-UI example's sub-agents")
+	node := findNode(t)
+	readme, err := testkit.Doc("examples/agui/README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, typed := range []string{delegate, nested} {
+		if !strings.Contains(readme, "`"+typed+"`") {
+			t.Errorf("the README does not show %s", typed)
+		}
+	}
+	env := envOf(localRunLine(t, readme, "AGENTS="))
+	if !strings.Contains(env["AGENTS"], `"researcher"`) || !strings.Contains(env["AGENTS"], `"checker"`) {
+		t.Fatalf("the README's local run with AGENTS sets %q", env)
+	}
+	agentURL := startLocalRun(t, env)
+	npm(t, "run", "build")
+	url := serve(t, node, agentURL)
+
+	wd := webdriver.New(t, driver, browser)
+	wd.Navigate(url + "/")
+	wd.WaitFor("the page", `return `+idle+` && document.querySelector("#thread").textContent !== ""`)
+	threadID := wd.Eval(`return document.querySelector("#thread").textContent`).(string)
+
+	// What the delegation's line shows as the run streams: each change of
+	// the researcher's box, to check after the run.
+	wd.Eval(`window.seen = [];
+		new MutationObserver(() => {
+			const line = document.querySelector('#messages > .message .call[data-name="researcher"]');
+			const box = line && line.querySelector(':scope > .agent-work[data-agent="researcher"]');
+			if (!box) return;
+			const now = {
+				Box: box.className, Name: box.querySelector(":scope > .agent-name").textContent,
+				Texts: box.querySelectorAll(".step > .text:not(:empty)").length,
+				Calls: box.querySelectorAll('.call[data-name="calculator"]').length,
+				Result: line.querySelector(":scope > .result").textContent,
+			};
+			if (JSON.stringify(window.seen.at(-1)) !== JSON.stringify(now)) window.seen.push(now);
+		}).observe(document.querySelector("#messages"), {subtree: true, childList: true, characterData: true, attributes: true})`)
+	send(wd, delegate)
+	wd.WaitFor("the delegation's answer", `return `+idle+` && document.querySelectorAll("#messages > .message.assistant").length === 2`)
+	type look struct {
+		Box, Name, Result string
+		Texts, Calls      int
+	}
+	var seen []look
+	wd.EvalInto(&seen, `return window.seen`)
+	working := func(l look) bool {
+		return l.Box == "agent-work working" && l.Name == "researcher is working…" && l.Result == "waiting"
+	}
+	if !slices.ContainsFunc(seen, func(l look) bool { return working(l) && l.Texts > 0 }) ||
+		!slices.ContainsFunc(seen, func(l look) bool { return working(l) && l.Calls > 0 }) {
+		t.Errorf("the researcher's box did not show it working, with its text and its call as they streamed, before the call's result:\n%+v", seen)
+	}
+	var first struct{ Box, Name, Text, Calc, Result, Answer string }
+	wd.EvalInto(&first, `const line = document.querySelector('#messages > .message .call[data-name="researcher"]');
+		const box = line.querySelector(':scope > .agent-work[data-agent="researcher"]');
+		return {
+			Box: box.className, Name: box.querySelector(":scope > .agent-name").textContent,
+			Text: box.querySelector(".step > .text").textContent,
+			Calc: box.querySelector('.call[data-name="calculator"] > .result').textContent,
+			Result: line.querySelector(":scope > .result").textContent,
+			Answer: [...document.querySelectorAll("#messages > .message.assistant > .text")].pop().textContent,
+		}`)
+	if first.Box != "agent-work done" || first.Name != "researcher answered" || first.Text == "" ||
+		!strings.Contains(first.Calc, `"result":42`) || !strings.Contains(first.Result, "42") {
+		t.Errorf("the researcher's box once it answered: %+v", first)
+	}
+	if !strings.Contains(first.Answer, "researcher") || !strings.Contains(first.Answer, "42") || first.Answer == first.Text {
+		t.Errorf("the turn's answer, the thread's last message, is %q", first.Answer)
+	}
+
+	// A nested delegation, whose sub-agent fails.
+	send(wd, nested)
+	wd.WaitFor("the nested delegation's answer", `return `+idle+` && document.querySelectorAll("#messages > .message.assistant").length === 4`)
+	var second struct{ Outer, Box, Name, Calc, Result string }
+	wd.EvalInto(&second, `const line = [...document.querySelectorAll('#messages > .message .call[data-name="researcher"]')].pop();
+		const outer = line.querySelector(':scope > .agent-work[data-agent="researcher"]');
+		const box = outer.querySelector('.step .call[data-name="checker"] > .agent-work[data-agent="checker"]');
+		return {
+			Outer: outer.className + " | " + outer.querySelector(":scope > .agent-name").textContent,
+			Box: box ? box.className : "", Name: box ? box.querySelector(":scope > .agent-name").textContent : "",
+			Calc: box ? box.querySelector('.call[data-name="calculator"] > .result').textContent : "",
+			Result: box ? box.closest(".call").querySelector(":scope > .result").textContent : "",
+		}`)
+	if second.Outer != "agent-work done | researcher answered" || second.Box != "agent-work failed" ||
+		!strings.HasPrefix(second.Name, "checker failed: the agent checker stopped before it finished") ||
+		!strings.Contains(second.Calc, `"result":56`) || !strings.Contains(second.Result, "failed") {
+		t.Errorf("the checker's box, inside the researcher's: %+v", second)
+	}
+	wd.Save("agui-subagents.png", wd.Screenshot())
+	if errs := wd.ConsoleErrors(); len(errs) > 0 {
+		t.Errorf("the browser's console has errors:\n%s", strings.Join(errs, "\n"))
+	}
+
+	// The thread's messages on the page are the server's: the sub-agents'
+	// are drawn in their boxes only.
+	var ids []string
+	for k, m := range aguiclient.Stored(t, url, threadID) {
+		if m.Role == agent.RoleAssistant || m.Text() != "" {
+			ids = append(ids, agui.MessageID(m, k))
+		}
+	}
+	shown := wd.Eval(`return [...document.querySelectorAll("#messages > .message")].map(r => r.dataset.id).join(" ")`).(string)
+	if diff := cmp.Diff(strings.Join(ids, " "), shown); diff != "" {
+		t.Errorf("the stored thread's messages differ from the page's (-stored +page):\n%s", diff)
+	}
+}
+
 // TestServerPassesStreamsThrough holds server.mjs to passing an answer on
 // as it comes: the first event of a stream reaches the browser while the
 // agent still writes it. The request reaches the agent whole, for the
@@ -341,26 +462,34 @@ func findNode(t *testing.T) string {
 	return ""
 }
 
-// localRunLine returns the README's go run ./cmd/local line.
-func localRunLine(t *testing.T, readme string) string {
+// localRunLine returns the README's first go run ./cmd/local line that
+// holds with.
+func localRunLine(t *testing.T, readme, with string) string {
 	t.Helper()
 	for line := range strings.Lines(readme) {
-		if strings.Contains(line, "go run ./cmd/local") {
+		if strings.Contains(line, "go run ./cmd/local") && strings.Contains(line, with) {
 			return strings.TrimSpace(line)
 		}
 	}
-	t.Fatal("the README does not start the local run")
+	t.Fatalf("the README does not start the local run with %q", with)
 	return ""
 }
 
-// envOf returns the environment that a go run ./cmd/local line sets.
+// envOf returns the environment that a go run ./cmd/local line sets: its
+// NAME=value words, where a value in single quotes, as JSON is, may hold
+// spaces.
 func envOf(line string) map[string]string {
 	before, _, _ := strings.Cut(line, "go run ./cmd/local")
 	env := map[string]string{}
-	for _, w := range strings.Fields(before) {
-		if k, v, ok := strings.Cut(w, "="); ok {
-			env[k] = v
+	for rest := strings.TrimSpace(before); rest != ""; rest = strings.TrimSpace(rest) {
+		var k, v string
+		k, rest, _ = strings.Cut(rest, "=")
+		if quoted, ok := strings.CutPrefix(rest, "'"); ok {
+			v, rest, _ = strings.Cut(quoted, "'")
+		} else {
+			v, rest, _ = strings.Cut(rest, " ")
 		}
+		env[k] = v
 	}
 	return env
 }
