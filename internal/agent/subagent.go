@@ -177,8 +177,10 @@ func (d *delegation) Run(ctx context.Context, call *ToolCall) (_ []ToolResultCon
 		kept.ran(t, res)
 	}
 	switch {
-	case res.StopReason == StopMaxCycles:
+	case res.StopReason == StopMaxCycles && t.budget.spent():
 		return nil, fmt.Errorf("the agent %s stopped before it finished: the turn reached its limit of %d model calls", d.name, t.budget.max)
+	case res.StopReason == StopMaxCycles:
+		return nil, fmt.Errorf("the agent %s stopped before it finished: it reached its limit of %d model calls", d.name, d.sub.cfg.MaxCycles)
 	case strings.TrimSpace(res.Text) == "":
 		return nil, fmt.Errorf("the agent %s answered with no text (stop reason %s)", d.name, res.StopReason)
 	}

@@ -168,6 +168,17 @@ func TestDelegationSharesTheTurnsBudget(t *testing.T) {
 	if result == nil || result.Status != agent.ToolError || !strings.Contains(result.Content[0].Text, "the agent looper stopped before it finished: the turn reached its limit of 5 model calls") {
 		t.Errorf("the looper's result: %+v", result)
 	}
+
+	// A sub-agent that reaches its own cap, within the turn's, says so.
+	short := newAgent(t, s, agent.Config{System: "You loop.", Tools: calc, MaxCycles: 2})
+	main = newAgent(t, s, agent.Config{System: "You lead.", MaxCycles: 20, Tools: []agent.Tool{agent.Delegate("looper", "Loops.", short)}})
+	res, err = main.Run(t.Context(), &agent.Conversation{}, input("Go."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(res.Text, "the agent looper stopped before it finished: it reached its limit of 2 model calls") {
+		t.Errorf("the short looper's result: %q", res.Text)
+	}
 }
 
 // TestDelegationFailures: a sub-agent whose model fails, or that would
