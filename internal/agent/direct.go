@@ -90,7 +90,11 @@ func (a *Agent) CallTool(ctx context.Context, conv *Conversation, call DirectCal
 	t.box = box
 	use := &ToolUseBlock{ToolUseID: directID(), Name: call.Name, Input: input}
 	var run ToolRun
-	out, _ := t.runTool(work, use, true, &run) // approved: nothing interrupts
+	out, held := t.runTool(work, use, true, &run) // approved: nothing of this agent's interrupts
+	if held != nil {
+		// A sub-agent's turn paused: nobody is there to answer it.
+		out = t.a.admit(TextResult(use.ToolUseID, ToolError, fmt.Sprintf("The agent %s needs a person's answer, which a direct call cannot wait for.", call.Name)))
+	}
 	if err := work.Err(); err != nil {
 		// The reserve began: as a turn would, this one fails and stores
 		// nothing, rather than a result the deadline, not the tool, made.

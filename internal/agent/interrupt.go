@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -60,6 +61,16 @@ type Interrupt struct {
 	// anything.
 	Payload   json.RawMessage `json:"payload,omitempty"`
 	ExpiresAt time.Time       `json:"expires_at"`
+	// AgentPath, for an interrupt of a sub-agent's turn, names the agents
+	// from the one this agent delegated to down to the one whose tool use
+	// waits; empty for a use of this agent's own. DelegationID is then
+	// this agent's tool use that delegated, which waits for the
+	// sub-agent's turn to end, and SubagentRunID the delegation whose turn
+	// paused: the innermost, the tool use of the agent before the last in
+	// the path.
+	AgentPath     []string `json:"agent_path,omitempty"`
+	DelegationID  string   `json:"delegation_id,omitempty"`
+	SubagentRunID string   `json:"subagent_run_id,omitempty"`
 }
 
 // Expired reports whether the interrupt's time to answer ran out at now.
@@ -208,13 +219,10 @@ const (
 // tools' calls, with the results so far. Commit that; the responses that
 // bring the rest answer it.
 func (a *Agent) Answer(ctx context.Context, conv *Conversation, responses []Response, emit func(Event)) (*Result, error) {
-	uses, err := pausedUses(conv)
-	if err != nil {
+	if _, err := pausedUses(conv); err != nil {
 		return nil, err
 	}
-	now := a.cfg.Now()
-	byID, err := conv.Pending.check(responses, now)
-	if err != nil {
+	if _, err := conv.Pending.check(responses, a.cfg.Now()); err != nil {
 		return nil, err
 	}
 	box, err := a.turnBox(ctx, conv.ClientTools)
@@ -228,16 +236,40 @@ func (a *Agent) Answer(ctx context.Context, conv *Conversation, responses []Resp
 	t.box = box
 	work, cancel := a.workContext(ctx)
 	defer cancel()
+	return t.answer(ctx, work, responses)
+}
 
+// answer adds to t the user message that answers the tool uses of its
+// conversation's paused answer, from responses, as Answer does; or, while
+// some still wait, ends t with StopInterrupt and what waits. A delegation
+// that waits resumes its sub-agent's turn with the responses to its
+// interrupts, and its result is the sub-agent's answer. work is the
+// context of the work.
+func (t *turn) answer(ctx, work context.Context, responses []Response) (*Result, error) {
+	conv := t.conv
+	uses, err := pausedUses(conv)
+	if err != nil {
+		return nil, err
+	}
+	now := t.a.cfg.Now()
+	byID, err := conv.Pending.check(responses, now)
+	if err != nil {
+		return nil, err
+	}
 	results := make(map[string]*ToolResultBlock, len(uses))
 	for _, r := range conv.Pending.Results {
 		results[r.ToolUseID] = r
 	}
-	var approved []*ToolUseBlock
+	kept := slices.Clone(conv.Pending.Results)
+	var approved, delegations []*ToolUseBlock
 	var waiting []Interrupt
 	for _, in := range conv.Pending.Interrupts {
 		r, ok := byID[in.ID]
 		switch {
+		case in.DelegationID != "":
+			if u := useOf(uses, in.DelegationID); !slices.Contains(delegations, u) {
+				delegations = append(delegations, u)
+			}
 		case in.Expired(now):
 			results[in.ID] = TextResult(in.ID, ToolError, expiredText)
 		case in.Kind == KindClientTool && !ok:
@@ -260,8 +292,8 @@ func (a *Agent) Answer(ctx context.Context, conv *Conversation, responses []Resp
 	// here, once; runTools emits those of the tools it runs, and the
 	// results kept from before were emitted when they were made.
 	for _, u := range uses {
-		if r := results[u.ToolUseID]; r != nil && !slices.Contains(conv.Pending.Results, r) {
-			r = a.admit(r)
+		if r := results[u.ToolUseID]; r != nil && !slices.Contains(kept, r) {
+			r = t.a.admit(r)
 			results[u.ToolUseID] = r
 			t.send(Event{ToolResult: r})
 		}
@@ -278,11 +310,28 @@ func (a *Agent) Answer(ctx context.Context, conv *Conversation, responses []Resp
 		}
 		waiting = append(waiting, held...) // approved client tools' calls
 	}
+	for _, u := range delegations {
+		r, held := t.resumeDelegation(work, u, responses)
+		if work.Err() != nil {
+			return nil, t.fail(ctx, work, work.Err())
+		}
+		if r != nil {
+			results[u.ToolUseID] = r
+			t.send(Event{ToolResult: r})
+		}
+		waiting = append(waiting, held...) // the sub-agent waits again
+	}
 	if len(waiting) > 0 {
 		p := &Pending{Interrupts: waiting}
 		for _, u := range uses {
 			if r := results[u.ToolUseID]; r != nil {
 				p.Results = append(p.Results, r)
+			}
+		}
+		for i := range waiting {
+			if waiting[i].DelegationID != "" {
+				// Only the sub-agents' new interrupts are news.
+				t.send(Event{Interrupt: &waiting[i]})
 			}
 		}
 		t.conv.Pending = p
@@ -300,8 +349,7 @@ func (a *Agent) Answer(ctx context.Context, conv *Conversation, responses []Resp
 	}
 	t.conv.Pending = nil
 	t.add(ctx, m)
-	res := t.finish(StopToolUse, "")
-	return res, nil
+	return t.finish(StopToolUse, ""), nil
 }
 
 // Continue runs the loop of a turn whose last message is the user's, such as
@@ -336,12 +384,16 @@ func pausedUses(conv *Conversation) ([]*ToolUseBlock, error) {
 	}
 	uses := conv.Messages[n-1].ToolUses()
 	for _, in := range conv.Pending.Interrupts {
-		if useOf(uses, in.ID) == nil {
+		if useOf(uses, in.heldUse()) == nil {
 			return nil, fmt.Errorf("agent: pending interrupt %s answers no tool use of the last message", in.ID)
 		}
 	}
 	return uses, nil
 }
+
+// heldUse is the id of the tool use of the paused answer that in holds
+// back: its own, or the delegation's whose sub-agent it pauses.
+func (in Interrupt) heldUse() string { return cmp.Or(in.DelegationID, in.ID) }
 
 func useOf(uses []*ToolUseBlock, id string) *ToolUseBlock {
 	for _, u := range uses {
@@ -432,7 +484,7 @@ func pendingResult(p *Pending, id string, now time.Time) *ToolResultBlock {
 		}
 	}
 	for _, in := range p.Interrupts {
-		if in.ID == id {
+		if in.heldUse() == id {
 			if in.Expired(now) {
 				return TextResult(id, ToolError, expiredText)
 			}

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -101,4 +102,37 @@ func (r *ToolResultBlock) textSize() int {
 		n += len(c.Text) + len(c.JSON)
 	}
 	return n
+}
+
+// Include adds to r what earlier, a part of the same turn that came
+// before it, used: Answer's, whose resumed delegations call models,
+// before Continue's. Usage, by agent too, and the metrics' counts and
+// runs add up; Cycles stays r's.
+func (r *Result) Include(earlier *Result) {
+	if earlier.AgentUsage != nil || r.AgentUsage != nil {
+		sum := map[string]Usage{}
+		for _, x := range []*Result{earlier, r} {
+			byAgent := x.AgentUsage
+			if byAgent == nil { // it delegated nothing
+				byAgent = map[string]Usage{MainAgent: x.Usage}
+			}
+			for name, u := range byAgent {
+				s := sum[name]
+				s.add(u)
+				sum[name] = s
+			}
+		}
+		r.AgentUsage = sum
+	}
+	r.Usage.add(earlier.Usage)
+	m, e := &r.Metrics, earlier.Metrics
+	m.ModelCalls += e.ModelCalls
+	m.ToolCalls += e.ToolCalls
+	m.Retries += e.Retries
+	m.Throttles += e.Throttles
+	m.Reductions += e.Reductions
+	m.ModelLatency += e.ModelLatency
+	m.ModelLatencies = append(slices.Clip(e.ModelLatencies), m.ModelLatencies...)
+	m.Tools = append(slices.Clip(e.Tools), m.Tools...)
+	m.Duration += e.Duration
 }

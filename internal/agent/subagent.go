@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -93,13 +94,50 @@ func (d *delegation) Spec() ToolSpec {
 
 // Run runs the sub-agent's turn: for a model's call, inside the turn
 // that made it; for a direct call, as a turn of its own.
-func (d *delegation) Run(ctx context.Context, call *ToolCall) (_ []ToolResultContent, err error) {
+func (d *delegation) Run(ctx context.Context, call *ToolCall) ([]ToolResultContent, error) {
 	var in struct {
 		Task string `json:"task"`
 	}
 	if err := json.Unmarshal(call.Input, &in); err != nil || strings.TrimSpace(in.Task) == "" {
 		return nil, errors.New(`the input must be {"task": "..."}, with a task that is not blank`)
 	}
+	return d.run(ctx, call, func(t *turn) (*Result, error) {
+		t.begin(ctx, []ContentBlock{Text(in.Task)})
+		return t.loop(ctx)
+	})
+}
+
+// resume resumes the sub-agent's turn that paused for a person, inside
+// call's turn, which answers it with responses.
+func (d *delegation) resume(ctx context.Context, call *ToolCall, responses []Response) ([]ToolResultContent, error) {
+	return d.run(ctx, call, func(t *turn) (*Result, error) {
+		if t.conv.Pending == nil {
+			return nil, errors.New("its turn waits for nothing: the stored conversation has no pending interrupts")
+		}
+		work, cancel := context.WithCancel(ctx)
+		defer cancel()
+		res, err := t.answer(ctx, work, responses)
+		if err != nil || res.StopReason == StopInterrupt {
+			return res, err
+		}
+		return t.loop(ctx)
+	})
+}
+
+// pausedError is a delegation whose sub-agent's turn paused for a person:
+// the interrupts hold back the delegating tool use, as they are seen from
+// the delegating agent.
+type pausedError struct{ interrupts []Interrupt }
+
+func (e *pausedError) Error() string { return "the sub-agent waits for a person" }
+
+// run runs a turn of the sub-agent, which step takes from its
+// conversation to its end, and makes the delegation's result of it. Inside
+// a turn, the sub-agent shares its budget and stream, and its
+// conversation is the one the session keeps for it, unless it starts
+// fresh; a turn of such a sub-agent that pauses pauses the delegating
+// turn.
+func (d *delegation) run(ctx context.Context, call *ToolCall, step func(t *turn) (*Result, error)) (_ []ToolResultContent, err error) {
 	parent := call.turn
 	if parent != nil && len(parent.path) >= MaxDelegationDepth {
 		return nil, fmt.Errorf("delegations nest at most %d deep", MaxDelegationDepth)
@@ -114,6 +152,9 @@ func (d *delegation) Run(ctx context.Context, call *ToolCall) (_ []ToolResultCon
 			return nil, fmt.Errorf("the agent %s's conversation could not be read: %w", d.name, err)
 		}
 		defer release()
+		if c.paused {
+			return nil, fmt.Errorf("the agent %s waits for a person's answer in this turn; delegate to it again once the person answered", d.name)
+		}
 		conv, kept = c.conv, c
 	}
 	t := d.sub.newTurn(conv)
@@ -132,8 +173,8 @@ func (d *delegation) Run(ctx context.Context, call *ToolCall) (_ []ToolResultCon
 			run := t.run
 			t.emit = func(e Event) {
 				if e.State != nil || e.Interrupt != nil {
-					// The sub-agent's state is its own, and it cannot
-					// wait for a person: its pause is an error result.
+					// The sub-agent's state is its own, and its interrupts
+					// reach the stream as the delegating turn's.
 					return
 				}
 				if e.Agent == nil && e.Delegation == nil {
@@ -144,7 +185,13 @@ func (d *delegation) Run(ctx context.Context, call *ToolCall) (_ []ToolResultCon
 			parent.send(Event{Delegation: &Delegation{Run: *run}})
 			defer func() {
 				end := &Delegation{Run: *run, Done: true}
-				if err != nil {
+				var paused *pausedError
+				switch {
+				case errors.As(err, &paused):
+					for _, in := range paused.interrupts {
+						end.Suspended = append(end.Suspended, in.ID)
+					}
+				case err != nil:
 					end.Err = err.Error()
 				}
 				parent.send(Event{Delegation: end})
@@ -158,25 +205,25 @@ func (d *delegation) Run(ctx context.Context, call *ToolCall) (_ []ToolResultCon
 		return nil, err
 	}
 	t.box = box
-	t.begin(ctx, []ContentBlock{Text(in.Task)})
-	res, err := t.loop(ctx)
-	switch {
-	case err != nil:
+	res, err := step(t)
+	if err != nil {
 		var te *TurnError
 		if errors.As(err, &te) {
 			err = te.Err
 		}
 		return nil, fmt.Errorf("the agent %s failed: %w", d.name, err)
-	case res.StopReason == StopInterrupt:
-		return nil, fmt.Errorf("the agent %s needs a person's answer, which a sub-agent cannot wait for", d.name)
+	}
+	if res.StopReason == StopInterrupt && kept == nil {
+		return nil, fmt.Errorf("the agent %s needs a person's answer, which a sub-agent that starts fresh cannot wait for", d.name)
 	}
 	if kept != nil {
-		// The turn ended as a turn does, with the sub-agent's answer or
-		// its note of the cycle cap: a history the next delegation goes
-		// on from.
+		// The turn ended as a turn does, or paused: a history the next
+		// delegation, or the resume, goes on from.
 		kept.ran(t, res)
 	}
 	switch {
+	case res.StopReason == StopInterrupt:
+		return nil, &pausedError{interrupts: lift(res.Pending.Interrupts, d.name, call.ID)}
 	case res.StopReason == StopMaxCycles && t.budget.spent():
 		return nil, fmt.Errorf("the agent %s stopped before it finished: the turn reached its limit of %d model calls", d.name, t.budget.max)
 	case res.StopReason == StopMaxCycles:
@@ -185,6 +232,47 @@ func (d *delegation) Run(ctx context.Context, call *ToolCall) (_ []ToolResultCon
 		return nil, fmt.Errorf("the agent %s answered with no text (stop reason %s)", d.name, res.StopReason)
 	}
 	return []ToolResultContent{{Text: res.Text}}, nil
+}
+
+// lift returns the interrupts of the sub-agent name's paused turn as the
+// agent that delegated to it sees them: under the sub-agent's name, held
+// back by the delegating tool use id.
+func lift(interrupts []Interrupt, name, id string) []Interrupt {
+	out := make([]Interrupt, len(interrupts))
+	for i, in := range interrupts {
+		in.AgentPath = append([]string{name}, in.AgentPath...)
+		in.SubagentRunID = cmp.Or(in.SubagentRunID, id)
+		in.DelegationID = id
+		out[i] = in
+	}
+	return out
+}
+
+// resumeDelegation resumes the sub-agent's turn that the tool use u, a
+// delegation of t's agent, waits for, with the responses to its
+// interrupts: u's result, or the interrupts it waits for now.
+func (t *turn) resumeDelegation(ctx context.Context, u *ToolUseBlock, responses []Response) (*ToolResultBlock, []Interrupt) {
+	r, ok := t.box.tools[u.Name]
+	d, isDelegation := r.tool.(*delegation)
+	if !ok || !isDelegation {
+		return t.a.admit(TextResult(u.ToolUseID, ToolError, fmt.Sprintf("The agent %s cannot be resumed: it is no longer one of this agent's sub-agents.", u.Name))), nil
+	}
+	start := time.Now()
+	content, err := d.resume(ctx, &ToolCall{ID: u.ToolUseID, Name: u.Name, Input: inputOf(u), State: t.state, turn: t}, responses)
+	var paused *pausedError
+	var result *ToolResultBlock
+	switch {
+	case errors.As(err, &paused):
+		return nil, paused.interrupts
+	case err != nil:
+		result = TextResult(u.ToolUseID, ToolError, "The tool failed: "+err.Error())
+	default:
+		result = &ToolResultBlock{ToolUseID: u.ToolUseID, Status: ToolSuccess, Content: content}
+	}
+	result = t.a.admit(result)
+	t.metrics.ToolCalls++
+	t.metrics.Tools = append(t.metrics.Tools, ToolRun{Name: u.Name, Duration: time.Since(start), Failed: result.Status == ToolError})
+	return result, nil
 }
 
 // AgentRun is one delegation: a sub-agent's turn inside the turn of the
@@ -204,12 +292,14 @@ type AgentRun struct {
 }
 
 // Delegation is an event of a delegation: its start, then its end (Done),
-// with Err when the sub-agent failed; its result follows as the
-// delegating tool use's.
+// with Err when the sub-agent failed, or Suspended, the ids of the
+// interrupts its turn paused for; its result follows as the delegating
+// tool use's, or, when it paused, once the interrupts are answered.
 type Delegation struct {
-	Run  AgentRun
-	Done bool
-	Err  string
+	Run       AgentRun
+	Done      bool
+	Err       string
+	Suspended []string
 }
 
 // AgentTurn is what a turn added to a sub-agent's conversation.
@@ -221,9 +311,11 @@ type AgentTurn struct {
 	// Messages are the messages the turn's delegations added, in order.
 	Messages []Message
 	// Window and State are the conversation manager's state and the
-	// sub-agent's state after the turn.
-	Window WindowState
-	State  map[string]json.RawMessage
+	// sub-agent's state after the turn, and Pending what its turn waits
+	// for, when it paused for a person.
+	Window  WindowState
+	State   map[string]json.RawMessage
+	Pending *Pending
 }
 
 // agentConversations are the conversations of a turn's sub-agents, shared
@@ -242,6 +334,13 @@ type agentConversation struct {
 	loaded bool
 	conv   *Conversation
 	turn   AgentTurn
+	// changed says that a delegation of this turn changed the
+	// conversation: its messages, or, for a resume, its pending
+	// interrupts alone.
+	changed bool
+	// paused says that a delegation of this turn paused the
+	// conversation's turn for a person.
+	paused bool
 }
 
 // take waits until no other delegation of the turn works on the
@@ -276,7 +375,7 @@ func (as *agentConversations) take(ctx context.Context, name string) (*agentConv
 			conv, count = loaded, n
 		}
 		c.conv, c.loaded = conv, true
-		c.turn = AgentTurn{Name: name, First: count, Window: conv.Window, State: conv.State}
+		c.turn = AgentTurn{Name: name, First: count, Window: conv.Window, State: conv.State, Pending: conv.Pending}
 	}
 	return c, release, nil
 }
@@ -284,9 +383,11 @@ func (as *agentConversations) take(ctx context.Context, name string) (*agentConv
 // ran records what t, a delegation's turn that ended with res, did to the
 // conversation, for the next delegation and the store.
 func (c *agentConversation) ran(t *turn, res *Result) {
-	c.conv = &Conversation{Messages: t.conv.Messages, Window: t.conv.Window, State: res.State}
+	c.conv = &Conversation{Messages: t.conv.Messages, Window: t.conv.Window, State: res.State, Pending: res.Pending}
 	c.turn.Messages = append(c.turn.Messages, res.Messages...)
-	c.turn.Window, c.turn.State = res.Window, res.State
+	c.turn.Window, c.turn.State, c.turn.Pending = res.Window, res.State, res.Pending
+	c.changed = true
+	c.paused = res.Pending != nil
 }
 
 // agentTurns lists what the turn added to its sub-agents' conversations,
@@ -301,7 +402,7 @@ func (t *turn) agentTurns() []AgentTurn {
 	defer as.mu.Unlock()
 	var out []AgentTurn
 	for _, c := range as.byName {
-		if len(c.turn.Messages) > 0 {
+		if c.changed {
 			out = append(out, c.turn)
 		}
 	}

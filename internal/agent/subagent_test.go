@@ -1,6 +1,7 @@
 package agent_test
 
 import (
+	stdcmp "cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -181,9 +182,9 @@ func TestDelegationSharesTheTurnsBudget(t *testing.T) {
 	}
 }
 
-// TestDelegationFailures: a sub-agent whose model fails, or that would
-// wait for a person, answers its parent with an error result; the turn
-// goes on.
+// TestDelegationFailures: a sub-agent whose model fails, or that starts
+// fresh and would wait for a person, answers its parent with an error
+// result; the turn goes on.
 func TestDelegationFailures(t *testing.T) {
 	for _, tt := range []struct {
 		name  string
@@ -195,7 +196,7 @@ func TestDelegationFailures(t *testing.T) {
 		{"approval", conversetest.ToolUse("h1", "calculator", map[string]string{"expression": "1"}), func(t *testing.T, s *conversetest.Server) *agent.Agent {
 			calc, _ := tools.ByName([]string{"calculator"})
 			return newAgent(t, s, agent.Config{System: "You help.", Tools: []agent.Tool{agent.RequireApproval(calc[0])}})
-		}, "needs a person's answer"},
+		}, "needs a person's answer, which a sub-agent that starts fresh cannot wait for"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			s := newServer(t)
@@ -212,7 +213,7 @@ func TestDelegationFailures(t *testing.T) {
 			if tt.sub != nil {
 				sub = tt.sub(t, s)
 			}
-			main := newAgent(t, s, agent.Config{System: "You lead.", Tools: []agent.Tool{agent.Delegate("helper", "Helps.", sub)}})
+			main := newAgent(t, s, agent.Config{System: "You lead.", Tools: []agent.Tool{agent.Delegate("helper", "Helps.", sub, agent.Fresh())}})
 			conv := &agent.Conversation{}
 			res, err := main.Run(t.Context(), conv, input("Go."))
 			if err != nil {
@@ -466,4 +467,259 @@ func TestSubAgents(t *testing.T) {
 	if names, _ := leaf.SubAgents(); names != nil {
 		t.Errorf("an agent without delegations lists %v", names)
 	}
+}
+
+// agentStore keeps sub-agents' conversations as a session does: it loads
+// them for Conversation.Agents, and commits a Result's Agents.
+type agentStore struct {
+	mu  sync.Mutex
+	all map[string][]agent.Message
+	at  map[string]agent.AgentTurn
+}
+
+func newAgentStore() *agentStore {
+	return &agentStore{all: map[string][]agent.Message{}, at: map[string]agent.AgentTurn{}}
+}
+
+func (s *agentStore) load(_ context.Context, name string) (*agent.Conversation, int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	at, all := s.at[name], s.all[name]
+	return &agent.Conversation{Messages: slices.Clone(all[at.Window.Removed:]), Window: at.Window, State: at.State, Pending: at.Pending}, len(all), nil
+}
+
+// commit stores what res did to the sub-agents, and checks that each one's
+// history is one Bedrock accepts on its own.
+func (s *agentStore) commit(t *testing.T, res *agent.Result) {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, at := range res.Agents {
+		if at.First != len(s.all[at.Name]) {
+			t.Fatalf("%s: the turn's messages start at %d of %d", at.Name, at.First, len(s.all[at.Name]))
+		}
+		s.all[at.Name] = append(s.all[at.Name], at.Messages...)
+		s.at[at.Name] = at
+		if err := agent.ValidateHistory(s.all[at.Name]); err != nil {
+			t.Fatalf("%s's history: %v", at.Name, err)
+		}
+	}
+}
+
+// session runs turns of a main agent on one conversation, through an
+// agentStore, as invocations of a stateless function would.
+type session struct {
+	t      *testing.T
+	conv   *agent.Conversation
+	agents *agentStore
+}
+
+func newSession(t *testing.T) *session {
+	s := &session{t: t, agents: newAgentStore()}
+	s.conv = &agent.Conversation{Agents: s.agents.load}
+	return s
+}
+
+// commit keeps res, as a commit would, for the next invocation.
+func (s *session) commit(res *agent.Result) {
+	s.t.Helper()
+	full := append(slices.Clone(s.conv.Messages), res.Messages...)
+	if err := agent.ValidateHistory(full); err != nil {
+		s.t.Fatalf("the main agent's history: %v", err)
+	}
+	s.agents.commit(s.t, res)
+	s.conv = &agent.Conversation{Messages: full, Window: res.Window, State: res.State, Pending: res.Pending, Agents: s.agents.load}
+}
+
+// TestDelegationPausesTheTurn: an approval or a question inside a
+// sub-agent, at any depth, pauses the whole turn, and the interrupt names
+// the agents down to the one that asked. The responses, in a later call,
+// resume the sub-agent, which finishes; its answer is the delegation's
+// result, and the main agent goes on. Each agent's history is valid on its
+// own at every step.
+func TestDelegationPausesTheTurn(t *testing.T) {
+	s := newServer(t)
+	s.Responder = func(req *conversetest.Request) conversetest.Reply {
+		last := req.Messages[len(req.Messages)-1]
+		switch system(req) {
+		case "You research.":
+			if last.Text() != "" {
+				return conversetest.ToolUse(fmt.Sprint("r", len(req.Messages)), "calculator", map[string]string{"expression": "6*7"}).
+					WithToolUse(fmt.Sprint("q", len(req.Messages)), agent.AskUserName, map[string]string{"question": "Which colour?"})
+			}
+			return conversetest.Text("Researched: " + wireResults(last))
+		case "You write.":
+			if last.Text() != "" {
+				return conversetest.ToolUse(fmt.Sprint("w", len(req.Messages)), "researcher", map[string]string{"task": "Research " + last.Text()})
+			}
+			return conversetest.Text("Wrote: " + wireResults(last))
+		}
+		switch last.Text() {
+		case "Ask the writer.":
+			return conversetest.ToolUse(fmt.Sprint("m", len(req.Messages)), "writer", map[string]string{"task": "it"})
+		case "":
+			return conversetest.Text("Main: " + wireResults(last))
+		}
+		return conversetest.ToolUse(fmt.Sprint("m", len(req.Messages)), "researcher", map[string]string{"task": last.Text()})
+	}
+	calc, _ := tools.ByName([]string{"calculator"})
+	researcher := newAgent(t, s, agent.Config{System: "You research.", Tools: []agent.Tool{agent.RequireApproval(calc[0]), agent.AskUser()}})
+	research := agent.Delegate("researcher", "Researches.", researcher)
+	writer := newAgent(t, s, agent.Config{System: "You write.", Tools: []agent.Tool{research}})
+	main := newAgent(t, s, agent.Config{System: "You lead.", Tools: []agent.Tool{research, agent.Delegate("writer", "Writes.", writer)}})
+
+	sess := newSession(t)
+	res, err := main.Run(t.Context(), sess.conv, input("Colours?"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.StopReason != agent.StopInterrupt || len(res.Pending.Interrupts) != 2 {
+		t.Fatalf("stop %s, pending %+v", res.StopReason, res.Pending)
+	}
+	for _, in := range res.Pending.Interrupts {
+		if !slices.Equal(in.AgentPath, []string{"researcher"}) || in.DelegationID != "m1" || in.SubagentRunID != "m1" {
+			t.Errorf("interrupt %s: path %v, delegation %s, run %s", in.ID, in.AgentPath, in.DelegationID, in.SubagentRunID)
+		}
+	}
+	if len(res.Agents) != 1 || res.Agents[0].Pending == nil || len(res.Agents[0].Messages) != 2 {
+		t.Fatalf("the researcher's turn: %+v", res.Agents)
+	}
+	sess.commit(res)
+
+	// The next invocation answers: the researcher finishes, then the main
+	// agent.
+	ans, err := main.Answer(t.Context(), sess.conv, []agent.Response{
+		{InterruptID: "r1", Approve: ptr(true)},
+		{InterruptID: "q1", Answer: "teal"},
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ans.Pending != nil || len(ans.Messages) != 1 {
+		t.Fatalf("answer: %+v", ans)
+	}
+	if got := resultTexts(ans.Messages[0]); got != `Researched: {"expression":"6*7","result":42} teal` {
+		t.Errorf("the delegation's result: %q", got)
+	}
+	if r := ans.Agents; len(r) != 1 || r[0].Pending != nil || r[0].First != 2 || len(r[0].Messages) != 2 {
+		t.Errorf("the researcher's resumed turn: %+v", r)
+	}
+	if ans.AgentUsage["researcher"].InputTokens == 0 || ans.Metrics.ModelCalls != 1 {
+		t.Errorf("the answer's usage by agent %+v, %d model calls", ans.AgentUsage, ans.Metrics.ModelCalls)
+	}
+	sess.commit(ans)
+	done, err := main.Continue(t.Context(), sess.conv, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if done.Text != `Main: Researched: {"expression":"6*7","result":42} teal` {
+		t.Errorf("the main agent's answer: %q", done.Text)
+	}
+	sess.commit(done)
+
+	// Two deep: the interrupt names both agents; the writer's delegation
+	// is the run that paused. A denial resumes as well.
+	res, err = main.Run(t.Context(), sess.conv, input("Ask the writer."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := res.Pending.Interrupts[0]
+	if !slices.Equal(in.AgentPath, []string{"writer", "researcher"}) || in.DelegationID != "m5" || in.SubagentRunID != "w1" {
+		t.Fatalf("the nested interrupt: %+v", in)
+	}
+	sess.commit(res)
+	var ids []agent.Response
+	for _, in := range res.Pending.Interrupts {
+		ids = append(ids, agent.Response{InterruptID: in.ID, Approve: ptr(false)})
+	}
+	ans, err = main.Answer(t.Context(), sess.conv, ids, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := resultTexts(ans.Messages[0]); !strings.HasPrefix(got, "Wrote: Researched: A person denied this tool call.") {
+		t.Errorf("the writer's result: %q", got)
+	}
+	if len(ans.Agents) != 2 {
+		t.Errorf("the resume changed %d agents, want the writer and the researcher", len(ans.Agents))
+	}
+	sess.commit(ans)
+
+	// A new message instead of responses denies a sub-agent's interrupts
+	// too: the main agent's delegation gets its note now, and the
+	// researcher's uses theirs on its next delegation.
+	res, err = main.Run(t.Context(), sess.conv, input("More colours?"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sess.commit(res)
+	res, err = main.Run(t.Context(), sess.conv, input("Even more?"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := res.Messages[0]; m.Content[0].ToolResult == nil || !strings.Contains(m.Content[0].ToolResult.Content[0].Text, "sent a new message instead") {
+		t.Errorf("the main agent's paused delegation: %+v", m)
+	}
+	sess.commit(res)
+	researcherHistory := sess.agents.all["researcher"]
+	if !strings.Contains(resultTexts(researcherHistory[len(researcherHistory)-2]), "sent a new message instead") {
+		t.Errorf("the researcher's paused uses were not answered with the note: %+v", researcherHistory[len(researcherHistory)-2])
+	}
+}
+
+// resultTexts joins the texts of m's tool results.
+func resultTexts(m agent.Message) string {
+	var parts []string
+	for _, b := range m.Content {
+		if r := b.ToolResult; r != nil {
+			for _, c := range r.Content {
+				parts = append(parts, stdcmp.Or(c.Text, string(c.JSON)))
+			}
+		}
+	}
+	return strings.Join(parts, " ")
+}
+
+// wireResults joins the texts of the tool results of m, a message of a
+// request.
+func wireResults(m conversetest.Message) string {
+	var parts []string
+	for _, b := range m.Content {
+		if r := b.ToolResult; r != nil {
+			for _, c := range r.Content {
+				parts = append(parts, stdcmp.Or(c.Text, string(c.JSON)))
+			}
+		}
+	}
+	return strings.Join(parts, " ")
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// TestDelegationToAPausedSubAgent: a second delegation, in the same turn,
+// to a sub-agent whose turn paused gets an error result that says so; the
+// turn pauses for the first.
+func TestDelegationToAPausedSubAgent(t *testing.T) {
+	s := newServer(t)
+	s.Responder = func(req *conversetest.Request) conversetest.Reply {
+		if system(req) == "You research." {
+			return conversetest.ToolUse(fmt.Sprint("q", len(req.Messages)), agent.AskUserName, map[string]string{"question": "Which?"})
+		}
+		return conversetest.ToolUse("a", "researcher", map[string]string{"task": "A"}).
+			WithToolUse("b", "researcher", map[string]string{"task": "B"})
+	}
+	researcher := newAgent(t, s, agent.Config{System: "You research.", Tools: []agent.Tool{agent.AskUser()}})
+	main := newAgent(t, s, agent.Config{System: "You lead.", Tools: []agent.Tool{agent.Delegate("researcher", "Researches.", researcher)}})
+	sess := newSession(t)
+	res, err := main.Run(t.Context(), sess.conv, input("Go."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.StopReason != agent.StopInterrupt || len(res.Pending.Interrupts) != 1 || len(res.Pending.Results) != 1 {
+		t.Fatalf("stop %s, pending %+v", res.StopReason, res.Pending)
+	}
+	waits, refused := res.Pending.Interrupts[0].DelegationID, res.Pending.Results[0]
+	if waits == refused.ToolUseID || refused.Status != agent.ToolError || !strings.Contains(refused.Content[0].Text, "the agent researcher waits for a person's answer in this turn") {
+		t.Errorf("the delegation %s waits; the other's result: %+v", waits, refused)
+	}
+	sess.commit(res)
 }

@@ -21,7 +21,7 @@ import (
 // person approved the uses, which then run.
 func (t *turn) runTools(ctx context.Context, uses []*ToolUseBlock, approved bool) ([]ContentBlock, []Interrupt) {
 	results := make([]ContentBlock, len(uses))
-	held := make([]*Interrupt, len(uses))
+	held := make([][]Interrupt, len(uses))
 	runs := make([]ToolRun, len(uses))
 	var g errgroup.Group
 	g.SetLimit(t.a.cfg.ToolConcurrency)
@@ -41,19 +41,24 @@ func (t *turn) runTools(ctx context.Context, uses []*ToolUseBlock, approved bool
 	}
 	var interrupts []Interrupt
 	for i, in := range held {
-		if in != nil {
-			interrupts = append(interrupts, *in)
-		} else if runs[i].Name != "" {
+		switch {
+		case in != nil:
+			interrupts = append(interrupts, in...)
+		case runs[i].Name != "":
 			t.metrics.Tools = append(t.metrics.Tools, runs[i])
+			fallthrough
+		default:
+			t.metrics.ToolCalls++
 		}
 	}
-	t.metrics.ToolCalls += len(uses) - len(interrupts)
 	return results, interrupts
 }
 
-// runTool runs one use, or returns the interrupt that holds it back. It
-// describes the run in run, when the tool is the agent's.
-func (t *turn) runTool(ctx context.Context, u *ToolUseBlock, approved bool, run *ToolRun) (*ToolResultBlock, *Interrupt) {
+// runTool runs one use, or returns the interrupts that hold it back: its
+// own, or those of the sub-agent's turn it delegated to, which paused. It
+// describes the run in run, when the tool is the agent's and ran to its
+// end.
+func (t *turn) runTool(ctx context.Context, u *ToolUseBlock, approved bool, run *ToolRun) (*ToolResultBlock, []Interrupt) {
 	hooks := &t.a.cfg.Hooks
 	start := time.Now()
 	ev := &BeforeToolCallEvent{Use: u, Approved: approved}
@@ -62,7 +67,7 @@ func (t *turn) runTool(ctx context.Context, u *ToolUseBlock, approved bool, run 
 	}
 	before(ctx, hooks.BeforeToolCall, ev)
 	if in := t.interruptFor(u, ev); in != nil {
-		return nil, in
+		return nil, []Interrupt{*in}
 	}
 
 	var result *ToolResultBlock
@@ -72,7 +77,10 @@ func (t *turn) runTool(ctx context.Context, u *ToolUseBlock, approved bool, run 
 	case ev.Tool == nil:
 		result = TextResult(u.ToolUseID, ToolError, fmt.Sprintf("There is no tool named %q. The tools are: %s.", u.Name, t.box.names()))
 	default:
-		result = t.invoke(ctx, ev.Tool, u)
+		var held []Interrupt
+		if result, held = t.invoke(ctx, ev.Tool, u); held != nil {
+			return nil, held
+		}
 	}
 
 	aev := &AfterToolCallEvent{Use: u, Tool: ev.Tool, Result: result, Duration: time.Since(start)}
@@ -144,17 +152,18 @@ var errToolPanicked = errors.New("the tool failed unexpectedly")
 
 // invoke validates the input and runs the tool under its own timeout. A tool
 // that ignores its context is abandoned when the timeout ends, so it cannot
-// hold up the turn.
-func (t *turn) invoke(ctx context.Context, tool Tool, u *ToolUseBlock) *ToolResultBlock {
+// hold up the turn. A delegation whose sub-agent's turn paused returns no
+// result, but the interrupts that hold it back.
+func (t *turn) invoke(ctx context.Context, tool Tool, u *ToolUseBlock) (*ToolResultBlock, []Interrupt) {
 	schema, err := t.schemaFor(tool)
 	if err != nil {
-		return TextResult(u.ToolUseID, ToolError, "The tool cannot be used: "+err.Error())
+		return TextResult(u.ToolUseID, ToolError, "The tool cannot be used: "+err.Error()), nil
 	}
 	input := inputOf(u)
 	if problems, err := schema.Validate(ctx, input); err != nil {
-		return TextResult(u.ToolUseID, ToolError, "The input could not be checked against the tool's schema: "+reasonOf(err))
+		return TextResult(u.ToolUseID, ToolError, "The input could not be checked against the tool's schema: "+reasonOf(err)), nil
 	} else if problems != nil {
-		return TextResult(u.ToolUseID, ToolError, "The input does not match the tool's schema:\n- "+strings.Join(problems, "\n- "))
+		return TextResult(u.ToolUseID, ToolError, "The input does not match the tool's schema:\n- "+strings.Join(problems, "\n- ")), nil
 	}
 
 	var cancel context.CancelFunc
@@ -185,13 +194,16 @@ func (t *turn) invoke(ctx context.Context, tool Tool, u *ToolUseBlock) *ToolResu
 	case <-ctx.Done():
 		o.err = ctx.Err()
 	}
+	var paused *pausedError
 	switch {
+	case errors.As(o.err, &paused):
+		return nil, paused.interrupts
 	case errors.Is(o.err, context.DeadlineExceeded) && ctx.Err() != nil:
-		return TextResult(u.ToolUseID, ToolError, fmt.Sprintf("The tool did not finish within %s.", t.a.cfg.ToolTimeout))
+		return TextResult(u.ToolUseID, ToolError, fmt.Sprintf("The tool did not finish within %s.", t.a.cfg.ToolTimeout)), nil
 	case o.err != nil:
-		return TextResult(u.ToolUseID, ToolError, "The tool failed: "+o.err.Error())
+		return TextResult(u.ToolUseID, ToolError, "The tool failed: "+o.err.Error()), nil
 	}
-	return &ToolResultBlock{ToolUseID: u.ToolUseID, Status: ToolSuccess, Content: o.content} // runTool admits it
+	return &ToolResultBlock{ToolUseID: u.ToolUseID, Status: ToolSuccess, Content: o.content}, nil // runTool admits it
 }
 
 // schemaFor returns the compiled input schema of tool: the one compiled

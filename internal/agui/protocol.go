@@ -147,6 +147,9 @@ type Outcome struct {
 // an answer to a question. A resume entry with its id answers it.
 type Interrupt struct {
 	ID string `json:"id"`
+	// SubagentRunID, for an interrupt of a sub-agent's turn, is the
+	// sub-agent's run that paused.
+	SubagentRunID string `json:"subagentRunId,omitempty"`
 	// Reason is "approval" or "question".
 	Reason     string `json:"reason"`
 	Message    string `json:"message,omitempty"`

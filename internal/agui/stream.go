@@ -198,7 +198,11 @@ func (s *Stream) delegation(d *agent.Delegation) {
 		s.write(map[string]any{"type": EventSubagentError, "subagentRunId": id, "message": d.Err})
 		return
 	}
-	s.write(map[string]any{"type": EventSubagentFinished, "subagentRunId": id, "outcome": map[string]string{"type": "success"}})
+	outcome := map[string]any{"type": "success"}
+	if d.Suspended != nil {
+		outcome = map[string]any{"type": "suspended", "interruptIds": d.Suspended}
+	}
+	s.write(map[string]any{"type": EventSubagentFinished, "subagentRunId": id, "outcome": outcome})
 }
 
 // subagentEvent sends a piece of a sub-agent's work, tagged with its run.
@@ -354,9 +358,12 @@ var (
 
 func interruptOf(in agent.Interrupt) Interrupt {
 	out := Interrupt{
-		ID: in.ID, Reason: in.Kind, Message: in.Reason, ToolCallID: in.ID,
+		ID: in.ID, Reason: in.Kind, Message: in.Reason, ToolCallID: in.ID, SubagentRunID: in.SubagentRunID,
 		ExpiresAt: in.ExpiresAt.UTC().Format(time.RFC3339),
 		Metadata:  map[string]any{"tool": in.Tool, "input": in.Input, "name": in.Name},
+	}
+	if len(in.AgentPath) > 0 {
+		out.Metadata["agentPath"] = in.AgentPath
 	}
 	if len(in.Payload) > 0 {
 		out.Metadata["payload"] = in.Payload

@@ -96,8 +96,6 @@ func parseAgents(v string, c *Config) ([]SubAgent, error) {
 			case byName[n] != nil:
 			case !slices.Contains(enabled, n):
 				errs = append(errs, fmt.Errorf("[%d] %s: tools: %q is neither an enabled built-in or Lambda tool nor an agent; the tools are %s", i, a.Name, n, strings.Join(enabled, ", ")))
-			case waitsForAPerson(n, c):
-				errs = append(errs, fmt.Errorf("[%d] %s: tools: %q waits for a person, which a sub-agent cannot do yet", i, a.Name, n))
 			}
 		}
 	}

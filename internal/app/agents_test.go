@@ -14,7 +14,8 @@ func TestConfigAgents(t *testing.T) {
 		"AGENTS": `[
 			{"name":"researcher","description":"Finds things out.","system_prompt":"You research.","tools":["calculator","writer"],"max_cycles":5},
 			{"name":"writer","description":"Writes.","system_prompt":"You write.","tools":[]},
-			{"name":"helper","description":"Helps.","system_prompt":"You help."}
+			{"name":"helper","description":"Helps.","system_prompt":"You help."},
+			{"name":"asker","description":"Asks.","system_prompt":"You ask.","tools":["ask_user","current_time"]}
 		]`,
 	}))
 	if err != nil {
@@ -26,6 +27,8 @@ func TestConfigAgents(t *testing.T) {
 		// Unset tools: the enabled built-in and Lambda tools, but those
 		// that wait for a person.
 		{Name: "helper", Description: "Helps.", SystemPrompt: "You help.", Tools: []string{"calculator", "refund"}},
+		// Named, they are offered: the sub-agent's pause pauses the turn.
+		{Name: "asker", Description: "Asks.", SystemPrompt: "You ask.", Tools: []string{"ask_user", "current_time"}},
 	}
 	if diff := cmp.Diff(want, c.Agents); diff != "" {
 		t.Errorf("AGENTS (-want +got):\n%s", diff)
@@ -52,7 +55,6 @@ func TestConfigAgentsReportsEveryProblem(t *testing.T) {
 			"[0] calculator: a tool has this name", `[1] main: "main" is the main agent's name`, "[2] bad name: name must match",
 			"[4] twice: a second agent has this name", "[5] bare: description is required", "[5] bare: system_prompt is required",
 			"[6] greedy: max_cycles", `[7] wide: tools: "shell" is neither an enabled built-in or Lambda tool nor an agent`,
-			`[7] wide: tools: "ask_user" waits for a person`, `[7] wide: tools: "current_time" waits for a person`,
 			"[7] wide: tools: an agent cannot delegate to itself",
 		}},
 		{"a cycle", `[

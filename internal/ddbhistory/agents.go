@@ -32,9 +32,11 @@ type AgentTurn struct {
 	// Messages are appended to the conversation, in order.
 	Messages []agent.Message
 	// Window and State are the conversation manager's state and the
-	// sub-agent's state after the turn.
-	Window agent.WindowState
-	State  map[string]json.RawMessage
+	// sub-agent's state after the turn, and Pending what its turn waits
+	// for, when it paused for a person inside the session's turn.
+	Window  agent.WindowState
+	State   map[string]json.RawMessage
+	Pending *agent.Pending
 }
 
 // LoadAgent reads the conversation sess keeps for the sub-agent name, as
@@ -130,6 +132,13 @@ func (c *commit) agentWrites(turns []AgentTurn, now time.Time) (messages, metas 
 			attrUpdated:  num(now.UnixMilli()),
 			attrWritten:  num(c.sess.Version + 1),
 			TTLAttribute: num(c.expires),
+		}
+		if at.Pending != nil {
+			pending, err := json.Marshal(at.Pending)
+			if err != nil {
+				return nil, nil, fmt.Errorf("agent %s: encode pending interrupts: %w", at.Name, err)
+			}
+			meta[attrPending] = bin(compress(pending))
 		}
 		metas = append(metas, write{c.s.put(meta, nil), itemSize(meta)})
 	}

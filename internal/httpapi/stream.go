@@ -57,6 +57,10 @@ type AgentEnd struct {
 	Name string `json:"name"`
 	// Error says why the sub-agent failed; absent when it answered.
 	Error string `json:"error,omitempty"`
+	// Suspended, when the sub-agent's turn paused for a person, are the
+	// ids of the interrupts it waits for: the interrupt events that follow
+	// carry them, with the agent path.
+	Suspended []string `json:"suspended,omitempty"`
 }
 
 // ToolResultPreview is the data of a tool_result event.
@@ -139,7 +143,7 @@ func (s *sse) Event(e agent.Event) {
 	case d != nil && !d.Done:
 		s.event(EventAgentStart, AgentStart{ID: d.Run.ID, Name: d.Run.Name, Path: d.Run.Path, ParentID: d.Run.ParentID})
 	case d != nil:
-		s.event(EventAgentEnd, AgentEnd{ID: d.Run.ID, Name: d.Run.Name, Error: d.Err})
+		s.event(EventAgentEnd, AgentEnd{ID: d.Run.ID, Name: d.Run.Name, Error: d.Err, Suspended: d.Suspended})
 	case e.Agent != nil:
 		s.agentEvent(e)
 	case e.Text != "":

@@ -76,6 +76,7 @@ type storedAgent struct {
 	messages []agent.Message
 	window   agent.WindowState
 	state    map[string]json.RawMessage
+	pending  *agent.Pending
 	written  int64
 }
 
@@ -215,7 +216,7 @@ func (f *fakeStore) LoadAgent(_ context.Context, sess *ddbhistory.Session, name 
 		return nil, ddbhistory.ErrConflict
 	}
 	out.Count = len(a.messages)
-	out.Conversation = agent.Conversation{Messages: copyOf(a.messages[a.window.Removed:]), Window: a.window, State: copyOf(a.state)}
+	out.Conversation = agent.Conversation{Messages: copyOf(a.messages[a.window.Removed:]), Window: a.window, State: copyOf(a.state), Pending: copyOf(a.pending)}
 	return out, nil
 }
 
@@ -364,7 +365,7 @@ func (f *fakeStore) Commit(ctx context.Context, sess *ddbhistory.Session, t ddbh
 		}
 		first := min(at.First, len(a.messages)) // as ddbhistory, which overwrites from First on
 		a.messages = append(a.messages[:first:first], copyOf(at.Messages)...)
-		a.window, a.state, a.written = at.Window, copyOf(at.State), st.version
+		a.window, a.state, a.pending, a.written = at.Window, copyOf(at.State), copyOf(at.Pending), st.version
 	}
 	if t.Hold != nil {
 		if r == nil {

@@ -59,8 +59,9 @@ func (s *Service) resume(ctx context.Context, c Chat, client func(*agent.Convers
 			// earlier are the turn's messages stored before its end: the
 			// results, by this request's checkpoint or an earlier attempt's.
 			var earlier []agent.Message
-			// What the answering did, which the turn's metrics include.
-			var answering agent.Metrics
+			// What the answering did, which the turn's usage and metrics
+			// include: a resumed sub-agent calls its model.
+			var answering *agent.Result
 			switch {
 			case sess.Version == 0:
 				return nil, ddbhistory.ErrNotFound
@@ -90,7 +91,7 @@ func (s *Service) resume(ctx context.Context, c Chat, client func(*agent.Convers
 				}
 				checkpointed = true
 				conv.Messages = window
-				earlier, answering = first.Messages, first.Metrics
+				earlier, answering = first.Messages, first
 			case !answered(conv.Messages, c.Responses):
 				return nil, ErrNothingPending
 			default:
@@ -101,9 +102,9 @@ func (s *Service) resume(ctx context.Context, c Chat, client func(*agent.Convers
 			if err != nil {
 				return nil, err
 			}
-			res.Metrics.ToolCalls += answering.ToolCalls
-			res.Metrics.Duration += answering.Duration
-			res.Metrics.Tools = append(slices.Clip(answering.Tools), res.Metrics.Tools...)
+			if answering != nil {
+				res.Include(answering)
+			}
 			answer := s.chatAnswer(sess.ID, res)
 			answer.Messages = append(slices.Clip(earlier), res.Messages...)
 			return &done[ChatAnswer]{Result: res, Answer: answer, Earlier: len(earlier)}, nil
