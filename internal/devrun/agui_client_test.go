@@ -168,3 +168,35 @@ func TestAGUISubAgentWithTheOfficialClient(t *testing.T) {
 	}
 	aguiclient.SameThread(t, aguiclient.Stored(t, url, res.ThreadID), res)
 }
+
+// TestAGUISubAgentPausesWithTheOfficialClient: with the official client, a
+// sub-agent whose tool needs approval ends the run with an interrupt
+// outcome whose interrupt carries the sub-agent's subagentRunId, after
+// SUBAGENT_FINISHED with outcome suspended; HttpAgent's resume entry
+// resumes the sub-agent, whose work streams again under its run, and the
+// run succeeds. Every event passes @ag-ui/core's schemas, and the client's
+// thread is the server's.
+func TestAGUISubAgentPausesWithTheOfficialClient(t *testing.T) {
+	url := start(t, map[string]string{
+		"APPROVAL_TOOLS": "calculator",
+		"AGENTS":         `[{"name":"researcher","description":"Researches.","system_prompt":"You research.","tools":["calculator"]}]`,
+	})
+	res := aguiclient.Run(t, url+"/agui", "delegate-approval", "")
+	if len(res.Runs) != 2 {
+		t.Fatalf("%d runs", len(res.Runs))
+	}
+	for i, r := range res.Runs {
+		r.OK(t, fmt.Sprint("run ", i+1))
+	}
+	asked, resumed := res.Runs[0], res.Runs[1]
+	if o := asked.Outcome; o.Type != "interrupt" || len(o.Interrupts) != 1 || o.Interrupts[0].SubagentRunID == "" || o.Interrupts[0].Reason != "approval" {
+		t.Errorf("the paused run's outcome: %+v", o)
+	}
+	if events := strings.Join(asked.Events, " "); !strings.Contains(events, "SUBAGENT_STARTED") || !strings.Contains(events, "SUBAGENT_FINISHED RUN_FINISHED") {
+		t.Errorf("the paused run: %s", events)
+	}
+	if events := strings.Join(resumed.Events, " "); resumed.Outcome.Type != "success" || !strings.Contains(events, "SUBAGENT_STARTED") || !strings.Contains(events, "SUBAGENT_FINISHED TOOL_CALL_RESULT") {
+		t.Errorf("the resumed run (%s): %s", resumed.Outcome.Type, events)
+	}
+	aguiclient.SameThread(t, aguiclient.Stored(t, url, res.ThreadID), res)
+}

@@ -50,7 +50,7 @@ type RunResult struct {
 	Outcome    *struct {
 		Type       string `json:"type"`
 		Interrupts []struct {
-			ID, Reason, ToolCallID, ExpiresAt string
+			ID, Reason, ToolCallID, ExpiresAt, SubagentRunID string
 		} `json:"interrupts"`
 		PendingToolCallIDs []string `json:"pendingToolCallIds"`
 	} `json:"outcome"`
