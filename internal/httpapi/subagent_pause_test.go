@@ -69,7 +69,7 @@ func TestChatSubAgentAsks(t *testing.T) {
 		t.Errorf("the session does not list the sub-agent's interrupt: %s", page.Body)
 	}
 	// A message while it waits is refused, as for the main agent's.
-	if w := postJSON(t, s, "/chat", `{"session_id":"asks","message":"Hello?"}`); w.Code != http.StatusConflict {
+	if w := postJSON(t, s, "/chat", `{"session_id":"asks","message":"Hello?"}`); w.Code != http.StatusConflict || !strings.Contains(w.Body.String(), `"code":"interrupt_pending"`) {
 		t.Errorf("a message while the sub-agent waits: %d %s", w.Code, w.Body)
 	}
 
@@ -97,6 +97,23 @@ func TestChatSubAgentAsks(t *testing.T) {
 	}
 	if reqs := s.Model.Requests(); len(reqs[len(reqs)-1].Messages) != 5 {
 		t.Errorf("the researcher's next request carries %d messages, want its 4 and the task", len(reqs[len(reqs)-1].Messages))
+	}
+
+	// deny_pending denies them at every level: the main agent's waiting
+	// delegation now, and the researcher's question on its next turn.
+	w = postJSON(t, s, "/chat", `{"session_id":"asks","message":"Other?","deny_pending":true}`)
+	if w.Code != http.StatusOK {
+		t.Fatalf("deny_pending: %d %s", w.Code, w.Body)
+	}
+	stored = transcriptOf(t, s, "", "asks")
+	denial := stored[len(stored)-2] // it answers the delegation, then says "Other?"; the researcher asks again
+	if r := denial.Content[0].ToolResult; r == nil || r.Status != agent.ToolError || !strings.Contains(r.Content[0].Text, "sent a new message instead") {
+		t.Errorf("the main agent's denied delegation: %+v", denial)
+	}
+	reqs := s.Model.Requests()
+	sub := reqs[len(reqs)-1] // the researcher, asking again
+	if got := sub.Messages[len(sub.Messages)-1]; got.Content[0].ToolResult == nil || !strings.Contains(got.Content[0].ToolResult.Content[0].Text, "sent a new message instead") {
+		t.Errorf("the researcher's denied question: %+v", got)
 	}
 }
 
