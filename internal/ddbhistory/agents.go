@@ -3,7 +3,6 @@ package ddbhistory
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
@@ -56,15 +55,7 @@ func (s *Store) LoadAgent(ctx context.Context, sess *Session, name string) (*Age
 	if sess.Version == 0 {
 		return &AgentConversation{Name: name}, nil
 	}
-	var (
-		conv   *Session
-		window []agent.Message
-		first  int
-		err    error
-	)
-	for attempt := 0; attempt == 0 || errors.Is(err, errUnseen) && attempt < 3; attempt++ {
-		conv, window, first, err = s.readNewest(ctx, sess.Key, agentKeys(name), s.cfg.WindowHint, windowStart, attempt == 2)
-	}
+	conv, window, first, err := s.readNewestSettled(ctx, sess.Key, agentKeys(name), s.cfg.WindowHint, windowStart)
 	switch {
 	case err != nil:
 		return nil, fmt.Errorf("ddbhistory: load agent %s of %s: %w", name, sess.ID, err)

@@ -172,11 +172,7 @@ func (s *Store) Load(ctx context.Context, key Key, idempotencyKey string) (*Sess
 		// A read that overlapped a commit is read again. A message that
 		// stays unseen is gone (deleted by hand, say): the last read
 		// starts the window after it rather than fail every turn.
-		for attempt := range 3 {
-			if sess, err = s.loadWindow(gctx, key, attempt == 2); !errors.Is(err, errUnseen) {
-				return err
-			}
-		}
+		sess, err = s.loadWindow(gctx, key)
 		return err
 	})
 	if idempotencyKey != "" {
@@ -228,8 +224,8 @@ func (s *Store) getItem(ctx context.Context, pk, sk string) (item, error) {
 }
 
 // loadWindow reads the session item and the window's messages.
-func (s *Store) loadWindow(ctx context.Context, key Key, skipUnseen bool) (*Session, error) {
-	sess, window, first, err := s.readNewest(ctx, key, mainKeys, s.cfg.WindowHint, windowStart, skipUnseen)
+func (s *Store) loadWindow(ctx context.Context, key Key) (*Session, error) {
+	sess, window, first, err := s.readNewestSettled(ctx, key, mainKeys, s.cfg.WindowHint, windowStart)
 	if err != nil {
 		return nil, err
 	}
@@ -315,6 +311,16 @@ func (s *Store) readNewest(ctx context.Context, key Key, ks keyspace, hint int, 
 		return nil, nil, 0, err
 	}
 	return sess, newest, first, nil
+}
+
+// readNewestSettled is readNewest, made again when it overlapped a commit
+// (errUnseen), as Load's read is: the third attempt takes a message that
+// stays unseen for gone.
+func (s *Store) readNewestSettled(ctx context.Context, key Key, ks keyspace, hint int, fromOf func(*Session) int) (sess *Session, msgs []agent.Message, first int, err error) {
+	for attempt := 0; attempt == 0 || errors.Is(err, errUnseen) && attempt < 3; attempt++ {
+		sess, msgs, first, err = s.readNewest(ctx, key, ks, hint, fromOf, attempt == 2)
+	}
+	return sess, msgs, first, err
 }
 
 // errUnseen is a message the session item counts but a read did not see, or

@@ -76,16 +76,7 @@ func (s *Store) Tail(ctx context.Context, key Key, n int) (*Page, error) {
 		return nil, invalidArgument("n %d is not between 1 and %d", n, MaxPageSize)
 	}
 	fromOf := func(sess *Session) int { return max(sess.Count-n, 0) }
-	var (
-		sess  *Session
-		msgs  []agent.Message
-		first int
-		err   error
-	)
-	// A read beside a commit is made again, as Load's is.
-	for attempt := 0; attempt == 0 || errors.Is(err, errUnseen) && attempt < 3; attempt++ {
-		sess, msgs, first, err = s.readNewest(ctx, key, mainKeys, n, fromOf, attempt == 2)
-	}
+	sess, msgs, first, err := s.readNewestSettled(ctx, key, mainKeys, n, fromOf)
 	if errors.Is(err, ErrDeleting) {
 		err = ErrNotFound
 	}
