@@ -252,9 +252,11 @@ func lift(interrupts []Interrupt, name, id string) []Interrupt {
 // delegation of t's agent, waits for, with the responses to its
 // interrupts: u's result, or the interrupts it waits for now.
 func (t *turn) resumeDelegation(ctx context.Context, u *ToolUseBlock, responses []Response) (*ToolResultBlock, []Interrupt) {
-	r, ok := t.box.tools[u.Name]
-	d, isDelegation := r.tool.(*delegation)
-	if !ok || !isDelegation {
+	var d *delegation
+	if r, ok := t.box.tools[u.Name]; ok {
+		d, _ = r.tool.(*delegation)
+	}
+	if d == nil {
 		return t.a.admit(TextResult(u.ToolUseID, ToolError, fmt.Sprintf("The agent %s cannot be resumed: it is no longer one of this agent's sub-agents.", u.Name))), nil
 	}
 	start := time.Now()

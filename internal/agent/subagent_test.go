@@ -723,3 +723,33 @@ func TestDelegationToAPausedSubAgent(t *testing.T) {
 	}
 	sess.commit(res)
 }
+
+// TestResumeOfARemovedSubAgent: a turn that paused inside a sub-agent that
+// a new configuration no longer has resumes with an error result for the
+// delegation, which says so; the main agent goes on.
+func TestResumeOfARemovedSubAgent(t *testing.T) {
+	s := newServer(t)
+	s.Responder = func(req *conversetest.Request) conversetest.Reply {
+		if system(req) == "You research." {
+			return conversetest.ToolUse("q1", agent.AskUserName, map[string]string{"question": "Which?"})
+		}
+		return conversetest.ToolUse("m1", "researcher", map[string]string{"task": "A"})
+	}
+	researcher := newAgent(t, s, agent.Config{System: "You research.", Tools: []agent.Tool{agent.AskUser()}})
+	main := newAgent(t, s, agent.Config{System: "You lead.", Tools: []agent.Tool{agent.Delegate("researcher", "Researches.", researcher)}})
+	sess := newSession(t)
+	res, err := main.Run(t.Context(), sess.conv, input("Go."))
+	if err != nil || res.StopReason != agent.StopInterrupt {
+		t.Fatalf("%v, %v", res, err)
+	}
+	sess.commit(res)
+	without := newAgent(t, s, agent.Config{System: "You lead."})
+	ans, err := without.Answer(t.Context(), sess.conv, []agent.Response{{InterruptID: "q1", Answer: "x"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := ans.Messages[0].Content[0].ToolResult; r.Status != agent.ToolError || !strings.Contains(r.Content[0].Text, "no longer one of this agent's sub-agents") {
+		t.Errorf("the delegation's result: %+v", r)
+	}
+	sess.commit(ans)
+}
