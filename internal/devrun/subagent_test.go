@@ -94,3 +94,52 @@ func TestChatPageShowsTheSubAgent(t *testing.T) {
 	}
 	wd.Save("chatpage-subagent.png", wd.Screenshot())
 }
+
+// TestChatPageSubAgentAsksForApproval: a sub-agent's approval shows its
+// card inside the delegation's box, in the sub-agent's work, titled with
+// the agent; approving it resumes the sub-agent in the same work, whose
+// calculator's result and answer follow, then the main agent's answer.
+func TestChatPageSubAgentAsksForApproval(t *testing.T) {
+	browser, driver := findBrowser(t)
+	url := start(t, map[string]string{
+		"APPROVAL_TOOLS": "calculator",
+		"AGENTS":         `[{"name":"researcher","description":"Researches.","system_prompt":"You research.","tools":["calculator"]}]`,
+	})
+	wd := newWebDriver(t, driver, browser)
+	wd.Navigate(url + "/")
+	wd.WaitFor("the first screen", `return !document.querySelector("#welcome").hidden`)
+	wd.send(`/tool researcher {"task":"What is 6*7?"}`)
+	wd.WaitFor("the approval card", `return document.querySelectorAll("#messages .interrupt.approval").length === 1 && !document.querySelector("#send").disabled`)
+	var paused struct{ Title, Name, Where, Delegation string }
+	wd.EvalInto(&paused, `const card = document.querySelector("#messages .interrupt.approval");
+		const work = card.closest(".agent-work");
+		return {
+			Title: card.querySelector("h3").textContent,
+			Name: work ? work.querySelector(".agent-name").textContent : "",
+			Where: work ? work.closest('.tool').dataset.name : "",
+			Delegation: work ? work.closest('.tool').querySelector(":scope > .result").textContent : "",
+		}`)
+	if paused.Title != "Approval needed: calculator for researcher" || paused.Name != "researcher waits for you" || paused.Where != "researcher" || paused.Delegation != "waiting for you to answer researcher" {
+		t.Errorf("the paused sub-agent: %+v", paused)
+	}
+	wd.Save("chatpage-subagent-approval.png", wd.Screenshot())
+	wd.Click("#messages .interrupt .approve")
+	wd.WaitFor("the answer", `return document.querySelectorAll("#messages .interrupt").length === 0 && !document.querySelector("#send").disabled && document.querySelectorAll("#messages .turn.assistant.done").length === 1`)
+	var done struct {
+		Works         int
+		Name, Inner   string
+		Result, Final string
+	}
+	wd.EvalInto(&done, `const box = document.querySelector('#messages .tool[data-name="researcher"]');
+		const work = box.querySelector(":scope > .agent-work");
+		return {
+			Works: box.querySelectorAll(":scope > .agent-work").length,
+			Name: work.querySelector(".agent-name").textContent,
+			Inner: work.querySelector('.tool[data-name="calculator"] .result').textContent,
+			Result: box.querySelector(":scope > .result").textContent,
+			Final: document.querySelector("#messages .turn.assistant").textContent,
+		}`)
+	if done.Works != 1 || done.Name != "researcher answered" || !strings.Contains(done.Inner, "42") || !strings.Contains(done.Result, "42") {
+		t.Errorf("the resumed delegation's box: %+v", done)
+	}
+}

@@ -414,6 +414,7 @@ function showResults(messages) {
 // call that delegated it: its text and its own tool calls, as they stream.
 class Work {
   constructor(box, name) {
+    this.box = box;
     this.div = el("div", "agent-work");
     this.div.dataset.agent = name;
     this.div.append(el("div", "agent-name", `${name} is working…`));
@@ -433,9 +434,20 @@ class Work {
     this.div.append(toolBox(this, id, name, input));
   }
   toolResult(id, status, preview) { showToolResult(this.tools.get(id), status, preview); }
-  end(name, error) {
-    this.div.querySelector(".agent-name").textContent = error ? `${name} failed: ${error}` : `${name} answered`;
-    this.div.classList.add(error ? "failed" : "done");
+  waiting(id, kind) { showWaiting(this.tools.get(id), kind); }
+  resume(name) {
+    this.segment = null;
+    this.div.classList.remove("waiting");
+    this.div.querySelector(".agent-name").textContent = `${name} is working…`;
+    this.box.querySelector(":scope > .result").textContent = "running…";
+  }
+  // end closes the work: answered, failed with error, or suspended, when
+  // it waits for a person.
+  end(name, error, suspended) {
+    const line = error ? `${name} failed: ${error}` : suspended ? `${name} waits for you` : `${name} answered`;
+    this.div.querySelector(".agent-name").textContent = line;
+    this.div.classList.add(error ? "failed" : suspended ? "waiting" : "done");
+    if (suspended) this.box.querySelector(":scope > .result").textContent = `waiting for you to answer ${name}`;
   }
 }
 
@@ -454,6 +466,13 @@ function toolBox(owner, id, name, input) {
   owner.tools.set(id, box);
   owners.set(id, owner);
   return box;
+}
+
+// showWaiting marks a tool call's box as waiting for a person.
+function showWaiting(box, kind) {
+  if (!box || !box.classList.contains("pending")) return;
+  box.classList.add("waiting");
+  box.querySelector(":scope > .result").textContent = kind === "question" ? "waiting for your answer" : "waiting for your approval";
 }
 
 // showToolResult fills a tool call's box with its result.
@@ -487,12 +506,7 @@ class Turn {
     this.li.append(toolBox(this, id, name, input));
   }
   // waiting marks a call that waits for a person.
-  waiting(id, kind) {
-    const box = this.tools.get(id);
-    if (!box || !box.classList.contains("pending")) return;
-    box.classList.add("waiting");
-    box.querySelector(":scope > .result").textContent = kind === "question" ? "waiting for your answer" : "waiting for your approval";
-  }
+  waiting(id, kind) { showWaiting(this.tools.get(id), kind); }
   toolResult(id, status, preview) { showToolResult(this.tools.get(id), status, preview); }
   done(d) {
     this.li.classList.add("done");
@@ -633,9 +647,14 @@ function showPending(turn, interrupts) {
     turn = turn || new Turn();
     state.paused = turn;
     for (const interrupt of interrupts) {
-      if (!turn.tools.has(interrupt.id)) turn.toolUse(interrupt.id, interrupt.tool, interrupt.input);
-      turn.waiting(interrupt.id, interrupt.kind);
-      const box = turn.tools.get(interrupt.id);
+      // A sub-agent's tool use is drawn in its work, inside the delegation.
+      let owner = owners.get(interrupt.id);
+      if (!owner || !owner.tools.has(interrupt.id)) {
+        turn.toolUse(interrupt.id, interrupt.tool, interrupt.input);
+        owner = turn;
+      }
+      owner.waiting(interrupt.id, interrupt.kind);
+      const box = owner.tools.get(interrupt.id);
       const p = { interrupt, box, response: null, card: null };
       p.card = interruptCard(p);
       box.append(p.card);
@@ -651,7 +670,8 @@ function interruptCard(p) {
   const card = el("div", `interrupt ${question ? "question" : "approval"}`);
   card.tabIndex = -1;
   card.setAttribute("role", "group");
-  const title = el("h3", "", question ? "The agent asks you" : `Approval needed: ${i.tool}`);
+  const who = (i.agent_path || []).join(" → ");
+  const title = el("h3", "", question ? `${who || "The agent"} asks you` : `Approval needed: ${i.tool}${who ? ` for ${who}` : ""}`);
   title.id = `interrupt-${++cardCount}`;
   card.setAttribute("aria-labelledby", title.id);
   card.append(title);
@@ -924,7 +944,9 @@ async function stream(body, turn, title, resuming) {
         case "agent_start": {
           const owner = owners.get(ev.data.id);
           const box = owner && owner.tools.get(ev.data.id);
-          if (box) follow(() => works.set(ev.data.id, new Work(box, ev.data.name)));
+          const paused = works.get(ev.data.id); // a resumed sub-agent goes on in its work
+          if (paused) follow(() => paused.resume(ev.data.name));
+          else if (box) follow(() => works.set(ev.data.id, new Work(box, ev.data.name)));
           break;
         }
         case "agent_text": {
@@ -944,8 +966,8 @@ async function stream(body, turn, title, resuming) {
         }
         case "agent_end": {
           const work = works.get(ev.data.id);
-          if (work) follow(() => work.end(ev.data.name, ev.data.error));
-          works.delete(ev.data.id);
+          if (work) follow(() => work.end(ev.data.name, ev.data.error, ev.data.suspended));
+          if (!ev.data.suspended) works.delete(ev.data.id);
           break;
         }
         case "interrupt": {
