@@ -30,10 +30,18 @@ const MaxDelegationDepth = 3
 // the MaxCycles of the agent the turn started with, as well as against
 // sub's own, and it runs within the turn's deadline, not under
 // ToolTimeout. Its usage and metrics are added to the turn's, and
-// Result.AgentUsage reports each agent's usage by name. A sub-agent starts
-// from an empty conversation on each delegation. One that fails, runs out
-// of model calls, or would wait for a person answers with an error result,
-// and the turn goes on.
+// Result.AgentUsage reports each agent's usage by name.
+//
+// A sub-agent goes on from its conversation: the one Conversation.Agents
+// reads, once per turn, and Result.Agents reports for the store, or, with
+// no loader, an empty one that lasts the turn. Delegations to one
+// sub-agent take turns on it. One whose turn waits for a person pauses the
+// delegating turn: the interrupts hold back the delegation's tool use,
+// with the sub-agent's name first in their AgentPath, and Answer resumes
+// it. With Fresh, every delegation starts from an empty conversation,
+// stored nowhere, and one that would wait for a person answers with an
+// error result. One that fails or runs out of model calls answers with an
+// error result, and the turn goes on.
 func Delegate(name, description string, sub *Agent, opts ...DelegateOption) Tool {
 	d := &delegation{name: name, description: description, sub: sub}
 	for _, o := range opts {
