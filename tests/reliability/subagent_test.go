@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/lambda-agent/lambda-agent/internal/agent"
+	"github.com/lambda-agent/lambda-agent/internal/ddbhistory"
 	"github.com/lambda-agent/lambda-agent/internal/testkit/conversetest"
 )
 
@@ -94,7 +95,23 @@ func TestDelegatingTurnsRacing(t *testing.T) {
 		t.Errorf("%d messages stored for %d committed turns of 4; want %d", len(st.messages), len(won), want)
 	}
 	validHistory(t, st.messages)
-	report(t, "Turns that delegate to a sub-agent, racing on one session: one commits, the others answer 409 and store nothing, their delegations' results included",
+	// The helper's own conversation holds the committed turns' tasks and
+	// answers, in order, and nothing of the others'.
+	helper := agentHistory(t, s.direct, st, "helper")
+	var want []string
+	for _, msg := range won {
+		want = append(want, msg, "done: "+msg)
+	}
+	var got []string
+	for _, m := range helper {
+		got = append(got, m.Text())
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		wrong++
+		t.Errorf("the helper's conversation (-committed +stored):\n%s", diff)
+	}
+	validHistory(t, helper)
+	report(t, "Turns that delegate to a sub-agent, racing on one session: one commits, the others answer 409 and store nothing, their delegations' results and their sub-agent's messages included",
 		fmt.Sprintf("%d rounds of %d turns at once, all at their sub-agent's model call before any committed (%d committed, %d answered 409)", rounds, racers, len(won)-1, len(lost)), wrong)
 }
 
@@ -169,7 +186,11 @@ func TestDelegatingTurnRetriedAndForeign(t *testing.T) {
 		t.Errorf("the session changed:\n%s", before.diff(after))
 	}
 	validHistory(t, before.messages)
-	report(t, "A turn that delegated, sent again with its Idempotency-Key, calls no model again: 409 in_progress while its sub-agent works, then its answer replayed, usage by agent included; another owner gets 404 and changes nothing",
+	if h := agentHistory(t, s.direct, before, "helper"); len(h) != 2 || h[0].Text() != "do it" {
+		wrong++
+		t.Errorf("the helper's conversation after the retries: %+v; want the one delegation", h)
+	}
+	report(t, "A turn that delegated, sent again with its Idempotency-Key, calls no model again and adds nothing to its sub-agent's conversation: 409 in_progress while its sub-agent works, then its answer replayed, usage by agent included; another owner gets 404 and changes nothing",
 		fmt.Sprintf("1 delegating turn: 1 retry while the sub-agent worked, %d after the answer, 1 other message under the key; 2 requests from another owner; %d model calls in all", retries, calls), wrong)
 }
 
@@ -206,6 +227,10 @@ func TestCrashDuringADelegation(t *testing.T) {
 			t.Errorf("%s: the killed turn changed the session:\n%s", where, before.diff(after))
 		}
 		validHistory(t, after.messages)
+		if h := agentHistory(t, b.store, after, "helper"); len(h) != 0 {
+			lost++
+			t.Errorf("%s: the killed turn left %d messages in the helper's conversation", where, len(h))
+		}
 		b.model.Reset()
 		if err := b.fn.Restart(t.Context()); err != nil {
 			t.Fatal(err)
@@ -227,8 +252,13 @@ func TestCrashDuringADelegation(t *testing.T) {
 		lost++
 		t.Errorf("after the kills: %d %s", resp.StatusCode, resp.Body)
 	}
-	validHistory(t, storedIn(t, b.store, "", "crashy").messages)
-	report(t, "A crash (SIGKILL) during a delegation, in the sub-agent's model call or while its tool runs, leaves the session as it was, valid and usable",
+	final := storedIn(t, b.store, "", "crashy")
+	validHistory(t, final.messages)
+	if h := agentHistory(t, b.store, final, "helper"); len(h) != 2 || h[0].Text() != "quick" || h[1].Text() != "quick, done" {
+		lost++
+		t.Errorf("the helper's conversation after the kills and a turn: %+v", h)
+	}
+	report(t, "A crash (SIGKILL) during a delegation, in the sub-agent's model call or while its tool runs, leaves the session as it was, the sub-agent's conversation included, valid and usable",
 		fmt.Sprintf("%d SIGKILLs of the chat bootstrap: during the sub-agent's model call, while its tool runs", kills), lost)
 }
 
@@ -261,4 +291,18 @@ func TestSubAgentModelFailureIsAResult(t *testing.T) {
 	validHistory(t, st.messages)
 	report(t, "A sub-agent whose model fails answers its parent with an error result: the turn goes on and commits",
 		fmt.Sprintf("%d turns whose sub-agent's model answered 503 or 400 on every attempt", len(failures)), wrong)
+}
+
+// agentHistory reads from store the conversation st's session keeps for
+// the sub-agent name: its window, which the tests here keep whole.
+func agentHistory(t testing.TB, store *ddbhistory.Store, st *stored, name string) []agent.Message {
+	t.Helper()
+	c, err := store.LoadAgent(t.Context(), st.session, name)
+	if err != nil {
+		t.Fatalf("read the %s agent's conversation: %v", name, err)
+	}
+	if c.Conversation.Window.Removed != 0 {
+		t.Fatalf("the %s agent's window starts at %d: the test reads its window alone", name, c.Conversation.Window.Removed)
+	}
+	return c.Conversation.Messages
 }
