@@ -263,12 +263,17 @@ func (t *turn) answer(ctx, work context.Context, responses []Response) (*Result,
 	kept := slices.Clone(conv.Pending.Results)
 	var approved, delegations []*ToolUseBlock
 	var waiting []Interrupt
+	// The responses each waiting delegation passes on to its sub-agent.
+	passed := map[string][]Response{}
 	for _, in := range conv.Pending.Interrupts {
 		r, ok := byID[in.ID]
 		switch {
 		case in.DelegationID != "":
 			if u := useOf(uses, in.DelegationID); !slices.Contains(delegations, u) {
 				delegations = append(delegations, u)
+			}
+			if ok {
+				passed[in.DelegationID] = append(passed[in.DelegationID], r)
 			}
 		case in.Expired(now):
 			results[in.ID] = TextResult(in.ID, ToolError, expiredText)
@@ -311,7 +316,7 @@ func (t *turn) answer(ctx, work context.Context, responses []Response) (*Result,
 		waiting = append(waiting, held...) // approved client tools' calls
 	}
 	for _, u := range delegations {
-		r, held := t.resumeDelegation(work, u, responses)
+		r, held := t.resumeDelegation(work, u, passed[u.ToolUseID])
 		if work.Err() != nil {
 			return nil, t.fail(ctx, work, work.Err())
 		}

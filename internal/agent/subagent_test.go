@@ -753,3 +753,39 @@ func TestResumeOfARemovedSubAgent(t *testing.T) {
 	}
 	sess.commit(ans)
 }
+
+// TestTwoSubAgentsPauseAtOnce: two sub-agents of one answer both wait for
+// a person; one request answers both, and each resumes with its own
+// response.
+func TestTwoSubAgentsPauseAtOnce(t *testing.T) {
+	s := newServer(t)
+	s.Responder = func(req *conversetest.Request) conversetest.Reply {
+		last := req.Messages[len(req.Messages)-1]
+		switch sys := system(req); {
+		case sys != "You lead." && last.Text() != "":
+			return conversetest.ToolUse("q-"+strings.TrimSuffix(sys, "."), agent.AskUserName, map[string]string{"question": sys + " Which?"})
+		case sys != "You lead.":
+			return conversetest.Text(sys + " " + wireResults(last))
+		case last.Text() != "":
+			return conversetest.ToolUse("a", "one", map[string]string{"task": "A"}).WithToolUse("b", "two", map[string]string{"task": "B"})
+		}
+		return conversetest.Text(wireResults(last))
+	}
+	one := newAgent(t, s, agent.Config{System: "One.", Tools: []agent.Tool{agent.AskUser()}})
+	two := newAgent(t, s, agent.Config{System: "Two.", Tools: []agent.Tool{agent.AskUser()}})
+	main := newAgent(t, s, agent.Config{System: "You lead.", Tools: []agent.Tool{agent.Delegate("one", "One.", one), agent.Delegate("two", "Two.", two)}})
+	sess := newSession(t)
+	res, err := main.Run(t.Context(), sess.conv, input("Go."))
+	if err != nil || len(res.Pending.Interrupts) != 2 {
+		t.Fatalf("%+v, %v", res, err)
+	}
+	sess.commit(res)
+	ans, err := main.Answer(t.Context(), sess.conv, []agent.Response{{InterruptID: "q-One", Answer: "red"}, {InterruptID: "q-Two", Answer: "blue"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := resultTexts(ans.Messages[0]); got != "One. red Two. blue" {
+		t.Errorf("the delegations' results: %q", got)
+	}
+	sess.commit(ans)
+}
