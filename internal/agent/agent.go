@@ -276,11 +276,7 @@ func (a *Agent) run(ctx context.Context, conv *Conversation, input []ContentBloc
 // with the user's message.
 func (t *turn) loop(ctx context.Context) (*Result, error) {
 	a := t.a
-	work, cancel := a.workContext(ctx)
-	if t.nested {
-		// The delegating turn's context has the reserve taken off already.
-		work, cancel = context.WithCancel(ctx)
-	}
+	work, cancel := t.workContext(ctx)
 	defer cancel()
 	for cycle := 1; ; cycle++ {
 		t.metrics.Cycles = cycle
@@ -337,6 +333,16 @@ func (t *turn) pause(results []ContentBlock, interrupts []Interrupt, text string
 	res := t.finish(StopInterrupt, text)
 	res.Pending = p
 	return res
+}
+
+// workContext returns the context of t's work: ctx, ending Reserve before
+// its deadline, but for a delegation's turn, whose delegating turn's
+// context has the reserve taken off already.
+func (t *turn) workContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if t.nested {
+		return context.WithCancel(ctx)
+	}
+	return t.a.workContext(ctx)
 }
 
 // workContext returns the context for the turn's work: ctx, ending Reserve

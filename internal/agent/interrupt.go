@@ -93,6 +93,10 @@ type InterruptRequest struct {
 type Pending struct {
 	Interrupts []Interrupt        `json:"interrupts"`
 	Results    []*ToolResultBlock `json:"results,omitempty"`
+	// Resumed are the interrupts of sub-agents that responses answered:
+	// each sub-agent's answer is stored, and Continue runs the rest of its
+	// turn, then this agent's. Nobody waits for them.
+	Resumed []Interrupt `json:"resumed,omitempty"`
 }
 
 // Live returns the interrupts that have not expired at now.
@@ -315,32 +319,40 @@ func (t *turn) answer(ctx, work context.Context, responses []Response) (*Result,
 		}
 		waiting = append(waiting, held...) // approved client tools' calls
 	}
+	// A delegation's sub-agent takes its responses now, and its tools
+	// run; the rest of its turn is Continue's, once its answer is stored,
+	// so that an approved tool that ran never runs again.
+	resumed := slices.Clone(conv.Pending.Resumed)
 	for _, u := range delegations {
-		r, held := t.resumeDelegation(work, u, passed[u.ToolUseID])
+		r, goesOn := t.answerDelegation(work, u, passed[u.ToolUseID])
 		if work.Err() != nil {
 			return nil, t.fail(ctx, work, work.Err())
 		}
-		if r != nil {
+		switch {
+		case goesOn:
+			for _, in := range conv.Pending.Interrupts {
+				if in.DelegationID == u.ToolUseID {
+					resumed = append(resumed, in)
+				}
+			}
+		case r != nil:
 			results[u.ToolUseID] = r
 			t.send(Event{ToolResult: r})
 		}
-		waiting = append(waiting, held...) // the sub-agent waits again
 	}
-	if len(waiting) > 0 {
-		p := &Pending{Interrupts: waiting}
+	if len(waiting) > 0 || len(resumed) > 0 {
+		p := &Pending{Interrupts: waiting, Resumed: resumed}
 		for _, u := range uses {
 			if r := results[u.ToolUseID]; r != nil {
 				p.Results = append(p.Results, r)
 			}
 		}
-		for i := range waiting {
-			if waiting[i].DelegationID != "" {
-				// Only the sub-agents' new interrupts are news.
-				t.send(Event{Interrupt: &waiting[i]})
-			}
-		}
 		t.conv.Pending = p
-		res := t.finish(StopInterrupt, "")
+		stop := StopToolUse // nobody waits: Continue goes on
+		if len(waiting) > 0 {
+			stop = StopInterrupt
+		}
+		res := t.finish(stop, "")
 		res.Pending = p
 		return res, nil
 	}
@@ -361,8 +373,8 @@ func (t *turn) answer(ctx, work context.Context, responses []Response) (*Result,
 // the one Answer added: the model answers it, and tools run, as in Run.
 // emit, when set, streams the turn as Stream does.
 func (a *Agent) Continue(ctx context.Context, conv *Conversation, emit func(Event)) (*Result, error) {
-	if n := len(conv.Messages); n == 0 || conv.Messages[n-1].Role != RoleUser {
-		return nil, errors.New("agent: Continue needs a conversation that ends with a user message")
+	if n := len(conv.Messages); !conv.resumed() && (n == 0 || conv.Messages[n-1].Role != RoleUser) {
+		return nil, errors.New("agent: Continue needs a conversation that ends with a user message, or whose sub-agents' answers are stored")
 	}
 	if emit != nil {
 		emit = serialized(emit)
@@ -375,9 +387,90 @@ func (a *Agent) Continue(ctx context.Context, conv *Conversation, emit func(Even
 	t := a.newTurn(conv)
 	t.emit = emit
 	t.box = box
-	res, err := t.loop(ctx)
+	res, err := t.goOn(ctx)
 	after(ctx, a.cfg.Hooks.AfterInvocation, &AfterInvocationEvent{Result: res, Err: err})
 	return res, err
+}
+
+// resumed reports whether c's answer waits for sub-agents whose answers
+// are stored: see Pending.Resumed.
+func (c *Conversation) resumed() bool {
+	return c.Pending != nil && len(c.Pending.Interrupts) == 0 && len(c.Pending.Resumed) > 0
+}
+
+// goOn runs the rest of a turn whose answer is stored: the turns of the
+// sub-agents that Answer resumed, to their ends, then the user message of
+// their results, then the loop.
+func (t *turn) goOn(ctx context.Context) (*Result, error) {
+	if t.conv.resumed() {
+		work, cancel := t.workContext(ctx)
+		defer cancel()
+		res, err := t.finishResumed(ctx, work)
+		if err != nil || res.StopReason == StopInterrupt {
+			return res, err
+		}
+	}
+	if n := len(t.conv.Messages); n == 0 || t.conv.Messages[n-1].Role != RoleUser {
+		return nil, errors.New("agent: nothing to continue: the conversation ends with an answer")
+	}
+	return t.loop(ctx)
+}
+
+// finishResumed runs the rest of the turns of the sub-agents whose
+// delegations t's conversation's Pending.Resumed holds back, and adds the
+// user message that answers every tool use of the paused answer; or ends
+// t with StopInterrupt when a sub-agent waits for a person again.
+func (t *turn) finishResumed(ctx, work context.Context) (*Result, error) {
+	conv := t.conv
+	uses, err := pausedUses(&Conversation{Messages: conv.Messages, Pending: &Pending{Interrupts: conv.Pending.Resumed}})
+	if err != nil {
+		return nil, err
+	}
+	results := make(map[string]*ToolResultBlock, len(uses))
+	for _, r := range conv.Pending.Results {
+		results[r.ToolUseID] = r
+	}
+	var waiting []Interrupt
+	for _, u := range uses {
+		if !slices.ContainsFunc(conv.Pending.Resumed, func(in Interrupt) bool { return in.DelegationID == u.ToolUseID }) {
+			continue
+		}
+		r, held := t.resumeDelegation(work, u)
+		if work.Err() != nil {
+			return nil, t.fail(ctx, work, work.Err())
+		}
+		if r != nil {
+			results[u.ToolUseID] = r
+			t.send(Event{ToolResult: r})
+		}
+		waiting = append(waiting, held...)
+	}
+	if len(waiting) > 0 {
+		p := &Pending{Interrupts: waiting}
+		for _, u := range uses {
+			if r := results[u.ToolUseID]; r != nil {
+				p.Results = append(p.Results, r)
+			}
+		}
+		for i := range waiting {
+			t.send(Event{Interrupt: &waiting[i]})
+		}
+		t.conv.Pending = p
+		res := t.finish(StopInterrupt, "")
+		res.Pending = p
+		return res, nil
+	}
+	m := Message{Role: RoleUser}
+	for _, u := range uses {
+		r := results[u.ToolUseID]
+		if r == nil {
+			r = TextResult(u.ToolUseID, ToolError, interruptedText)
+		}
+		m.Content = append(m.Content, ContentBlock{ToolResult: r})
+	}
+	t.conv.Pending = nil
+	t.add(ctx, m)
+	return t.finish(StopToolUse, ""), nil
 }
 
 // pausedUses returns the tool uses that conv's pending interrupts hold

@@ -109,28 +109,15 @@ func (d *delegation) Run(ctx context.Context, call *ToolCall) ([]ToolResultConte
 	if err := json.Unmarshal(call.Input, &in); err != nil || strings.TrimSpace(in.Task) == "" {
 		return nil, errors.New(`the input must be {"task": "..."}, with a task that is not blank`)
 	}
-	return d.run(ctx, call, func(t *turn) (*Result, error) {
+	return d.run(ctx, call, false, func(t *turn) (*Result, error) {
 		t.begin(ctx, []ContentBlock{Text(in.Task)})
 		return t.loop(ctx)
 	})
 }
 
-// resume resumes the sub-agent's turn that paused for a person, inside
-// call's turn, which answers it with responses.
-func (d *delegation) resume(ctx context.Context, call *ToolCall, responses []Response) ([]ToolResultContent, error) {
-	return d.run(ctx, call, func(t *turn) (*Result, error) {
-		if t.conv.Pending == nil {
-			return nil, errors.New("its turn waits for nothing: the stored conversation has no pending interrupts")
-		}
-		work, cancel := context.WithCancel(ctx)
-		defer cancel()
-		res, err := t.answer(ctx, work, responses)
-		if err != nil || res.StopReason == StopInterrupt {
-			return res, err
-		}
-		return t.loop(ctx)
-	})
-}
+// errGoesOn ends the first step of a delegation's resume: its sub-agent
+// took the responses, and Continue runs the rest of its turn.
+var errGoesOn = errors.New("the sub-agent goes on once its answer is stored")
 
 // pausedError is a delegation whose sub-agent's turn paused for a person:
 // the interrupts hold back the delegating tool use, as they are seen from
@@ -145,7 +132,11 @@ func (e *pausedError) Error() string { return "the sub-agent waits for a person"
 // conversation is the one the session keeps for it, unless it starts
 // fresh; a turn of such a sub-agent that pauses pauses the delegating
 // turn.
-func (d *delegation) run(ctx context.Context, call *ToolCall, step func(t *turn) (*Result, error)) (_ []ToolResultContent, err error) {
+//
+// A partial step, the first of a resume, leaves the sub-agent's turn to be
+// continued: once it ran, run keeps the conversation and returns
+// errGoesOn.
+func (d *delegation) run(ctx context.Context, call *ToolCall, partial bool, step func(t *turn) (*Result, error)) (_ []ToolResultContent, err error) {
 	parent := call.turn
 	if parent != nil && len(parent.path) >= MaxDelegationDepth {
 		return nil, fmt.Errorf("delegations nest at most %d deep", MaxDelegationDepth)
@@ -195,6 +186,8 @@ func (d *delegation) run(ctx context.Context, call *ToolCall, step func(t *turn)
 				end := &Delegation{Run: *run, Done: true}
 				var paused *pausedError
 				switch {
+				case errors.Is(err, errGoesOn):
+					end.Continues = true
 				case errors.As(err, &paused):
 					for _, in := range paused.interrupts {
 						end.Suspended = append(end.Suspended, in.ID)
@@ -225,11 +218,13 @@ func (d *delegation) run(ctx context.Context, call *ToolCall, step func(t *turn)
 		return nil, fmt.Errorf("the agent %s needs a person's answer, which a sub-agent that starts fresh cannot wait for", d.name)
 	}
 	if kept != nil {
-		// The turn ended as a turn does, or paused: a history the next
-		// delegation, or the resume, goes on from.
+		// The turn ended as a turn does, or paused, or took its responses:
+		// a history the next delegation, or the resume, goes on from.
 		kept.ran(t, res)
 	}
 	switch {
+	case partial && res.StopReason != StopInterrupt:
+		return nil, errGoesOn
 	case res.StopReason == StopInterrupt:
 		return nil, &pausedError{interrupts: lift(res.Pending.Interrupts, d.name, call.ID)}
 	case res.StopReason == StopMaxCycles && t.budget.spent():
@@ -256,19 +251,43 @@ func lift(interrupts []Interrupt, name, id string) []Interrupt {
 	return out
 }
 
-// resumeDelegation resumes the sub-agent's turn that the tool use u, a
-// delegation of t's agent, waits for, with the responses to its
-// interrupts: u's result, or the interrupts it waits for now.
-func (t *turn) resumeDelegation(ctx context.Context, u *ToolUseBlock, responses []Response) (*ToolResultBlock, []Interrupt) {
-	var d *delegation
-	if r, ok := t.box.tools[u.Name]; ok {
-		d, _ = r.tool.(*delegation)
-	}
+// answerDelegation gives the sub-agent's turn that u, a delegation of t's
+// agent, waits for the responses to its interrupts: its approved tools
+// run, and its conversation keeps its answer, for the store. goesOn says
+// that Continue runs the rest of its turn (resumeDelegation); else r is
+// u's result, an error result.
+func (t *turn) answerDelegation(ctx context.Context, u *ToolUseBlock, responses []Response) (r *ToolResultBlock, goesOn bool) {
+	d, r := t.delegationOf(u)
 	if d == nil {
-		return t.a.admit(TextResult(u.ToolUseID, ToolError, fmt.Sprintf("The agent %s cannot be resumed: it is no longer one of this agent's sub-agents.", u.Name))), nil
+		return r, false
+	}
+	_, err := d.run(ctx, t.delegationCall(u), true, func(st *turn) (*Result, error) {
+		if st.conv.Pending == nil {
+			return nil, errors.New("its turn waits for nothing: the stored conversation has no pending interrupts")
+		}
+		work, cancel := context.WithCancel(ctx)
+		defer cancel()
+		return st.answer(ctx, work, responses)
+	})
+	if errors.Is(err, errGoesOn) {
+		return nil, true
+	}
+	if err == nil {
+		err = errors.New("its turn ended without going on") // a partial step always goes on or fails
+	}
+	return t.a.admit(TextResult(u.ToolUseID, ToolError, "The tool failed: "+err.Error())), false
+}
+
+// resumeDelegation runs the rest of the sub-agent's turn that u, a
+// delegation of t's agent, waits for, whose answer answerDelegation
+// stored: u's result, or the interrupts it waits for again.
+func (t *turn) resumeDelegation(ctx context.Context, u *ToolUseBlock) (*ToolResultBlock, []Interrupt) {
+	d, r := t.delegationOf(u)
+	if d == nil {
+		return r, nil
 	}
 	start := time.Now()
-	content, err := d.resume(ctx, &ToolCall{ID: u.ToolUseID, Name: u.Name, Input: inputOf(u), State: t.state, turn: t}, responses)
+	content, err := d.run(ctx, t.delegationCall(u), false, func(st *turn) (*Result, error) { return st.goOn(ctx) })
 	var paused *pausedError
 	var result *ToolResultBlock
 	switch {
@@ -283,6 +302,22 @@ func (t *turn) resumeDelegation(ctx context.Context, u *ToolUseBlock, responses 
 	t.metrics.ToolCalls++
 	t.metrics.Tools = append(t.metrics.Tools, ToolRun{Name: u.Name, Duration: time.Since(start), Failed: result.Status == ToolError})
 	return result, nil
+}
+
+// delegationOf returns the delegation u calls, or, when t's agent has no
+// such sub-agent any more, nil and u's error result.
+func (t *turn) delegationOf(u *ToolUseBlock) (*delegation, *ToolResultBlock) {
+	if r, ok := t.box.tools[u.Name]; ok {
+		if d, ok := r.tool.(*delegation); ok {
+			return d, nil
+		}
+	}
+	return nil, t.a.admit(TextResult(u.ToolUseID, ToolError, fmt.Sprintf("The agent %s cannot be resumed: it is no longer one of this agent's sub-agents.", u.Name)))
+}
+
+// delegationCall is the call of the delegation u, inside t.
+func (t *turn) delegationCall(u *ToolUseBlock) *ToolCall {
+	return &ToolCall{ID: u.ToolUseID, Name: u.Name, Input: inputOf(u), State: t.state, turn: t}
 }
 
 // AgentRun is one delegation: a sub-agent's turn inside the turn of the
@@ -310,6 +345,10 @@ type Delegation struct {
 	Done      bool
 	Err       string
 	Suspended []string
+	// Continues ends the first step of a resume: the sub-agent took the
+	// responses, and the same run goes on, after a commit, with its
+	// start event again.
+	Continues bool
 }
 
 // AgentTurn is what a turn added to a sub-agent's conversation.
@@ -397,7 +436,7 @@ func (c *agentConversation) ran(t *turn, res *Result) {
 	c.turn.Messages = append(c.turn.Messages, res.Messages...)
 	c.turn.Window, c.turn.State, c.turn.Pending = res.Window, res.State, res.Pending
 	c.changed = true
-	c.paused = res.Pending != nil
+	c.paused = res.Pending != nil && len(res.Pending.Interrupts) > 0
 }
 
 // agentTurns lists what the turn added to its sub-agents' conversations,

@@ -586,8 +586,10 @@ func TestDelegationPausesTheTurn(t *testing.T) {
 	}
 	sess.commit(res)
 
-	// The next invocation answers: the researcher finishes, then the main
-	// agent.
+	// The next invocation answers, in two steps with a commit between, as
+	// the turn service runs them: Answer runs the researcher's approved
+	// tool and stores its answer, and calls no model; Continue runs the
+	// rest of the researcher's turn, then the main agent's.
 	ans, err := main.Answer(t.Context(), sess.conv, []agent.Response{
 		{InterruptID: "r1", Approve: ptr(true)},
 		{InterruptID: "q1", Answer: "teal"},
@@ -595,25 +597,28 @@ func TestDelegationPausesTheTurn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ans.Pending != nil || len(ans.Messages) != 1 {
-		t.Fatalf("answer: %+v", ans)
+	if len(ans.Messages) != 0 || ans.Pending == nil || len(ans.Pending.Interrupts) != 0 || len(ans.Pending.Resumed) != 2 || ans.Metrics.ModelCalls != 0 || ans.Metrics.ToolCalls != 1 {
+		t.Fatalf("answer: %d messages, pending %+v, %d model calls, %d tool calls", len(ans.Messages), ans.Pending, ans.Metrics.ModelCalls, ans.Metrics.ToolCalls)
 	}
-	if got := resultTexts(ans.Messages[0]); got != `Researched: {"expression":"6*7","result":42} teal` {
-		t.Errorf("the delegation's result: %q", got)
-	}
-	if r := ans.Agents; len(r) != 1 || r[0].Pending != nil || r[0].First != 2 || len(r[0].Messages) != 2 {
-		t.Errorf("the researcher's resumed turn: %+v", r)
-	}
-	if ans.AgentUsage["researcher"].InputTokens == 0 || ans.Metrics.ModelCalls != 1 {
-		t.Errorf("the answer's usage by agent %+v, %d model calls", ans.AgentUsage, ans.Metrics.ModelCalls)
+	if r := ans.Agents; len(r) != 1 || r[0].Pending != nil || r[0].First != 2 || len(r[0].Messages) != 1 || resultTexts(r[0].Messages[0]) != `{"expression":"6*7","result":42} teal` {
+		t.Errorf("the researcher's answer: %+v", r)
 	}
 	sess.commit(ans)
 	done, err := main.Continue(t.Context(), sess.conv, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
+	if got := resultTexts(done.Messages[0]); got != `Researched: {"expression":"6*7","result":42} teal` {
+		t.Errorf("the delegation's result: %q", got)
+	}
 	if done.Text != `Main: Researched: {"expression":"6*7","result":42} teal` {
 		t.Errorf("the main agent's answer: %q", done.Text)
+	}
+	if r := done.Agents; len(r) != 1 || r[0].First != 3 || len(r[0].Messages) != 1 {
+		t.Errorf("the rest of the researcher's turn: %+v", r)
+	}
+	if done.AgentUsage["researcher"].InputTokens == 0 || done.Metrics.ModelCalls != 2 {
+		t.Errorf("usage by agent %+v, %d model calls", done.AgentUsage, done.Metrics.ModelCalls)
 	}
 	sess.commit(done)
 
@@ -636,13 +641,18 @@ func TestDelegationPausesTheTurn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := resultTexts(ans.Messages[0]); !strings.HasPrefix(got, "Wrote: Researched: A person denied this tool call.") {
-		t.Errorf("the writer's result: %q", got)
-	}
-	if len(ans.Agents) != 2 {
-		t.Errorf("the resume changed %d agents, want the writer and the researcher", len(ans.Agents))
+	if len(ans.Agents) != 2 || len(ans.Pending.Resumed) != 2 {
+		t.Errorf("the answer changed %d agents, want the writer and the researcher; pending %+v", len(ans.Agents), ans.Pending)
 	}
 	sess.commit(ans)
+	done, err = main.Continue(t.Context(), sess.conv, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := resultTexts(done.Messages[0]); !strings.HasPrefix(got, "Wrote: Researched: A person denied this tool call.") {
+		t.Errorf("the writer's result: %q", got)
+	}
+	sess.commit(done)
 
 	// A new message instead of responses denies a sub-agent's interrupts
 	// too: the main agent's delegation gets its note now, and the
@@ -748,6 +758,9 @@ func TestResumeOfARemovedSubAgent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if ans.Pending != nil || len(ans.Messages) != 1 {
+		t.Fatalf("answer: %+v", ans)
+	}
 	if r := ans.Messages[0].Content[0].ToolResult; r.Status != agent.ToolError || !strings.Contains(r.Content[0].Text, "no longer one of this agent's sub-agents") {
 		t.Errorf("the delegation's result: %+v", r)
 	}
@@ -784,8 +797,13 @@ func TestTwoSubAgentsPauseAtOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := resultTexts(ans.Messages[0]); got != "One. red Two. blue" {
+	sess.commit(ans)
+	done, err := main.Continue(t.Context(), sess.conv, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := resultTexts(done.Messages[0]); got != "One. red Two. blue" {
 		t.Errorf("the delegations' results: %q", got)
 	}
-	sess.commit(ans)
+	sess.commit(done)
 }

@@ -173,6 +173,14 @@ func (s *Stream) toolCall(u *agent.ToolUseBlock, parent, subagentRunID string) {
 // call that delegated, or ends it (SUBAGENT_FINISHED or SUBAGENT_ERROR).
 func (s *Stream) delegation(d *agent.Delegation) {
 	id := d.Run.ID
+	switch {
+	case !d.Done && s.subs[id] != nil, d.Done && d.Continues:
+		// The two steps of a resume are one run of the sub-agent.
+		if sub := s.subs[id]; sub != nil {
+			s.closeSubText(sub)
+		}
+		return
+	}
 	if !d.Done {
 		s.closeText()
 		ev := map[string]any{"type": EventSubagentStarted, "subagentRunId": id, "name": d.Run.Name, "parentToolCallId": id, "parentMessageId": s.message}

@@ -121,6 +121,9 @@ type sse struct {
 	w       http.ResponseWriter
 	started bool
 	status  int
+	// open holds the sub-agents' runs started and not ended: a resumed
+	// one goes on across the two steps of its resume, as one run.
+	open map[string]bool
 }
 
 var _ turn.Sink = (*sse)(nil)
@@ -139,11 +142,18 @@ func (s *sse) Start(sessionID string, _ int) {
 
 // Event sends an agent event.
 func (s *sse) Event(e agent.Event) {
+	// The agent's events come one at a time: open needs no lock.
 	switch d := e.Delegation; {
-	case d != nil && !d.Done:
+	case d != nil && !d.Done && !s.open[d.Run.ID]:
+		if s.open == nil {
+			s.open = map[string]bool{}
+		}
+		s.open[d.Run.ID] = true
 		s.event(EventAgentStart, AgentStart{ID: d.Run.ID, Name: d.Run.Name, Path: d.Run.Path, ParentID: d.Run.ParentID})
-	case d != nil:
+	case d != nil && d.Done && !d.Continues:
+		delete(s.open, d.Run.ID)
 		s.event(EventAgentEnd, AgentEnd{ID: d.Run.ID, Name: d.Run.Name, Error: d.Err, Suspended: d.Suspended})
+	case d != nil: // a run that is open already, or goes on
 	case e.Agent != nil:
 		s.agentEvent(e)
 	case e.Text != "":

@@ -67,6 +67,13 @@ func (s *Service) resume(ctx context.Context, c Chat, client func(*agent.Convers
 				return nil, ddbhistory.ErrNotFound
 			case sess.Resuming:
 				return nil, ErrResuming
+			case conv.Pending != nil && len(conv.Pending.Interrupts) == 0:
+				// An earlier attempt stored the sub-agents' answers to these
+				// responses, and stopped: the rest of the turn is left.
+				if !resumedBy(conv.Pending, c.Responses) {
+					return nil, ErrNothingPending
+				}
+				start()
 			case conv.Pending != nil:
 				if err := conv.Pending.Check(c.Responses, time.Now()); err != nil {
 					return nil, err
@@ -79,18 +86,23 @@ func (s *Service) resume(ctx context.Context, c Chat, client func(*agent.Convers
 				if err != nil {
 					return nil, err
 				}
-				if first.Pending != nil {
+				if first.Pending != nil && len(first.Pending.Interrupts) > 0 {
 					// Client tools' calls wait on: this is the turn's end
 					// for now, and its commit ends the claim.
 					return &done[ChatAnswer]{Result: first, Answer: s.chatAnswer(sess.ID, first)}, nil
 				}
+				// The results, or the sub-agents' answers, are stored
+				// before any model call, so that no approved tool that ran
+				// runs again.
 				window := append(conv.Messages, first.Messages...)
-				err = s.store.Commit(storeCtx, sess, ddbhistory.Turn{Messages: first.Messages, Window: first.Window, State: first.State, Agents: agentTurns(first), Resuming: true})
+				kept := *conv // what the commit does not store, for Continue
+				err = s.store.Commit(storeCtx, sess, ddbhistory.Turn{Messages: first.Messages, Window: first.Window, State: first.State, Pending: first.Pending, Agents: agentTurns(first), Resuming: true})
 				if err != nil {
 					return nil, &CommitError{Result: first, Err: err}
 				}
 				checkpointed = true
-				conv.Messages = window
+				conv.Messages, conv.Pending = window, first.Pending
+				conv.ClientTools, conv.Context, conv.Agents = kept.ClientTools, kept.Context, kept.Agents
 				earlier, answering = first.Messages, first
 			case !answered(conv.Messages, c.Responses):
 				return nil, ErrNothingPending
@@ -117,6 +129,21 @@ func (s *Service) resume(ctx context.Context, c Chat, client func(*agent.Convers
 			}
 		},
 	})
+}
+
+// resumedBy reports whether p holds back only the turns of sub-agents that
+// took responses already, and responses name those interrupts alone: a
+// retry of a resume whose first step was stored.
+func resumedBy(p *agent.Pending, responses []agent.Response) bool {
+	if len(p.Resumed) == 0 || len(responses) == 0 {
+		return false
+	}
+	for _, r := range responses {
+		if !slices.ContainsFunc(p.Resumed, func(in agent.Interrupt) bool { return in.ID == r.InterruptID }) {
+			return false
+		}
+	}
+	return true
 }
 
 // answered reports whether msgs end with the user message that answered
