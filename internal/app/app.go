@@ -227,6 +227,7 @@ func newAgent(cfg *Config, client bedrock.ConverseAPI, opts Options, tracing *te
 			Tools:                   tools,
 			MaxCycles:               cmp.Or(sa.MaxCycles, cfg.MaxCycles),
 			Retry:                   opts.Retry,
+			InterruptTTL:            cfg.InterruptTTL, // its pause is the whole turn's
 			MaxToolResultBytes:      cfg.MaxToolResultBytes,
 			MaxToolResultMediaBytes: cfg.MaxToolResultMediaBytes,
 			PromptCache:             cfg.PromptCache,
