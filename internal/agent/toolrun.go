@@ -64,6 +64,8 @@ func (t *turn) runTool(ctx context.Context, u *ToolUseBlock, approved bool, run 
 	if in := t.interruptFor(u, ev); in != nil {
 		return nil, in
 	}
+	_, delegates := ev.Tool.(*delegation)
+	ctx = contextFrom(ctx, hooks.ToolContext, &ToolContextEvent{Use: u, Tool: ev.Tool, Delegation: delegates && ev.Cancel == ""})
 
 	var result *ToolResultBlock
 	switch {
