@@ -6,9 +6,10 @@ import (
 )
 
 // Hooks are callbacks the agent runs at points of a turn. Each event has its
-// own typed slice; append to it to register. "Before" callbacks run in the
-// order they were registered and "after" callbacks in reverse, so that a pair
-// registered together nests like a deferred call.
+// own typed slice; append to it to register. "Before" callbacks (and
+// ToolContext's) run in the order they were registered and "after"
+// callbacks in reverse, so that a pair registered together nests like a
+// deferred call.
 //
 // Tool events run on the goroutine of the tool they describe, so callbacks for
 // them must be safe for concurrent use. Callbacks must not keep the events they
@@ -21,7 +22,13 @@ type Hooks struct {
 	AfterModelCall   []func(context.Context, *AfterModelCallEvent)
 	ModelRetry       []func(context.Context, *ModelRetryEvent)
 	BeforeToolCall   []func(context.Context, *BeforeToolCallEvent)
-	AfterToolCall    []func(context.Context, *AfterToolCallEvent)
+	// ToolContext callbacks give a tool call that goes ahead the context
+	// it runs with, which its AfterToolCall callbacks get too: the context
+	// they are given, or one derived from it, such as one that carries a
+	// trace span for the run, which an AfterToolCall callback then ends.
+	// Each is given the context the one before returned (nil keeps it).
+	ToolContext   []func(context.Context, *ToolContextEvent) context.Context
+	AfterToolCall []func(context.Context, *AfterToolCallEvent)
 }
 
 // BeforeInvocationEvent starts a turn.
@@ -87,6 +94,20 @@ type BeforeToolCallEvent struct {
 	Approved bool
 }
 
+// ToolContextEvent is a tool call that goes ahead once the BeforeToolCall
+// callbacks ran: the tool runs, or the model receives an error result in
+// its place, for a cancelled call or a tool the agent does not have. A
+// call that waits for a person has none until it is approved.
+type ToolContextEvent struct {
+	Use *ToolUseBlock
+	// Tool is the tool the BeforeToolCall callbacks left, nil when the
+	// model named a tool the agent does not have.
+	Tool Tool
+	// Delegation says that Tool runs and hands the task to a sub-agent
+	// (see Delegate), whose name and description are the tool's.
+	Delegation bool
+}
+
 // AfterToolCallEvent follows each tool run. A callback may replace Result,
 // which is what the model receives.
 type AfterToolCallEvent struct {
@@ -96,12 +117,28 @@ type AfterToolCallEvent struct {
 	Tool     Tool
 	Result   *ToolResultBlock
 	Duration time.Duration
+	// Paused says that the tool, a delegation, ended its run without a
+	// result: its sub-agent waits for a person, and Result only says so.
+	// The delegation's result comes when a resume ends the sub-agent's
+	// turn; a hook's replacement of Result is ignored.
+	Paused bool
 }
 
 func before[E any](ctx context.Context, fns []func(context.Context, *E), e *E) {
 	for _, fn := range fns {
 		fn(ctx, e)
 	}
+}
+
+// contextFrom runs fns in order, each given the context the one before
+// returned, and returns the last one's.
+func contextFrom[E any](ctx context.Context, fns []func(context.Context, *E) context.Context, e *E) context.Context {
+	for _, fn := range fns {
+		if c := fn(ctx, e); c != nil {
+			ctx = c
+		}
+	}
+	return ctx
 }
 
 func after[E any](ctx context.Context, fns []func(context.Context, *E), e *E) {

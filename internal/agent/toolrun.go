@@ -69,6 +69,8 @@ func (t *turn) runTool(ctx context.Context, u *ToolUseBlock, approved bool, run 
 	if in := t.interruptFor(u, ev); in != nil {
 		return nil, []Interrupt{*in}
 	}
+	_, delegates := ev.Tool.(*delegation)
+	ctx = contextFrom(ctx, hooks.ToolContext, &ToolContextEvent{Use: u, Tool: ev.Tool, Delegation: delegates && ev.Cancel == ""})
 
 	var result *ToolResultBlock
 	switch {
@@ -79,6 +81,10 @@ func (t *turn) runTool(ctx context.Context, u *ToolUseBlock, approved bool, run 
 	default:
 		var held []Interrupt
 		if result, held = t.invoke(ctx, ev.Tool, u); held != nil {
+			// The run ends here, without a result: the hooks that saw it
+			// start see it end.
+			note := TextResult(u.ToolUseID, ToolSuccess, fmt.Sprintf("The agent %s waits for a person's answer.", u.Name))
+			after(ctx, hooks.AfterToolCall, &AfterToolCallEvent{Use: u, Tool: ev.Tool, Result: note, Duration: time.Since(start), Paused: true})
 			return nil, held
 		}
 	}

@@ -314,11 +314,7 @@ func hooks(logger *slog.Logger, tracing *telemetry.Tracing) agent.Hooks {
 		AfterToolCall: []func(context.Context, *agent.AfterToolCallEvent){logToolErrors(logger)},
 		ModelRetry:    []func(context.Context, *agent.ModelRetryEvent){logRetries(logger)},
 	}
-	if span := tracing.ToolHook(); span != nil {
-		// Registered first, it runs last: its span ends with the result
-		// the model receives.
-		h.AfterToolCall = append([]func(context.Context, *agent.AfterToolCallEvent){span}, h.AfterToolCall...)
-	}
+	tracing.TraceTools(&h)
 	return h
 }
 

@@ -255,7 +255,8 @@ func (t *Tracing) Shutdown(ctx context.Context) error {
 
 // Handler wraps next, the functions' HTTP handler, so that each request is
 // one invocation span, invoke_agent, whose children are the model calls,
-// tool runs and store requests of its turn. On Lambda the span continues
+// tool runs and store requests of its turn (a sub-agent's model calls and
+// tool runs are under its delegation's; see TraceTools). On Lambda the span continues
 // the invocation's X-Ray trace: its trace id is the X-Ray trace's, and when
 // X-Ray samples the invocation its parent is the function's segment, so a
 // collector that exports to X-Ray shows it under the function. (Unsampled,
@@ -342,13 +343,7 @@ func (t *Tracing) Record(ctx context.Context, r Request) {
 		span.SetName(cmp.Or(r.Route, r.Method))
 	}
 	if res := r.Result; res != nil {
-		u := res.Usage
-		attrs = append(attrs,
-			attribute.Int("gen_ai.usage.input_tokens", u.InputTokens+u.CacheReadInputTokens+u.CacheWriteInputTokens),
-			attribute.Int("gen_ai.usage.output_tokens", u.OutputTokens),
-			attribute.Int("gen_ai.usage.cache_read.input_tokens", u.CacheReadInputTokens),
-			attribute.Int("gen_ai.usage.cache_creation.input_tokens", u.CacheWriteInputTokens),
-		)
+		attrs = append(attrs, usageAttrs(res.Usage)...)
 		if res.StopReason != "" {
 			attrs = append(attrs, attribute.StringSlice("gen_ai.response.finish_reasons", []string{string(res.StopReason)}))
 		}

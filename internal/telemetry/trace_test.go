@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/lambda-agent/lambda-agent/internal/agent"
@@ -82,6 +83,7 @@ func errorCode(t *testing.T, w *httptest.ResponseRecorder) string {
 type traceOf struct {
 	root     telemetry.Span
 	children map[string][]telemetry.Span // by parent span id, in start order
+	byID     map[string]telemetry.Span
 	all      []telemetry.Span
 }
 
@@ -100,11 +102,12 @@ func traces(t *testing.T, spans []telemetry.Span) []*traceOf {
 		tid := hex.EncodeToString(s.TraceId)
 		tr, ok := byTrace[tid]
 		if !ok {
-			tr = &traceOf{children: map[string][]telemetry.Span{}}
+			tr = &traceOf{children: map[string][]telemetry.Span{}, byID: map[string]telemetry.Span{}}
 			byTrace[tid] = tr
 			order = append(order, tid)
 		}
 		tr.all = append(tr.all, s)
+		tr.byID[hex.EncodeToString(s.SpanId)] = s
 		if parent := hex.EncodeToString(s.ParentSpanId); ids[parent] {
 			tr.children[parent] = append(tr.children[parent], s)
 		} else if tr.root.Span != nil {
@@ -871,46 +874,300 @@ func TestTraceOfANewSession(t *testing.T) {
 	}
 }
 
-// TestTraceOfADelegatingTurn pins what docs/subagents.md says of traces
-// today: a sub-agent's model calls are chat spans under the request's
-// invoke_agent span, as the main agent's are, within the time of the
-// delegation's execute_tool span, a sibling; and the root span's usage
+// TestTraceOfADelegatingTurn pins what docs/subagents.md and
+// docs/observability.md say of traces: each delegation's execute_tool span
+// holds an invoke_agent span of the sub-agent, named after it, under which
+// are the sub-agent's model calls, its tool runs and its own delegations
+// (here the researcher's to the analyst, two deep); each invoke_agent
+// span's usage is the sum of the chat spans under it, and the root's
 // counts every agent's calls.
 func TestTraceOfADelegatingTurn(t *testing.T) {
 	s, c := tracedStack(t, map[string]string{
-		"TOOLS":  "calculator",
-		"AGENTS": `[{"name":"researcher","description":"Researches.","system_prompt":"You research.","tools":[]}]`,
+		"TOOLS": "calculator",
+		"AGENTS": `[{"name":"researcher","description":"Researches.","system_prompt":"You research.","tools":["analyst"]},
+			{"name":"analyst","description":"Computes.","system_prompt":"You compute.","tools":["calculator"]}]`,
 	})
 	s.Model.Enqueue(
-		conversetest.ToolUse("d-1", "researcher", map[string]any{"task": "Find it."}),
-		conversetest.Text("Found."),
-		conversetest.Text("The researcher found it."),
+		conversetest.ToolUse("d-1", "researcher", map[string]any{"task": "Find it."}).WithCacheUsage(10, 1, 2, 3),
+		conversetest.ToolUse("d-2", "analyst", map[string]any{"task": "Compute 6*7."}).WithCacheUsage(20, 2, 4, 5), // the researcher's
+		conversetest.ToolUse("c-1", "calculator", map[string]any{"expression": "6*7"}).WithCacheUsage(30, 3, 6, 7), // the analyst's
+		conversetest.Text("42.").WithCacheUsage(40, 4, 8, 11),
+		conversetest.Text("Found 42.").WithCacheUsage(50, 5, 10, 13),
+		conversetest.Text("The researcher found 42.").WithCacheUsage(60, 6, 12, 17),
 	)
 	w := postChat(t.Context(), s, `{"session_id":"deleg-1","message":"ask the researcher"}`)
 	if w.Code != http.StatusOK {
 		t.Fatalf("%d %s", w.Code, w.Body)
 	}
 	tr := oneTrace(t, c.Spans())
+	chat := node{Name: "chat test-model", Kind: "CLIENT"}
 	want := node{Name: "invoke_agent chat-fn", Kind: "INTERNAL", Children: []node{
 		{Name: "session.load", Kind: "CLIENT"},
-		{Name: "chat test-model", Kind: "CLIENT"},
-		{Name: "execute_tool researcher", Kind: "INTERNAL"},
-		{Name: "chat test-model", Kind: "CLIENT"}, // the researcher's, during the delegation
-		{Name: "chat test-model", Kind: "CLIENT"},
+		chat,
+		{Name: "execute_tool researcher", Kind: "INTERNAL", Children: []node{
+			{Name: "invoke_agent researcher", Kind: "INTERNAL", Children: []node{
+				chat,
+				{Name: "execute_tool analyst", Kind: "INTERNAL", Children: []node{
+					{Name: "invoke_agent analyst", Kind: "INTERNAL", Children: []node{
+						chat,
+						{Name: "execute_tool calculator", Kind: "INTERNAL"},
+						chat,
+					}},
+				}},
+				chat,
+			}},
+		}},
+		chat,
 		{Name: "session.commit", Kind: "CLIENT"},
 	}}
 	if diff := cmp.Diff(want, tr.tree()); diff != "" {
 		t.Fatalf("span tree (-want +got):\n%s", diff)
 	}
-	chats, tool := tr.named("chat test-model"), tr.one(t, "execute_tool researcher")
-	if chats[1].StartTimeUnixNano < tool.StartTimeUnixNano || chats[1].EndTimeUnixNano > tool.EndTimeUnixNano {
-		t.Errorf("the sub-agent's model call [%d, %d] is not within the delegation [%d, %d]", chats[1].StartTimeUnixNano, chats[1].EndTimeUnixNano, tool.StartTimeUnixNano, tool.EndTimeUnixNano)
+	for _, sp := range tr.all {
+		if parent, ok := tr.byID[hex.EncodeToString(sp.ParentSpanId)]; ok {
+			checkWithin(t, sp, parent)
+		}
 	}
-	var sum int64
-	for _, ch := range chats {
-		sum += attrs(ch.Attributes)["gen_ai.usage.output_tokens"].(int64)
+
+	// The delegation's tool span is as any tool's.
+	wantTool := map[string]any{
+		"gen_ai.operation.name": "execute_tool",
+		"gen_ai.tool.name":      "researcher",
+		"gen_ai.tool.call.id":   "d-1",
+		"gen_ai.tool.type":      "function",
 	}
-	if root := attrs(tr.root.Attributes); root["gen_ai.usage.output_tokens"] != sum || sum == 0 {
-		t.Errorf("the turn's output tokens %v are not the sum of every agent's calls, %d", root["gen_ai.usage.output_tokens"], sum)
+	if diff := cmp.Diff(wantTool, attrs(tr.one(t, "execute_tool researcher").Attributes)); diff != "" {
+		t.Errorf("attributes of the delegation's tool span (-want +got):\n%s", diff)
 	}
+	// The analyst's calls: 30+3+6 and 40+4+8 input tokens, 7 and 11 output.
+	analyst := tr.one(t, "invoke_agent analyst")
+	wantAgent := map[string]any{
+		"gen_ai.operation.name":                    "invoke_agent",
+		"gen_ai.provider.name":                     "aws.bedrock",
+		"gen_ai.agent.name":                        "analyst",
+		"gen_ai.agent.description":                 "Computes.",
+		"gen_ai.request.model":                     "test-model",
+		"gen_ai.response.finish_reasons":           []any{"end_turn"},
+		"gen_ai.usage.input_tokens":                int64(91),
+		"gen_ai.usage.output_tokens":               int64(18),
+		"gen_ai.usage.cache_read.input_tokens":     int64(7),
+		"gen_ai.usage.cache_creation.input_tokens": int64(14),
+	}
+	if diff := cmp.Diff(wantAgent, attrs(analyst.Attributes)); diff != "" {
+		t.Errorf("attributes of the analyst's span (-want +got):\n%s", diff)
+	}
+	for _, sp := range tr.all {
+		checkStatus(t, sp, tracepb.Status_STATUS_CODE_UNSET, "")
+	}
+	checkUsageOfChats(t, tr, analyst, 2)
+	checkUsageOfChats(t, tr, tr.one(t, "invoke_agent researcher"), 4) // the analyst's too
+	checkUsageOfChats(t, tr, tr.root, 6)
+}
+
+// TestTraceOfParallelDelegations checks the spans of tools that run at
+// once, in one answer: two delegations and a tool. Each call has its own
+// execute_tool span under the root, each sub-agent's invoke_agent span is
+// under its own delegation's, while they overlap, and each sub-agent's
+// model calls and tool run are under its invoke_agent span.
+func TestTraceOfParallelDelegations(t *testing.T) {
+	s, c := tracedStack(t, map[string]string{
+		"TOOLS": "calculator",
+		"AGENTS": `[{"name":"researcher","description":"Researches.","system_prompt":"You research.","tools":["calculator"]},
+			{"name":"editor","description":"Edits.","system_prompt":"You edit.","tools":["calculator"]}]`,
+	})
+	// Each sub-agent's first answer waits, so that the delegations run at
+	// once.
+	const wait = 50 * time.Millisecond
+	s.Model.Responder = func(r *conversetest.Request) conversetest.Reply {
+		first := len(r.Messages) == 1
+		switch sys := systemOf(r); {
+		case sys == "You research." && first:
+			return conversetest.ToolUse("r-1", "calculator", map[string]any{"expression": "2+2"}).WithCacheUsage(20, 2, 4, 5).WithDelay(wait)
+		case sys == "You research.":
+			return conversetest.Text("Researched.").WithCacheUsage(21, 3, 5, 6)
+		case sys == "You edit." && first:
+			return conversetest.ToolUse("e-1", "calculator", map[string]any{"expression": "3+3"}).WithCacheUsage(30, 4, 6, 7).WithDelay(wait)
+		case sys == "You edit.":
+			return conversetest.Text("Edited.").WithCacheUsage(31, 5, 7, 8)
+		case first:
+			return conversetest.ToolUse("p-1", "researcher", map[string]any{"task": "Research."}).
+				WithToolUse("p-2", "editor", map[string]any{"task": "Edit."}).
+				WithToolUse("p-3", "calculator", map[string]any{"expression": "1+1"})
+		default:
+			return conversetest.Text("Done.")
+		}
+	}
+	if w := postChat(t.Context(), s, `{"session_id":"deleg-par","message":"do both"}`); w.Code != http.StatusOK {
+		t.Fatalf("%d %s", w.Code, w.Body)
+	}
+	tr := oneTrace(t, c.Spans())
+	// Siblings that ran at once start in any order: the tree is compared
+	// with each span's children sorted by name.
+	subAgent := func(name string) node {
+		return node{Name: "execute_tool " + name, Kind: "INTERNAL", Children: []node{
+			{Name: "invoke_agent " + name, Kind: "INTERNAL", Children: []node{
+				{Name: "chat test-model", Kind: "CLIENT"},
+				{Name: "chat test-model", Kind: "CLIENT"},
+				{Name: "execute_tool calculator", Kind: "INTERNAL"},
+			}},
+		}}
+	}
+	want := node{Name: "invoke_agent chat-fn", Kind: "INTERNAL", Children: []node{
+		{Name: "chat test-model", Kind: "CLIENT"},
+		{Name: "chat test-model", Kind: "CLIENT"},
+		{Name: "execute_tool calculator", Kind: "INTERNAL"},
+		subAgent("editor"),
+		subAgent("researcher"),
+		{Name: "session.commit", Kind: "CLIENT"},
+		{Name: "session.load", Kind: "CLIENT"},
+	}}
+	if diff := cmp.Diff(want, byName(tr.tree())); diff != "" {
+		t.Fatalf("span tree, children by name (-want +got):\n%s", diff)
+	}
+	// Each calculator span is of the call its own agent made.
+	for _, tt := range []struct{ parent, call string }{
+		{tr.root.Name, "p-3"},
+		{"invoke_agent researcher", "r-1"},
+		{"invoke_agent editor", "e-1"},
+	} {
+		parent := tr.root
+		if tt.parent != tr.root.Name {
+			parent = tr.one(t, tt.parent)
+		}
+		var calls []any
+		for _, sp := range tr.children[hex.EncodeToString(parent.SpanId)] {
+			if sp.Name == "execute_tool calculator" {
+				calls = append(calls, attrs(sp.Attributes)["gen_ai.tool.call.id"])
+			}
+		}
+		if diff := cmp.Diff([]any{tt.call}, calls); diff != "" {
+			t.Errorf("the calculator calls under %q (-want +got):\n%s", tt.parent, diff)
+		}
+	}
+	researcher, editor := tr.one(t, "invoke_agent researcher"), tr.one(t, "invoke_agent editor")
+	if max(researcher.StartTimeUnixNano, editor.StartTimeUnixNano) >= min(researcher.EndTimeUnixNano, editor.EndTimeUnixNano) {
+		t.Errorf("the delegations did not run at once: [%d, %d] and [%d, %d]",
+			researcher.StartTimeUnixNano, researcher.EndTimeUnixNano, editor.StartTimeUnixNano, editor.EndTimeUnixNano)
+	}
+	for _, sp := range []telemetry.Span{researcher, editor} {
+		checkUsageOfChats(t, tr, sp, 2)
+	}
+	checkUsageOfChats(t, tr, tr.root, 6)
+}
+
+// TestTraceOfAFailedDelegation checks that a sub-agent that fails, here
+// by running out of model calls, is an invoke_agent span with status Error
+// and error.type agent_error, within its delegation's execute_tool span,
+// which fails as any tool's does, while the turn goes on and succeeds.
+func TestTraceOfAFailedDelegation(t *testing.T) {
+	s, c := tracedStack(t, map[string]string{
+		"TOOLS":  "calculator",
+		"AGENTS": `[{"name":"researcher","description":"Researches.","system_prompt":"You research.","tools":["calculator"],"max_cycles":1}]`,
+	})
+	s.Model.Enqueue(
+		conversetest.ToolUse("d-1", "researcher", map[string]any{"task": "Find it."}),
+		conversetest.ToolUse("c-1", "calculator", map[string]any{"expression": "6*7"}).WithCacheUsage(20, 2, 4, 5), // its one call
+		conversetest.Text("The researcher could not."),
+	)
+	if w := postChat(t.Context(), s, `{"session_id":"deleg-fail","message":"ask the researcher"}`); w.Code != http.StatusOK {
+		t.Fatalf("%d %s", w.Code, w.Body)
+	}
+	tr := oneTrace(t, c.Spans())
+	tool, sub := tr.one(t, "execute_tool researcher"), tr.one(t, "invoke_agent researcher")
+	if !slices.Equal(sub.ParentSpanId, tool.SpanId) {
+		t.Fatalf("the sub-agent's span is not under its delegation's: %+v", tr.tree())
+	}
+	checkStatus(t, tool, tracepb.Status_STATUS_CODE_ERROR, "tool_error")
+	checkStatus(t, sub, tracepb.Status_STATUS_CODE_ERROR, "agent_error")
+	if msg := sub.GetStatus().GetMessage(); msg != "agent_error" {
+		t.Errorf("status message %q, want agent_error: the result's text is content", msg)
+	}
+	checkUsageOfChats(t, tr, sub, 1)
+	checkStatus(t, tr.root, tracepb.Status_STATUS_CODE_UNSET, "")
+}
+
+// usageKeys are the usage attributes of a chat or invoke_agent span.
+var usageKeys = []string{"gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens", "gen_ai.usage.cache_read.input_tokens", "gen_ai.usage.cache_creation.input_tokens"}
+
+// checkUsageOfChats fails t unless the usage of span is the sum of that of
+// the chats chat spans under it, at any depth.
+func checkUsageOfChats(t *testing.T, tr *traceOf, span telemetry.Span, chats int) {
+	t.Helper()
+	sum := map[string]any{}
+	n := 0
+	var walk func(telemetry.Span)
+	walk = func(s telemetry.Span) {
+		for _, ch := range tr.children[hex.EncodeToString(s.SpanId)] {
+			if strings.HasPrefix(ch.Name, "chat ") {
+				n++
+				got := attrs(ch.Attributes)
+				for _, k := range usageKeys {
+					v, _ := sum[k].(int64)
+					sum[k] = v + got[k].(int64)
+				}
+			}
+			walk(ch)
+		}
+	}
+	walk(span)
+	if n != chats {
+		t.Errorf("%d chat spans under %q, want %d", n, span.Name, chats)
+	}
+	if sum["gen_ai.usage.output_tokens"] == int64(0) {
+		t.Errorf("the chat spans under %q have no usage: the test proves nothing", span.Name)
+	}
+	got := attrs(span.Attributes)
+	if diff := cmp.Diff(sum, subset(got, sum)); diff != "" {
+		t.Errorf("the usage of %q is not the sum of the chat spans under it (-sum +got):\n%s", span.Name, diff)
+	}
+}
+
+// byName is n with every span's children sorted by name, for spans that
+// ran at once.
+func byName(n node) node {
+	kids := make([]node, len(n.Children))
+	for i, k := range n.Children {
+		kids[i] = byName(k)
+	}
+	slices.SortStableFunc(kids, func(a, b node) int { return strings.Compare(a.Name, b.Name) })
+	if len(kids) == 0 {
+		kids = nil
+	}
+	n.Children = kids
+	return n
+}
+
+// systemOf is the system prompt of a request, which tells the agents
+// apart on one stand-in.
+func systemOf(r *conversetest.Request) string {
+	var parts []string
+	for _, b := range r.System {
+		parts = append(parts, b.Text)
+	}
+	return strings.Join(parts, "")
+}
+
+// TestTraceOfAPausedDelegation: a delegation whose sub-agent waits for a
+// person ends its spans when the turn pauses: its execute_tool span, not
+// an error, with the sub-agent's invoke_agent span and its chat under it.
+func TestTraceOfAPausedDelegation(t *testing.T) {
+	s, c := tracedStack(t, map[string]string{
+		"TOOLS":  "ask_user",
+		"AGENTS": `[{"name":"researcher","description":"Researches.","system_prompt":"You research.","tools":["ask_user"]}]`,
+	})
+	s.Model.Enqueue(
+		conversetest.ToolUse("d-1", "researcher", map[string]any{"task": "Find it."}),
+		conversetest.ToolUse("q-1", "ask_user", map[string]any{"question": "Which?"}),
+	)
+	w := postChat(t.Context(), s, `{"session_id":"deleg-paused","message":"ask the researcher"}`)
+	if w.Code != http.StatusOK || !strings.Contains(w.Body.String(), `"stop_reason":"interrupt"`) {
+		t.Fatalf("%d %s", w.Code, w.Body)
+	}
+	tr := oneTrace(t, c.Spans())
+	tool, sub := tr.one(t, "execute_tool researcher"), tr.one(t, "invoke_agent researcher")
+	if !slices.Equal(sub.ParentSpanId, tool.SpanId) {
+		t.Fatalf("the sub-agent's span is not under its delegation's: %+v", tr.tree())
+	}
+	checkStatus(t, tool, tracepb.Status_STATUS_CODE_UNSET, "")
+	checkUsageOfChats(t, tr, sub, 1)
 }
