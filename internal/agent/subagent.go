@@ -261,6 +261,7 @@ func (t *turn) answerDelegation(ctx context.Context, u *ToolUseBlock, responses 
 	if d == nil {
 		return r, false
 	}
+	ctx, done := t.hookRun(ctx, u, d)
 	_, err := d.run(ctx, t.delegationCall(u), true, func(st *turn) (*Result, error) {
 		if st.conv.Pending == nil {
 			return nil, errors.New("its turn waits for nothing: the stored conversation has no pending interrupts")
@@ -270,12 +271,33 @@ func (t *turn) answerDelegation(ctx context.Context, u *ToolUseBlock, responses 
 		return st.answer(ctx, work, responses)
 	})
 	if errors.Is(err, errGoesOn) {
+		done(nil)
 		return nil, true
 	}
 	if err == nil {
 		err = errors.New("its turn ended without going on") // a partial step always goes on or fails
 	}
-	return t.a.admit(TextResult(u.ToolUseID, ToolError, "The tool failed: "+err.Error())), false
+	r = t.a.admit(TextResult(u.ToolUseID, ToolError, "The tool failed: "+err.Error()))
+	done(r)
+	return r, false
+}
+
+// hookRun gives a step of a resumed delegation u of d the hooks of a tool
+// run, but for BeforeToolCall's, which decided on it when it first ran:
+// the context its ToolContext hooks make, and done, which runs its
+// AfterToolCall hooks with its result, or, for nil, with a note that the
+// delegation goes on or waits, as a paused one's.
+func (t *turn) hookRun(ctx context.Context, u *ToolUseBlock, d *delegation) (context.Context, func(*ToolResultBlock)) {
+	hooks := &t.a.cfg.Hooks
+	start := time.Now()
+	ctx = contextFrom(ctx, hooks.ToolContext, &ToolContextEvent{Use: u, Tool: d, Delegation: true})
+	return ctx, func(r *ToolResultBlock) {
+		e := &AfterToolCallEvent{Use: u, Tool: d, Result: r, Duration: time.Since(start)}
+		if r == nil {
+			e.Result, e.Paused = TextResult(u.ToolUseID, ToolSuccess, fmt.Sprintf("The agent %s goes on once its answer is stored, or waits for a person's.", u.Name)), true
+		}
+		after(ctx, hooks.AfterToolCall, e)
+	}
 }
 
 // resumeDelegation runs the rest of the sub-agent's turn that u, a
@@ -287,11 +309,13 @@ func (t *turn) resumeDelegation(ctx context.Context, u *ToolUseBlock) (*ToolResu
 		return r, nil
 	}
 	start := time.Now()
+	ctx, done := t.hookRun(ctx, u, d)
 	content, err := d.run(ctx, t.delegationCall(u), false, func(st *turn) (*Result, error) { return st.goOn(ctx) })
 	var paused *pausedError
 	var result *ToolResultBlock
 	switch {
 	case errors.As(err, &paused):
+		done(nil)
 		return nil, paused.interrupts
 	case err != nil:
 		result = TextResult(u.ToolUseID, ToolError, "The tool failed: "+err.Error())
@@ -299,6 +323,7 @@ func (t *turn) resumeDelegation(ctx context.Context, u *ToolUseBlock) (*ToolResu
 		result = &ToolResultBlock{ToolUseID: u.ToolUseID, Status: ToolSuccess, Content: content}
 	}
 	result = t.a.admit(result)
+	done(result)
 	t.metrics.ToolCalls++
 	t.metrics.Tools = append(t.metrics.Tools, ToolRun{Name: u.Name, Duration: time.Since(start), Failed: result.Status == ToolError})
 	return result, nil

@@ -1170,4 +1170,26 @@ func TestTraceOfAPausedDelegation(t *testing.T) {
 	}
 	checkStatus(t, tool, tracepb.Status_STATUS_CODE_UNSET, "")
 	checkUsageOfChats(t, tr, sub, 1)
+
+	// The resume runs the delegation again, in its two steps, each in an
+	// execute_tool span with the sub-agent's invoke_agent span under it;
+	// the sub-agent's model call is the second's.
+	c.Reset()
+	s.Model.Enqueue(conversetest.Text("It is teal."), conversetest.Text("The researcher says teal."))
+	w = postChat(t.Context(), s, `{"session_id":"deleg-paused","responses":[{"interrupt_id":"q-1","answer":"teal"}]}`)
+	if w.Code != http.StatusOK || !strings.Contains(w.Body.String(), "The researcher says teal.") {
+		t.Fatalf("the resume: %d %s", w.Code, w.Body)
+	}
+	tr = oneTrace(t, c.Spans())
+	tools, subs := tr.named("execute_tool researcher"), tr.named("invoke_agent researcher")
+	if len(tools) != 2 || len(subs) != 2 {
+		t.Fatalf("the resume's spans: %+v", tr.tree())
+	}
+	for i := range tools {
+		if !slices.Equal(subs[i].ParentSpanId, tools[i].SpanId) {
+			t.Errorf("step %d: the sub-agent's span is not under its delegation's", i+1)
+		}
+	}
+	checkUsageOfChats(t, tr, subs[0], 0)
+	checkUsageOfChats(t, tr, subs[1], 1)
 }
