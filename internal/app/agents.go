@@ -28,6 +28,10 @@ type SubAgent struct {
 	// MAX_CYCLES. Every delegation counts against the turn's MAX_CYCLES
 	// too.
 	MaxCycles int `json:"max_cycles,omitempty"`
+	// ModelID is the model the agent calls, a foundation model id or a
+	// system-defined inference profile id; empty means MODEL_ID. The
+	// functions must be allowed to call it (Config.checkModel).
+	ModelID string `json:"model_id,omitempty"`
 }
 
 // Bounds on AGENTS.
@@ -77,6 +81,15 @@ func parseAgents(v string, c *Config) ([]SubAgent, error) {
 		}
 		if a.MaxCycles < 0 || a.MaxCycles > 1000 {
 			fail("max_cycles must be from 1 to 1000")
+		}
+		switch {
+		case a.ModelID == "":
+		case !modelIDPattern.MatchString(a.ModelID):
+			fail("model_id must be a foundation model id or a system-defined inference profile id (%s), not an ARN", modelIDRule)
+		default:
+			if err := c.checkModel(a.ModelID); err != nil {
+				fail("model_id: %v", err)
+			}
 		}
 	}
 	for i := range agents {

@@ -1,10 +1,12 @@
 package app
 
 import (
+	"cmp"
+	"encoding/json"
 	"strings"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
+	gocmp "github.com/google/go-cmp/cmp"
 )
 
 func TestConfigAgents(t *testing.T) {
@@ -27,7 +29,7 @@ func TestConfigAgents(t *testing.T) {
 		// that wait for a person.
 		{Name: "helper", Description: "Helps.", SystemPrompt: "You help.", Tools: []string{"calculator", "refund"}},
 	}
-	if diff := cmp.Diff(want, c.Agents); diff != "" {
+	if diff := gocmp.Diff(want, c.Agents); diff != "" {
 		t.Errorf("AGENTS (-want +got):\n%s", diff)
 	}
 }
@@ -83,6 +85,72 @@ func TestConfigAgentsReportsEveryProblem(t *testing.T) {
 			}
 			if tt.name == "a cycle" && strings.Count(err.Error(), "a cycle") != 1 {
 				t.Errorf("the cycle is reported more than once:\n%v", err)
+			}
+		})
+	}
+}
+
+// TestConfigAgentModels: a sub-agent's model_id is accepted when the
+// functions may call it: it is MODEL_ID or SUMMARIZER_MODEL_ID, or
+// ADDITIONAL_MODEL_ARNS holds the ARNs it needs; otherwise init fails,
+// naming the agent, the model and the ARNs that are missing.
+func TestConfigAgentModels(t *testing.T) {
+	const (
+		haiku   = "anthropic.claude-haiku-4-5-20251001-v1:0"
+		profile = "us." + haiku
+		nova    = "amazon.nova-lite-v1:0"
+	)
+	for _, tt := range []struct {
+		name, model, arns, region string
+		want                      []string // in the error; none for a model the functions may call
+	}{
+		{name: "MODEL_ID", model: "us.anthropic.claude-sonnet-4-5-20250929-v1:0"},
+		{name: "SUMMARIZER_MODEL_ID", model: nova + "-summarizer"},
+		{name: "a foundation model in the Region", model: nova, arns: "arn:aws:bedrock:us-east-1::foundation-model/" + nova},
+		{name: "a foundation model in every Region", model: nova, arns: "arn:aws:bedrock:*::foundation-model/" + nova},
+		{name: "a foundation model in another Region", model: nova, arns: "arn:aws:bedrock:eu-west-1::foundation-model/" + nova,
+			want: []string{"[0] researcher: model_id: the functions may not call " + nova, "ADDITIONAL_MODEL_ARNS lacks arn:aws:bedrock:us-east-1::foundation-model/" + nova}},
+		{name: "an unknown Region", model: nova, region: "-", arns: "arn:aws:bedrock:us-east-1::foundation-model/" + nova,
+			want: []string{"lacks arn:aws:bedrock:REGION::foundation-model/" + nova, "AWS_REGION is not set, so only ARNs of every Region, *, count"}},
+		{name: "a profile and its model everywhere", model: profile, arns: "arn:aws:bedrock:us-east-1:111122223333:inference-profile/" + profile + ",arn:aws-us-gov:bedrock:*::foundation-model/" + haiku},
+		{name: "a profile without its model", model: profile, arns: "arn:aws:bedrock:us-east-1:111122223333:inference-profile/" + profile,
+			want: []string{"lacks arn:aws:bedrock:*::foundation-model/" + haiku}},
+		{name: "a profile whose model is in one Region", model: profile, arns: "arn:aws:bedrock:us-east-1:111122223333:inference-profile/" + profile + ",arn:aws:bedrock:us-east-1::foundation-model/" + haiku,
+			want: []string{"lacks arn:aws:bedrock:*::foundation-model/" + haiku}},
+		{name: "a profile's model alone", model: profile, arns: "arn:aws:bedrock:*::foundation-model/" + haiku,
+			want: []string{"lacks arn:aws:bedrock:us-east-1:ACCOUNT:inference-profile/" + profile}},
+		{name: "the model behind MODEL_ID's profile", model: "anthropic.claude-sonnet-4-5-20250929-v1:0",
+			want: []string{"lacks arn:aws:bedrock:us-east-1::foundation-model/anthropic.claude-sonnet-4-5-20250929-v1:0"}},
+		{name: "nothing listed", model: nova, want: []string{"lacks arn:aws:bedrock:us-east-1::foundation-model/" + nova}},
+		{name: "an ARN", model: "arn:aws:bedrock:us-east-1::foundation-model/" + nova, arns: "arn:aws:bedrock:us-east-1::foundation-model/" + nova,
+			want: []string{"model_id must be a foundation model id or a system-defined inference profile id"}},
+		{name: "ARNs that grant no model", model: "", arns: "arn:aws:bedrock:us-east-1:111122223333:foundation-model/" + nova + ",arn:aws:bedrock:us-east-1::inference-profile/" + profile + ",arn:aws:s3:::bucket, arn:aws:bedrock:us-east-1::foundation-model/*",
+			want: []string{`ADDITIONAL_MODEL_ARNS: "arn:aws:bedrock:us-east-1:111122223333:foundation-model/` + nova + `", "arn:aws:bedrock:us-east-1::inference-profile/` + profile + `", "arn:aws:s3:::bucket", "arn:aws:bedrock:us-east-1::foundation-model/*": want ARNs of foundation models`}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			region := cmp.Or(tt.region, "us-east-1")
+			if region == "-" {
+				region = ""
+			}
+			agent := map[string]string{"name": "researcher", "description": "d", "system_prompt": "p", "model_id": tt.model}
+			raw, _ := json.Marshal([]map[string]string{agent})
+			c, err := ConfigFromEnv(env(map[string]string{
+				"TABLE_NAME": "t", "MODEL_ID": "us.anthropic.claude-sonnet-4-5-20250929-v1:0", "SUMMARIZER_MODEL_ID": nova + "-summarizer",
+				"AWS_REGION": region, "ADDITIONAL_MODEL_ARNS": tt.arns, "AGENTS": string(raw),
+			}))
+			if len(tt.want) == 0 {
+				if err != nil || c.Agents[0].ModelID != tt.model {
+					t.Fatalf("refused: %v", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("the error does not say %s:\n%v", w, err)
+				}
 			}
 		})
 	}

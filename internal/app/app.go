@@ -156,40 +156,14 @@ type SchemaCompiler = func(json.RawMessage) (agent.Schema, error)
 // the retry policy and the logger of opts; tracing traces its model calls
 // and tool runs.
 func newAgent(cfg *Config, client bedrock.ConverseAPI, opts Options, tracing *telemetry.Tracing) (*agent.Agent, error) {
-	bc := bedrock.Config{ModelID: cfg.ModelID, MaxTokens: cfg.MaxTokens, Temperature: cfg.Temperature}
-	if cfg.GuardrailID != "" {
-		// The trace says whether the guardrail blocked the input, which a
-		// turn then stores redacted, or the answer.
-		bc.Guardrail = &bedrock.Guardrail{ID: cfg.GuardrailID, Version: cfg.GuardrailVersion, Trace: true}
-	}
-	bm, err := bedrock.New(client, bc)
+	w := &wiring{cfg: cfg, client: client, opts: opts, tracing: tracing, models: map[string]agent.Model{}}
+	model, err := w.model(cfg.ModelID)
 	if err != nil {
 		return nil, err
 	}
-	model := tracing.Model(bm, cfg.ModelID)
-	var manager agent.ConversationManager
-	switch cfg.Manager {
-	case "none":
-		manager = agent.NoManager{}
-	case "summarizing":
-		summarizer := model
-		if cfg.SummarizerModelID != "" {
-			bc.ModelID = cfg.SummarizerModelID
-			bc.Guardrail = nil // the summary is of text the guardrail already saw
-			sm, err := bedrock.New(client, bc)
-			if err != nil {
-				return nil, err
-			}
-			summarizer = tracing.Model(sm, cfg.SummarizerModelID)
-		}
-		manager = agent.Summarizing{
-			Model:          agent.Retrying(summarizer, summaryRetry(opts.Retry)),
-			Ratio:          cfg.SummaryRatio,
-			PreserveRecent: cfg.PreserveRecent,
-			MaxMessages:    cfg.WindowSize,
-		}
-	default:
-		manager = agent.SlidingWindow{Size: cfg.WindowSize, LowWater: cfg.WindowLowWater}
+	manager, err := w.manager(cfg.Manager, cfg.WindowSize, cfg.WindowLowWater, model)
+	if err != nil {
+		return nil, err
 	}
 	builtins, err := tools.ByName(cfg.Tools)
 	if err != nil {
@@ -221,6 +195,10 @@ func newAgent(cfg *Config, client bedrock.ConverseAPI, opts Options, tracing *te
 		return nil, err
 	}
 	delegations, err := subAgents(cfg, builtins, func(sa SubAgent, tools []agent.Tool) (*agent.Agent, error) {
+		model, err := w.model(cmp.Or(sa.ModelID, cfg.ModelID))
+		if err != nil {
+			return nil, err
+		}
 		return agent.New(agent.Config{
 			Model:                   model,
 			System:                  sa.SystemPrompt,
@@ -255,6 +233,72 @@ func newAgent(cfg *Config, client bedrock.ConverseAPI, opts Options, tracing *te
 		RedactedInput:           cfg.GuardrailRedactedInput,
 		Hooks:                   hooks(cmp.Or(opts.Logger, slog.Default()), tracing),
 	})
+}
+
+// wiring builds the agents' models and conversation managers, each model
+// once, however many agents call it.
+type wiring struct {
+	cfg        *Config
+	client     bedrock.ConverseAPI
+	opts       Options
+	tracing    *telemetry.Tracing
+	models     map[string]agent.Model // by model id
+	summarizer agent.Model            // SUMMARIZER_MODEL_ID's, once built
+}
+
+// model returns the model id, on Bedrock with the answers' settings and
+// the guardrail, traced under its id. The agent retries it.
+func (w *wiring) model(id string) (agent.Model, error) {
+	if m, ok := w.models[id]; ok {
+		return m, nil
+	}
+	bc := w.bedrockConfig(id)
+	if w.cfg.GuardrailID != "" {
+		// The trace says whether the guardrail blocked the input, which a
+		// turn then stores redacted, or the answer.
+		bc.Guardrail = &bedrock.Guardrail{ID: w.cfg.GuardrailID, Version: w.cfg.GuardrailVersion, Trace: true}
+	}
+	bm, err := bedrock.New(w.client, bc)
+	if err != nil {
+		return nil, err
+	}
+	w.models[id] = w.tracing.Model(bm, id)
+	return w.models[id], nil
+}
+
+func (w *wiring) bedrockConfig(id string) bedrock.Config {
+	return bedrock.Config{ModelID: id, MaxTokens: w.cfg.MaxTokens, Temperature: w.cfg.Temperature}
+}
+
+// manager returns the conversation manager kind, as CONVERSATION_MANAGER
+// spells it, over a window of size messages that the sliding window cuts
+// back to low, for an agent that calls model: the summaries are its
+// model's, or SUMMARIZER_MODEL_ID's.
+func (w *wiring) manager(kind string, size, low int, model agent.Model) (agent.ConversationManager, error) {
+	switch kind {
+	case "none":
+		return agent.NoManager{}, nil
+	case "summarizing":
+		summarizer := model
+		if id := w.cfg.SummarizerModelID; id != "" {
+			if w.summarizer == nil {
+				bc := w.bedrockConfig(id) // no guardrail: the summary is of text the guardrail already saw
+				sm, err := bedrock.New(w.client, bc)
+				if err != nil {
+					return nil, err
+				}
+				w.summarizer = w.tracing.Model(sm, id)
+			}
+			summarizer = w.summarizer
+		}
+		return agent.Summarizing{
+			Model:          agent.Retrying(summarizer, summaryRetry(w.opts.Retry)),
+			Ratio:          w.cfg.SummaryRatio,
+			PreserveRecent: w.cfg.PreserveRecent,
+			MaxMessages:    size,
+		}, nil
+	}
+	return agent.SlidingWindow{Size: size, LowWater: low}, nil
 }
 
 // subAgents builds the sub-agents of cfg.Agents with build, each offered

@@ -75,7 +75,15 @@ type Config struct {
 	LambdaTools []remote.LambdaTool
 	// Agents is AGENTS, a JSON list of the sub-agents the main agent may
 	// delegate tasks to (docs/subagents.md).
-	Agents          []SubAgent
+	Agents []SubAgent
+	// AdditionalModels is ADDITIONAL_MODEL_ARNS, a comma-separated list of
+	// the ARNs of the models the functions may call besides MODEL_ID and
+	// SUMMARIZER_MODEL_ID: the template grants exactly these. A sub-agent's
+	// model_id must be among them (Config.checkModel).
+	AdditionalModels []ModelARN
+	// Region is AWS_REGION, which Lambda sets: the Region whose ARNs in
+	// AdditionalModels count for a model, with those of every Region.
+	Region          string
 	SessionTTLDays  int // SESSION_TTL_DAYS, default 30; 0 keeps sessions forever
 	MaxMessageBytes int // MAX_MESSAGE_BYTES, default 262144, at most MaxMessageBytes
 	// MaxToolResultBytes is MAX_TOOL_RESULT_BYTES, default
@@ -146,6 +154,7 @@ const MaxMessageBytes = 2 << 20
 // misconfigured function fails at init with one clear message.
 func ConfigFromEnv(getenv func(string) string) (*Config, error) {
 	p := &parser{getenv: getenv}
+	var err error
 	c := &Config{
 		TableName:           p.required("TABLE_NAME"),
 		ModelID:             p.required("MODEL_ID"),
@@ -191,6 +200,12 @@ func ConfigFromEnv(getenv func(string) string) (*Config, error) {
 	}
 	c.ApprovalTools = p.approvalTools("APPROVAL_TOOLS", c)
 	c.DirectTools = p.toolNames("DIRECT_TOOLS")
+	c.Region = getenv("AWS_REGION")
+	if v := getenv("ADDITIONAL_MODEL_ARNS"); v != "" {
+		if c.AdditionalModels, err = parseModelARNs(v); err != nil {
+			p.fail("ADDITIONAL_MODEL_ARNS: %v", err)
+		}
+	}
 	c.Agents = jsonList(p, "AGENTS", func(v string) ([]SubAgent, error) { return parseAgents(v, c) })
 	c.InterruptTTL = p.duration("INTERRUPT_TTL", agent.DefaultInterruptTTL, time.Second, 365*24*time.Hour)
 	if (c.GuardrailID == "") != (c.GuardrailVersion == "") {

@@ -157,6 +157,8 @@ func Run(ctx context.Context, opts Options) error {
 			return getenv(k)
 		case "OTEL_SERVICE_NAME":
 			return env(k, "lambda-agent-local")
+		case "AWS_REGION": // the Region of the calls, whose ARNs ADDITIONAL_MODEL_ARNS lists
+			return awsCfg.Region
 		}
 		return getenv(k)
 	})

@@ -409,13 +409,14 @@ func TestConfigReadsTemplate(t *testing.T) {
 				"PreserveRecentMessages":      "1",
 				"SummarizerModelId":           "us.amazon.nova-lite-v1:0",
 				"SummarizerFoundationModelId": "amazon.nova-lite-v1:0",
+				"AdditionalModelArns":         "arn:aws:bedrock:us-east-1:111122223333:inference-profile/us.anthropic.claude-haiku-4-5-20251001-v1:0,arn:aws:bedrock:*::foundation-model/anthropic.claude-haiku-4-5-20251001-v1:0",
 				"GuardrailId":                 "abc123def456",
 				"GuardrailVersion":            "1",
 				"GuardrailRedactedInput":      "[Nachricht entfernt.]",
 				"RequireAuth":                 "true",
 			},
 			check: func(t *testing.T, c *app.Config) {
-				if c.Manager != "summarizing" || c.GuardrailVersion != "1" || c.GuardrailRedactedInput != "[Nachricht entfernt.]" || len(c.Tools) != 0 || !c.RequireAuth {
+				if c.Manager != "summarizing" || c.GuardrailVersion != "1" || c.GuardrailRedactedInput != "[Nachricht entfernt.]" || len(c.Tools) != 0 || !c.RequireAuth || len(c.AdditionalModels) != 2 {
 					t.Errorf("config = %+v", c)
 				}
 			},
@@ -504,4 +505,41 @@ func numberInRange(p parameter, v string) bool {
 		return false
 	}
 	return true
+}
+
+// TestAdditionalModelArnsAgree: AdditionalModelArns accepts the ARNs the
+// functions accept in ADDITIONAL_MODEL_ARNS, and refuses those they
+// refuse, which would otherwise deploy a stack whose every init fails.
+func TestAdditionalModelArnsAgree(t *testing.T) {
+	p := loadTemplate(t).Parameters["AdditionalModelArns"]
+	const (
+		fm      = "arn:aws:bedrock:us-east-1::foundation-model/amazon.nova-lite-v1:0"
+		fmAll   = "arn:aws:bedrock:*::foundation-model/anthropic.claude-haiku-4-5-20251001-v1:0"
+		profile = "arn:aws:bedrock:us-east-1:111122223333:inference-profile/us.anthropic.claude-haiku-4-5-20251001-v1:0"
+		govFM   = "arn:aws-us-gov:bedrock:us-gov-west-1::foundation-model/amazon.nova-lite-v1:0"
+	)
+	for _, tt := range []struct {
+		value string
+		ok    bool
+	}{
+		{"", true},
+		{fm, true},
+		{profile + "," + fmAll, true},
+		{govFM, true},
+		{"arn:aws:bedrock:us-east-1:111122223333:foundation-model/amazon.nova-lite-v1:0", false}, // a foundation model has no account
+		{"arn:aws:bedrock:us-east-1::inference-profile/us.amazon.nova-lite-v1:0", false},         // a profile has one
+		{"arn:aws:bedrock:us-east-1::foundation-model/*", false},
+		{"arn:aws:bedrock:us-east-1:111122223333:application-inference-profile/abc", false},
+		{"arn:aws:s3:::bucket", false},
+		{fm + ",", false},
+		{"amazon.nova-lite-v1:0", false},
+	} {
+		if got := p.allowed(t, tt.value); got != tt.ok {
+			t.Errorf("AdditionalModelArns allows %q: %v, want %v", tt.value, got, tt.ok)
+		}
+		_, _, err := readConfig(map[string]string{"TABLE_NAME": "t", "MODEL_ID": "m", "ADDITIONAL_MODEL_ARNS": tt.value})
+		if (err == nil) != tt.ok && !(tt.value == fm+",") { // the functions skip an empty entry
+			t.Errorf("the functions' ADDITIONAL_MODEL_ARNS=%q: %v, want ok %v", tt.value, err, tt.ok)
+		}
+	}
 }

@@ -29,6 +29,7 @@ import (
 var envVars = []string{
 	"TABLE_NAME",
 	"MODEL_ID",
+	"ADDITIONAL_MODEL_ARNS",
 	"SYSTEM_PROMPT",
 	"MAX_TOKENS",
 	"TEMPERATURE",
@@ -397,10 +398,15 @@ func TestLeastPrivilege(t *testing.T) {
 		"ChatStreamFunction": {"lambda:InvokeFunction": ref("LambdaToolArns"), "ssm:GetParameter": ref("McpSecretParameterArns")},
 	}
 
+	// The other models (AdditionalModelArns), exactly as listed, and only
+	// for invoking them.
+	additionalModels := []any{map[string]any{"Fn::Split": []any{",", ref("AdditionalModelArns")}}}
+	wantInvoke := []string{"bedrock:InvokeModel", "bedrock:InvokeModelWithResponseStream"}
+
 	for id := range functions {
 		t.Run(id, func(t *testing.T) {
 			var dynamo, dynamoHolds, bedrock, invokeResources, guardrailResources []string
-			queriesIndex := false
+			queriesIndex, additional := false, false
 			remote := map[string]any{}
 			for _, s := range tp.statements(t, id) {
 				service := ""
@@ -441,6 +447,13 @@ func TestLeastPrivilege(t *testing.T) {
 					}
 				case "bedrock":
 					bedrock = append(bedrock, s.Actions...)
+					if cmp.Equal(additionalModels, s.Resources) {
+						additional = true
+						if !slices.Equal(s.Actions, wantInvoke) || s.Condition != nil {
+							t.Errorf("actions on AdditionalModelArns: %v, condition %v; want %v, unconditionally", s.Actions, s.Condition, wantInvoke)
+						}
+						continue
+					}
 					var subs []string
 					for _, r := range s.Resources {
 						if sub(r) == "" {
@@ -472,6 +485,9 @@ func TestLeastPrivilege(t *testing.T) {
 			}
 			if diff := cmp.Diff(wantRemote[id], remote, cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("remote tools' grants (-want +got):\n%s", diff)
+			}
+			if !additional {
+				t.Error("no grant on AdditionalModelArns")
 			}
 			if queriesIndex != wantIndex[id] {
 				t.Errorf("may query the owner index: %v, want %v", queriesIndex, wantIndex[id])
