@@ -32,6 +32,15 @@ type SubAgent struct {
 	// system-defined inference profile id; empty means MODEL_ID. The
 	// functions must be allowed to call it (Config.checkModel).
 	ModelID string `json:"model_id,omitempty"`
+	// Manager is the agent's conversation manager, as
+	// CONVERSATION_MANAGER spells them; empty means CONVERSATION_MANAGER.
+	Manager string `json:"conversation_manager,omitempty"`
+	// WindowSize is the agent's WINDOW_SIZE; 0 means WINDOW_SIZE. Its
+	// sliding window is cut back to half of it.
+	WindowSize int `json:"window_size,omitempty"`
+	// Fresh starts every delegation to the agent from an empty
+	// conversation that the session does not keep (agent.Fresh).
+	Fresh bool `json:"fresh,omitempty"`
 }
 
 // Bounds on AGENTS.
@@ -81,6 +90,12 @@ func parseAgents(v string, c *Config) ([]SubAgent, error) {
 		}
 		if a.MaxCycles < 0 || a.MaxCycles > 1000 {
 			fail("max_cycles must be from 1 to 1000")
+		}
+		if a.Manager != "" && !slices.Contains(managers, a.Manager) {
+			fail("conversation_manager must be one of %s", strings.Join(managers, ", "))
+		}
+		if a.WindowSize != 0 && (a.WindowSize < MinWindowSize || a.WindowSize > MaxWindowSize) {
+			fail("window_size must be from %d to %d", MinWindowSize, MaxWindowSize)
 		}
 		switch {
 		case a.ModelID == "":

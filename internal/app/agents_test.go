@@ -7,6 +7,10 @@ import (
 	"testing"
 
 	gocmp "github.com/google/go-cmp/cmp"
+
+	"github.com/lambda-agent/lambda-agent/internal/agent"
+	"github.com/lambda-agent/lambda-agent/internal/telemetry"
+	"github.com/lambda-agent/lambda-agent/internal/testkit/conversetest"
 )
 
 func TestConfigAgents(t *testing.T) {
@@ -15,7 +19,7 @@ func TestConfigAgents(t *testing.T) {
 		"LAMBDA_TOOLS": `[{"name":"refund","function":"f","description":"d"}]`,
 		"AGENTS": `[
 			{"name":"researcher","description":"Finds things out.","system_prompt":"You research.","tools":["calculator","writer"],"max_cycles":5},
-			{"name":"writer","description":"Writes.","system_prompt":"You write.","tools":[]},
+			{"name":"writer","description":"Writes.","system_prompt":"You write.","tools":[],"conversation_manager":"summarizing","window_size":12,"fresh":true},
 			{"name":"helper","description":"Helps.","system_prompt":"You help."}
 		]`,
 	}))
@@ -24,7 +28,7 @@ func TestConfigAgents(t *testing.T) {
 	}
 	want := []SubAgent{
 		{Name: "researcher", Description: "Finds things out.", SystemPrompt: "You research.", Tools: []string{"calculator", "writer"}, MaxCycles: 5},
-		{Name: "writer", Description: "Writes.", SystemPrompt: "You write.", Tools: []string{}},
+		{Name: "writer", Description: "Writes.", SystemPrompt: "You write.", Tools: []string{}, Manager: "summarizing", WindowSize: 12, Fresh: true},
 		// Unset tools: the enabled built-in and Lambda tools, but those
 		// that wait for a person.
 		{Name: "helper", Description: "Helps.", SystemPrompt: "You help.", Tools: []string{"calculator", "refund"}},
@@ -49,13 +53,16 @@ func TestConfigAgentsReportsEveryProblem(t *testing.T) {
 			{"name":"twice","description":"d","system_prompt":"p"},
 			{"name":"bare","description":" ","system_prompt":""},
 			{"name":"greedy","description":"d","system_prompt":"p","max_cycles":5000},
+			{"name":"windy","description":"d","system_prompt":"p","conversation_manager":"sliding_window","window_size":1},
 			{"name":"wide","description":"d","system_prompt":"p","tools":["shell","ask_user","current_time","wide"]}
 		]`, []string{
 			"[0] calculator: a tool has this name", `[1] main: "main" is the main agent's name`, "[2] bad name: name must match",
 			"[4] twice: a second agent has this name", "[5] bare: description is required", "[5] bare: system_prompt is required",
-			"[6] greedy: max_cycles", `[7] wide: tools: "shell" is neither an enabled built-in or Lambda tool nor an agent`,
-			`[7] wide: tools: "ask_user" waits for a person`, `[7] wide: tools: "current_time" waits for a person`,
-			"[7] wide: tools: an agent cannot delegate to itself",
+			"[6] greedy: max_cycles", "[7] windy: conversation_manager must be one of sliding, summarizing, none",
+			"[7] windy: window_size must be from 2 to 10000",
+			`[8] wide: tools: "shell" is neither an enabled built-in or Lambda tool nor an agent`,
+			`[8] wide: tools: "ask_user" waits for a person`, `[8] wide: tools: "current_time" waits for a person`,
+			"[8] wide: tools: an agent cannot delegate to itself",
 		}},
 		{"a cycle", `[
 			{"name":"a","description":"d","system_prompt":"p","tools":["b"]},
@@ -132,8 +139,8 @@ func TestConfigAgentModels(t *testing.T) {
 			if region == "-" {
 				region = ""
 			}
-			agent := map[string]string{"name": "researcher", "description": "d", "system_prompt": "p", "model_id": tt.model}
-			raw, _ := json.Marshal([]map[string]string{agent})
+			entry := map[string]string{"name": "researcher", "description": "d", "system_prompt": "p", "model_id": tt.model}
+			raw, _ := json.Marshal([]map[string]string{entry})
 			c, err := ConfigFromEnv(env(map[string]string{
 				"TABLE_NAME": "t", "MODEL_ID": "us.anthropic.claude-sonnet-4-5-20250929-v1:0", "SUMMARIZER_MODEL_ID": nova + "-summarizer",
 				"AWS_REGION": region, "ADDITIONAL_MODEL_ARNS": tt.arns, "AGENTS": string(raw),
@@ -151,6 +158,40 @@ func TestConfigAgentModels(t *testing.T) {
 				if !strings.Contains(err.Error(), w) {
 					t.Errorf("the error does not say %s:\n%v", w, err)
 				}
+			}
+		})
+	}
+}
+
+// TestSummariesOfASubAgent: the summarizing manager that newAgent builds
+// for an agent writes its summaries with SUMMARIZER_MODEL_ID when it is
+// set, and with the agent's own model otherwise, as docs/subagents.md
+// says of a sub-agent's conversation_manager.
+func TestSummariesOfASubAgent(t *testing.T) {
+	for _, tt := range []struct{ summarizer, want string }{{"", "sub-model"}, {"small-model", "small-model"}} {
+		t.Run(tt.want, func(t *testing.T) {
+			srv := conversetest.NewServer()
+			t.Cleanup(srv.Close)
+			srv.Enqueue(conversetest.Text("a summary"))
+			cfg := &Config{ModelID: "main-model", SummarizerModelID: tt.summarizer, SummaryRatio: 0.5, PreserveRecent: 1}
+			w := &wiring{cfg: cfg, client: srv.Client(), tracing: telemetry.NewTracing(telemetry.TracingConfig{}, nil), models: map[string]agent.Model{}}
+			model, err := w.model("sub-model")
+			if err != nil {
+				t.Fatal(err)
+			}
+			m, err := w.manager("summarizing", 2, 0, model)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := &agent.Conversation{Messages: []agent.Message{
+				agent.UserText("one"), agent.AssistantText("1"), agent.UserText("two"), agent.AssistantText("2"),
+			}}
+			if err := m.Apply(t.Context(), c); err != nil {
+				t.Fatal(err)
+			}
+			reqs := srv.Requests()
+			if len(reqs) != 1 || reqs[0].ModelID != tt.want || c.Window.Summary != "a summary" {
+				t.Fatalf("%d summarizer calls (model %v), summary %q; want one, of %s", len(reqs), reqs, c.Window.Summary, tt.want)
 			}
 		})
 	}

@@ -199,10 +199,19 @@ func newAgent(cfg *Config, client bedrock.ConverseAPI, opts Options, tracing *te
 		if err != nil {
 			return nil, err
 		}
+		low := cfg.WindowLowWater // WINDOW_SIZE's
+		if sa.WindowSize != 0 {
+			low = 0 // half of the agent's own
+		}
+		manager, err := w.manager(cmp.Or(sa.Manager, cfg.Manager), cmp.Or(sa.WindowSize, cfg.WindowSize), low, model)
+		if err != nil {
+			return nil, err
+		}
 		return agent.New(agent.Config{
 			Model:                   model,
 			System:                  sa.SystemPrompt,
 			Tools:                   tools,
+			Manager:                 manager,
 			MaxCycles:               cmp.Or(sa.MaxCycles, cfg.MaxCycles),
 			Retry:                   opts.Retry,
 			MaxToolResultBytes:      cfg.MaxToolResultBytes,
@@ -336,7 +345,11 @@ func subAgents(cfg *Config, tools []agent.Tool, build func(SubAgent, []agent.Too
 		if err != nil {
 			return nil, fmt.Errorf("app: agent %s: %w", sa.Name, err)
 		}
-		delegations[sa.Name] = agent.Delegate(sa.Name, sa.Description, a)
+		var opts []agent.DelegateOption
+		if sa.Fresh {
+			opts = append(opts, agent.Fresh())
+		}
+		delegations[sa.Name] = agent.Delegate(sa.Name, sa.Description, a, opts...)
 		return delegations[sa.Name], nil
 	}
 	var out []agent.Tool

@@ -134,6 +134,16 @@ func validNamespace(ns string) bool {
 	return true
 }
 
+// managers are the conversation managers, as CONVERSATION_MANAGER and a
+// sub-agent's conversation_manager spell them.
+var managers = []string{"sliding", "summarizing", "none"}
+
+// Bounds on WINDOW_SIZE, and a sub-agent's window_size.
+const (
+	MinWindowSize = 2
+	MaxWindowSize = 10_000
+)
+
 // MaxRedactedInput is the longest GUARDRAIL_REDACTED_INPUT, in bytes: a
 // note, not a message.
 const MaxRedactedInput = 200
@@ -161,8 +171,8 @@ func ConfigFromEnv(getenv func(string) string) (*Config, error) {
 		SystemPrompt:        getenv("SYSTEM_PROMPT"),
 		MaxTokens:           p.integer("MAX_TOKENS", 0, 1, 1<<20),
 		Temperature:         p.fraction("TEMPERATURE", 0, 1),
-		Manager:             p.choice("CONVERSATION_MANAGER", "sliding", "sliding", "summarizing", "none"),
-		WindowSize:          p.integer("WINDOW_SIZE", agent.DefaultWindowSize, 2, 10_000),
+		Manager:             p.choice("CONVERSATION_MANAGER", "sliding", managers...),
+		WindowSize:          p.integer("WINDOW_SIZE", agent.DefaultWindowSize, MinWindowSize, MaxWindowSize),
 		PreserveRecent:      p.integer("PRESERVE_RECENT_MESSAGES", agent.DefaultPreserveRecent, 1, 10_000),
 		SummarizerModelID:   getenv("SUMMARIZER_MODEL_ID"),
 		ContextWindowTokens: p.integer("CONTEXT_WINDOW_TOKENS", 0, 1000, 100_000_000),

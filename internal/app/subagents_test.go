@@ -1,15 +1,20 @@
 package app_test
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"maps"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 
+	"github.com/lambda-agent/lambda-agent/internal/app"
 	"github.com/lambda-agent/lambda-agent/internal/testkit"
 	"github.com/lambda-agent/lambda-agent/internal/testkit/conversetest"
+	"github.com/lambda-agent/lambda-agent/internal/testkit/lambdatest"
 	"github.com/lambda-agent/lambda-agent/internal/turn"
 )
 
@@ -95,5 +100,118 @@ func TestSubAgentCallsItsModel(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("no metrics line of the cheap agent with Model test-model:\n%s", metrics.String())
+	}
+}
+
+// resultBytes returns the size of the tool results in req's last message.
+func resultBytes(req *conversetest.Request) int {
+	n := 0
+	for _, b := range req.Messages[len(req.Messages)-1].Content {
+		if b.ToolResult != nil {
+			for _, c := range b.ToolResult.Content {
+				n += len(c.Text) + len(c.JSON)
+			}
+		}
+	}
+	return n
+}
+
+// TestSubAgentManagers: each sub-agent has the conversation manager and
+// the window its entry names, or else CONVERSATION_MANAGER's and
+// WINDOW_SIZE's. Within one delegation, what tells them apart is how they
+// treat a large tool result: none lets an overflow fail the delegation,
+// sliding cuts the result and calls again, and summarizing over a window
+// of 2 cuts it before the call, while over the default window it sends it
+// whole.
+func TestSubAgentManagers(t *testing.T) {
+	fns := lambdatest.NewServer()
+	t.Cleanup(fns.Close)
+	big := `{"data":"` + strings.Repeat("x", 20<<10) + `"}`
+	fns.Register("big", func(context.Context, []byte) ([]byte, error) { return []byte(big), nil })
+	s := testkit.Start(t, testkit.Options{Remote: app.Remote{Lambda: fns.Client()}, Env: map[string]string{
+		"TOOLS": "none", "CONVERSATION_MANAGER": "none",
+		"LAMBDA_TOOLS": `[{"name":"fetch","function":"big","description":"Fetches a lot."}]`,
+		"AGENTS": `[
+			{"name":"plain","description":"d","system_prompt":"plain"},
+			{"name":"sliding","description":"d","system_prompt":"sliding","conversation_manager":"sliding"},
+			{"name":"brief","description":"d","system_prompt":"brief","conversation_manager":"summarizing","window_size":2},
+			{"name":"roomy","description":"d","system_prompt":"roomy","conversation_manager":"summarizing"}
+		]`,
+	}})
+	var mu sync.Mutex
+	seen := map[string][]int{} // by agent, the size of the results its calls sent
+	s.Model.Responder = func(req *conversetest.Request) conversetest.Reply {
+		if len(req.System) == 0 { // the main agent
+			if len(req.Messages) == 1 {
+				r := conversetest.ToolUse("d0", "plain", map[string]string{"task": "t"})
+				for i, n := range []string{"sliding", "brief", "roomy"} {
+					r = r.WithToolUse(fmt.Sprint("d", i+1), n, map[string]string{"task": "t"})
+				}
+				return r
+			}
+			return conversetest.Text("done")
+		}
+		who := req.System[0].Text
+		if len(req.Messages) == 1 {
+			return conversetest.ToolUse("f-"+who, "fetch", map[string]any{})
+		}
+		n := resultBytes(req)
+		mu.Lock()
+		seen[who] = append(seen[who], n)
+		mu.Unlock()
+		if n > 10<<10 && (who == "plain" || who == "sliding") {
+			return conversetest.Overflow()
+		}
+		return conversetest.Text(who + " read it")
+	}
+	a := chat(t, s, `{"session_id":"managers","message":"go"}`)
+	results := map[string]string{}
+	for _, b := range a.Messages[2].Content {
+		if r := b.ToolResult; r != nil {
+			results[r.ToolUseID] = fmt.Sprint(r.Status, " ", r.Content[0].Text)
+		}
+	}
+	for id, want := range map[string]string{"d0": "error The tool failed: the agent plain failed: agent: context window overflow", "d1": "success sliding read it", "d2": "success brief read it", "d3": "success roomy read it"} {
+		if !strings.HasPrefix(results[id], want) {
+			t.Errorf("the delegation %s: %q, want %q…", id, results[id], want)
+		}
+	}
+	whole, cut := len(big), 10<<10
+	if got := seen["plain"]; len(got) != 1 || got[0] < whole {
+		t.Errorf("plain (CONVERSATION_MANAGER none) sent %v, want the whole result once", got)
+	}
+	if got := seen["sliding"]; len(got) != 2 || got[0] < whole || got[1] > cut {
+		t.Errorf("sliding sent %v, want the whole result, then the cut one after the overflow", got)
+	}
+	if got := seen["brief"]; len(got) != 1 || got[0] > cut {
+		t.Errorf("brief (summarizing, window 2) sent %v, want the result cut before the call", got)
+	}
+	if got := seen["roomy"]; len(got) != 1 || got[0] < whole {
+		t.Errorf("roomy (summarizing, WINDOW_SIZE's window) sent %v, want the whole result", got)
+	}
+}
+
+// TestFreshSubAgent: an agent with "fresh" starts every delegation from
+// an empty conversation: its second delegation in a session, in a later
+// turn, sees only its task.
+func TestFreshSubAgent(t *testing.T) {
+	s := testkit.Start(t, testkit.Options{Env: map[string]string{
+		"AGENTS": `[{"name":"helper","description":"Helps.","system_prompt":"You help.","tools":[],"fresh":true}]`,
+	}})
+	var helper [][]conversetest.Message
+	s.Model.Responder = func(req *conversetest.Request) conversetest.Reply {
+		switch {
+		case systemIs(req, "You help."):
+			helper = append(helper, req.Messages)
+			return conversetest.Text("helped")
+		case req.Messages[len(req.Messages)-1].Role == "user" && req.Messages[len(req.Messages)-1].Text() != "":
+			return conversetest.ToolUse(fmt.Sprint("d", len(req.Messages)), "helper", map[string]string{"task": req.Messages[len(req.Messages)-1].Text()})
+		}
+		return conversetest.Text("done")
+	}
+	chat(t, s, `{"session_id":"fresh","message":"first"}`)
+	chat(t, s, `{"session_id":"fresh","message":"second"}`)
+	if len(helper) != 2 || len(helper[1]) != 1 || helper[1][0].Text() != "second" {
+		t.Fatalf("the helper's requests: %+v; want its second to hold only its task", helper)
 	}
 }
