@@ -3,6 +3,8 @@ package app
 import (
 	"cmp"
 	"encoding/json"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 
@@ -194,5 +196,93 @@ func TestSummariesOfASubAgent(t *testing.T) {
 				t.Fatalf("%d summarizer calls (model %v), summary %q; want one, of %s", len(reqs), reqs, c.Window.Summary, tt.want)
 			}
 		})
+	}
+}
+
+// TestConfigEntriesForAgents: a LAMBDA_TOOLS entry with agents is offered
+// to those agents, whether their tools are set or not, and to no other;
+// an MCP_SERVERS or LAMBDA_TOOLS entry's agents must be agents of AGENTS,
+// and none may have to wait for a person. Every problem is named.
+func TestConfigEntriesForAgents(t *testing.T) {
+	base := map[string]string{
+		"TABLE_NAME": "t", "MODEL_ID": "m", "TOOLS": "calculator",
+		"LAMBDA_TOOLS": `[{"name":"refund","function":"f","description":"d","agents":["clerk"]},{"name":"lookup","function":"g","description":"d"}]`,
+		"MCP_SERVERS":  `[{"name":"docs","url":"https://docs.example.com/mcp","agents":["clerk","writer"]}]`,
+		"AGENTS": `[{"name":"clerk","description":"d","system_prompt":"p"},
+			{"name":"writer","description":"d","system_prompt":"p","tools":["calculator"]},
+			{"name":"narrow","description":"d","system_prompt":"p","tools":[]}]`,
+	}
+	c, err := ConfigFromEnv(env(base))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string][]string{}
+	for _, a := range c.Agents {
+		got[a.Name] = a.Tools
+	}
+	want := map[string][]string{"clerk": {"calculator", "lookup", "refund"}, "writer": {"calculator"}, "narrow": {}}
+	if diff := gocmp.Diff(want, got); diff != "" {
+		t.Errorf("tools (-want +got):\n%s", diff)
+	}
+
+	with := func(vars map[string]string) map[string]string {
+		out := maps.Clone(base)
+		maps.Copy(out, vars)
+		return out
+	}
+	for _, tt := range []struct {
+		name string
+		vars map[string]string
+		want []string
+	}{
+		{"unknown and empty audiences", map[string]string{
+			"LAMBDA_TOOLS": `[{"name":"refund","function":"f","description":"d","agents":["clerk","ghost"]},{"name":"void","function":"f","description":"d","agents":[]}]`,
+			"MCP_SERVERS":  `[{"name":"docs","url":"https://docs.example.com/mcp","agents":["phantom"]}]`,
+		}, []string{
+			`LAMBDA_TOOLS: [0] refund: agents: "ghost" is not an agent of AGENTS, which are clerk, writer, narrow`,
+			"LAMBDA_TOOLS: [1] void: agents is empty",
+			`MCP_SERVERS: [0] docs: agents: "phantom" is not an agent of AGENTS`,
+		}},
+		{"no AGENTS", map[string]string{"AGENTS": ""}, []string{
+			"LAMBDA_TOOLS: [0] refund: agents names clerk, and AGENTS defines no agent",
+			"MCP_SERVERS: [0] docs: agents names clerk, writer, and AGENTS defines no agent",
+		}},
+		{"another agent's tool", map[string]string{
+			"AGENTS": `[{"name":"clerk","description":"d","system_prompt":"p"},{"name":"writer","description":"d","system_prompt":"p","tools":["refund"]}]`,
+		}, []string{`[1] writer: tools: "refund" is offered only to the agents its entry in LAMBDA_TOOLS names: clerk`}},
+		{"waiting for a person", map[string]string{
+			"APPROVAL_TOOLS": "refund,docs_search",
+		}, []string{
+			`APPROVAL_TOOLS: "refund" waits for a person, which the sub-agents that LAMBDA_TOOLS offers it to cannot do yet`,
+			`APPROVAL_TOOLS: "docs_search" waits for a person, and only the MCP servers whose tools are offered to sub-agents`,
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := ConfigFromEnv(env(with(tt.vars)))
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("the error does not say %s:\n%v", w, err)
+				}
+			}
+		})
+	}
+	// An agent an entry names may name its tool too, to no effect.
+	c, err = ConfigFromEnv(env(with(map[string]string{"MCP_SERVERS": "", "AGENTS": `[{"name":"clerk","description":"d","system_prompt":"p","tools":["refund"]}]`})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(c.Agents[0].Tools, []string{"refund"}) {
+		t.Errorf("the clerk naming its own refund has the tools %v", c.Agents[0].Tools)
+	}
+	// A name that a server for the main agent may have waits for a person
+	// there.
+	if _, err := ConfigFromEnv(env(with(map[string]string{
+		"APPROVAL_TOOLS": "docs_search",
+		"MCP_SERVERS":    `[{"name":"docs","url":"https://docs.example.com/mcp","agents":["clerk"]},{"name":"all","url":"https://all.example.com/mcp","prefix":""}]`,
+	}))); err != nil {
+		t.Errorf("an approval tool a shared server may have: %v", err)
 	}
 }

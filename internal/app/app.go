@@ -190,7 +190,7 @@ func newAgent(cfg *Config, client bedrock.ConverseAPI, opts Options, tracing *te
 	for _, t := range builtins {
 		names = append(names, t.Spec().Name)
 	}
-	sets, err := mcpTools(cfg, opts, names)
+	sets, agentSets, err := mcpTools(cfg, opts, names)
 	if err != nil {
 		return nil, err
 	}
@@ -211,6 +211,7 @@ func newAgent(cfg *Config, client bedrock.ConverseAPI, opts Options, tracing *te
 			Model:                   model,
 			System:                  sa.SystemPrompt,
 			Tools:                   tools,
+			ToolSets:                agentSets[sa.Name],
 			Manager:                 manager,
 			MaxCycles:               cmp.Or(sa.MaxCycles, cfg.MaxCycles),
 			Retry:                   opts.Retry,
@@ -224,10 +225,14 @@ func newAgent(cfg *Config, client bedrock.ConverseAPI, opts Options, tracing *te
 	if err != nil {
 		return nil, err
 	}
+	// The Lambda tools whose entries name agents are theirs alone.
+	mains := slices.DeleteFunc(slices.Clone(builtins), func(t agent.Tool) bool {
+		return slices.ContainsFunc(cfg.LambdaTools, func(lt remote.LambdaTool) bool { return lt.Agents != nil && lt.Name == t.Spec().Name })
+	})
 	return agent.New(agent.Config{
 		Model:                   model,
 		System:                  cfg.SystemPrompt,
-		Tools:                   append(builtins, delegations...),
+		Tools:                   append(mains, delegations...),
 		ToolSets:                sets,
 		Manager:                 manager,
 		MaxCycles:               cfg.MaxCycles,
@@ -404,19 +409,20 @@ func runsTools(opts Options) bool {
 // secretsTimeout bounds the reading of MCP servers' secrets at init.
 const secretsTimeout = 5 * time.Second
 
-// mcpTools returns the tool set of cfg's MCP servers, whose listing has
-// begun, or none. A server whose secrets cannot be read is left out, with
-// an error in the log: the function still starts, and serves every other
-// tool.
-func mcpTools(cfg *Config, opts Options, taken []string) ([]agent.ToolSet, error) {
+// mcpTools returns the tool sets of cfg's MCP servers, whose listing has
+// begun: the main agent's, of the servers whose entries name no agents,
+// and each sub-agent's, of those that name it. A server whose secrets
+// cannot be read is left out, with an error in the log: the function
+// still starts, and serves every other tool.
+func mcpTools(cfg *Config, opts Options, taken []string) (main []agent.ToolSet, byAgent map[string][]agent.ToolSet, err error) {
 	if len(cfg.MCPServers) == 0 || !runsTools(opts) {
-		return nil, nil
+		return nil, nil, nil
 	}
 	logger := cmp.Or(opts.Logger, slog.Default())
 	servers := cfg.MCPServers
 	if slices.ContainsFunc(servers, func(s remote.MCPServer) bool { return len(s.SecretHeaders) > 0 }) {
 		if opts.Remote.SSM == nil {
-			return nil, errors.New("app: MCP_SERVERS names secret headers, and no SSM client was given")
+			return nil, nil, errors.New("app: MCP_SERVERS names secret headers, and no SSM client was given")
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), secretsTimeout)
 		defer cancel()
@@ -428,7 +434,24 @@ func mcpTools(cfg *Config, opts Options, taken []string) ([]agent.ToolSet, error
 	}
 	set := remote.NewMCP(servers, remote.MCPOptions{HTTPClient: opts.Remote.HTTP, Logger: logger, Approval: cfg.ApprovalTools, Taken: taken})
 	set.Start()
-	return []agent.ToolSet{set}, nil
+	var shared []string
+	audiences := map[string][]string{} // the servers of each sub-agent
+	for _, s := range servers {
+		if s.Agents == nil {
+			shared = append(shared, s.Name)
+		}
+		for _, a := range s.Agents {
+			audiences[a] = append(audiences[a], s.Name)
+		}
+	}
+	if len(shared) > 0 {
+		main = []agent.ToolSet{set.Only(shared...)}
+	}
+	byAgent = map[string][]agent.ToolSet{}
+	for a, names := range audiences {
+		byAgent[a] = []agent.ToolSet{set.Only(names...)}
+	}
+	return main, byAgent, nil
 }
 
 // logToolErrors returns a hook that logs each tool run whose result is an

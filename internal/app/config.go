@@ -216,7 +216,11 @@ func ConfigFromEnv(getenv func(string) string) (*Config, error) {
 			p.fail("ADDITIONAL_MODEL_ARNS: %v", err)
 		}
 	}
+	before := len(p.errs)
 	c.Agents = jsonList(p, "AGENTS", func(v string) ([]SubAgent, error) { return parseAgents(v, c) })
+	if len(p.errs) == before { // an AGENTS that failed has no agents to check the entries against
+		p.errs = append(p.errs, checkAudiences(c)...)
+	}
 	c.InterruptTTL = p.duration("INTERRUPT_TTL", agent.DefaultInterruptTTL, time.Second, 365*24*time.Hour)
 	if (c.GuardrailID == "") != (c.GuardrailVersion == "") {
 		p.fail("GUARDRAIL_ID and GUARDRAIL_VERSION must be set together")

@@ -7,14 +7,17 @@ import (
 	"maps"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 
+	gocmp "github.com/google/go-cmp/cmp"
 	"github.com/lambda-agent/lambda-agent/internal/app"
 	"github.com/lambda-agent/lambda-agent/internal/testkit"
 	"github.com/lambda-agent/lambda-agent/internal/testkit/conversetest"
 	"github.com/lambda-agent/lambda-agent/internal/testkit/lambdatest"
+	"github.com/lambda-agent/lambda-agent/internal/testkit/mcptest"
 	"github.com/lambda-agent/lambda-agent/internal/turn"
 )
 
@@ -213,5 +216,72 @@ func TestFreshSubAgent(t *testing.T) {
 	chat(t, s, `{"session_id":"fresh","message":"second"}`)
 	if len(helper) != 2 || len(helper[1]) != 1 || helper[1][0].Text() != "second" {
 		t.Fatalf("the helper's requests: %+v; want its second to hold only its task", helper)
+	}
+}
+
+// toolNames returns the names of the tools req offers.
+func toolNames(req *conversetest.Request) []string {
+	var out []string
+	if req.ToolConfig != nil {
+		for _, t := range req.ToolConfig.Tools {
+			if t.ToolSpec != nil {
+				out = append(out, t.ToolSpec.Name)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TestEntriesForSubAgents: an MCP server or a Lambda tool whose entry
+// names agents offers its tools to those sub-agents, which call them, and
+// not to the main agent; an entry without agents is the main agent's,
+// and a sub-agent gets an MCP server's tools only by its entry's agents.
+func TestEntriesForSubAgents(t *testing.T) {
+	docs, all := mcptest.NewServer(), mcptest.NewServer()
+	t.Cleanup(docs.Close)
+	t.Cleanup(all.Close)
+	fns := lambdatest.NewServer()
+	t.Cleanup(fns.Close)
+	fns.Register("refunds", func(context.Context, []byte) ([]byte, error) { return []byte(`{"refunded":true}`), nil })
+	s := testkit.Start(t, testkit.Options{Remote: app.Remote{Lambda: fns.Client(), HTTP: http.DefaultClient}, Env: map[string]string{
+		"TOOLS":        "calculator",
+		"LAMBDA_TOOLS": `[{"name":"refund","function":"refunds","description":"Refunds.","agents":["clerk"]}]`,
+		"MCP_SERVERS": fmt.Sprintf(`[{"name":"docs","url":%q,"allow":["echo"],"agents":["clerk"]},{"name":"all","url":%q,"allow":["add"]}]`,
+			docs.URL, all.URL),
+		"AGENTS": `[{"name":"clerk","description":"Refunds.","system_prompt":"You are the clerk.","tools":[]},
+			{"name":"other","description":"Other.","system_prompt":"You are other."}]`,
+	}})
+	offered := map[string][]string{}
+	var mu sync.Mutex
+	s.Model.Responder = func(req *conversetest.Request) conversetest.Reply {
+		who := "main"
+		if len(req.System) > 0 {
+			who = req.System[0].Text
+		}
+		mu.Lock()
+		if _, seen := offered[who]; !seen {
+			offered[who] = toolNames(req)
+		}
+		mu.Unlock()
+		switch {
+		case who == "main" && len(req.Messages) == 1:
+			return conversetest.ToolUse("d1", "clerk", map[string]string{"task": "refund it"}).WithToolUse("d2", "other", map[string]string{"task": "x"})
+		case who == "You are the clerk." && len(req.Messages) == 1:
+			return conversetest.ToolUse("r1", "refund", map[string]any{}).WithToolUse("e1", "docs_echo", map[string]string{"text": "from docs"})
+		}
+		return conversetest.Text(who + " done")
+	}
+	a := chat(t, s, `{"session_id":"entries","message":"go"}`)
+	want := map[string][]string{
+		"main":               {"all_add", "calculator", "clerk", "other"},
+		"You are the clerk.": {"docs_echo", "refund"},
+		"You are other.":     {"calculator"},
+	}
+	if diff := gocmp.Diff(want, offered); diff != "" {
+		t.Errorf("the tools each agent is offered (-want +got):\n%s", diff)
+	}
+	if fns.Calls("refunds") != 1 || docs.Calls("echo") != 1 || a.Text != "main done" {
+		t.Errorf("calls: refunds %d, docs echo %d; answer %q", fns.Calls("refunds"), docs.Calls("echo"), a.Text)
 	}
 }
