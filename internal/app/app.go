@@ -406,9 +406,6 @@ func runsTools(opts Options) bool {
 	return cmp.Or(opts.Routes, httpapi.AllRoutes)&^httpapi.StructuredRoutes != 0
 }
 
-// secretsTimeout bounds the reading of MCP servers' secrets at init.
-const secretsTimeout = 5 * time.Second
-
 // mcpTools returns the tool sets of cfg's MCP servers, whose listing has
 // begun: the main agent's, of the servers whose entries name no agents,
 // and each sub-agent's, of those that name it. A server whose secrets
@@ -424,7 +421,7 @@ func mcpTools(cfg *Config, opts Options, taken []string) (main []agent.ToolSet, 
 		if opts.Remote.SSM == nil {
 			return nil, nil, errors.New("app: MCP_SERVERS names secret headers, and no SSM client was given")
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), secretsTimeout)
+		ctx, cancel := context.WithTimeout(context.Background(), ssmTimeout)
 		defer cancel()
 		var errs []error
 		servers, errs = remote.ResolveSecrets(ctx, opts.Remote.SSM, servers)
@@ -508,8 +505,20 @@ func NewFromEnv(ctx context.Context, getenv func(string) string, opts Options) (
 	if len(cfg.LambdaTools) > 0 && runsTools(opts) && opts.Remote.Lambda == nil {
 		opts.Remote.Lambda = lambda.NewFromConfig(awsCfg)
 	}
-	if len(cfg.MCPServers) > 0 && runsTools(opts) && opts.Remote.SSM == nil {
-		opts.Remote.SSM = ssm.NewFromConfig(awsCfg)
+	var params *ssm.Client
+	if (len(cfg.MCPServers) > 0 || cfg.AgentsPath != "") && runsTools(opts) {
+		params = ssm.NewFromConfig(awsCfg)
+		if opts.Remote.SSM == nil {
+			opts.Remote.SSM = params
+		}
+	}
+	// The agents of an AGENTS path are read only by the functions that
+	// run tools: the structured function offers the model none, so it
+	// needs no agents, and its role may not read them.
+	if cfg.AgentsPath != "" && runsTools(opts) {
+		if err := LoadAgents(ctx, params, cfg); err != nil {
+			return nil, err
+		}
 	}
 	a, err := New(cfg, bedrockruntime.NewFromConfig(awsCfg), dynamodb.NewFromConfig(awsCfg), opts)
 	if err == nil && opts.Metrics != nil && telemetry.MetricsDropped(getenv) {

@@ -74,8 +74,12 @@ type Config struct {
 	// agent may call as tools.
 	LambdaTools []remote.LambdaTool
 	// Agents is AGENTS, a JSON list of the sub-agents the main agent may
-	// delegate tasks to (docs/subagents.md).
+	// delegate tasks to (docs/subagents.md), or those read from AgentsPath.
 	Agents []SubAgent
+	// AgentsPath is the SSM parameter path that AGENTS names as
+	// ssm:/a/path, under which each agent is a parameter: LoadAgents reads
+	// them into Agents.
+	AgentsPath string
 	// AdditionalModels is ADDITIONAL_MODEL_ARNS, a comma-separated list of
 	// the ARNs of the models the functions may call besides MODEL_ID and
 	// SUMMARIZER_MODEL_ID: the template grants exactly these. A sub-agent's
@@ -216,10 +220,17 @@ func ConfigFromEnv(getenv func(string) string) (*Config, error) {
 			p.fail("ADDITIONAL_MODEL_ARNS: %v", err)
 		}
 	}
-	before := len(p.errs)
-	c.Agents = jsonList(p, "AGENTS", func(v string) ([]SubAgent, error) { return parseAgents(v, c) })
-	if len(p.errs) == before { // an AGENTS that failed has no agents to check the entries against
-		p.errs = append(p.errs, checkAudiences(c)...)
+	if v := strings.TrimSpace(getenv("AGENTS")); strings.HasPrefix(v, agentsPathPrefix) {
+		// LoadAgents reads and checks them.
+		if c.AgentsPath, err = agentsPath(v); err != nil {
+			p.fail("AGENTS: %v", err)
+		}
+	} else {
+		before := len(p.errs)
+		c.Agents = jsonList(p, "AGENTS", func(v string) ([]SubAgent, error) { return parseAgents(v, c) })
+		if len(p.errs) == before { // an AGENTS that failed has no agents to check the entries against
+			p.errs = append(p.errs, checkAudiences(c)...)
+		}
 	}
 	c.InterruptTTL = p.duration("INTERRUPT_TTL", agent.DefaultInterruptTTL, time.Second, 365*24*time.Hour)
 	if (c.GuardrailID == "") != (c.GuardrailVersion == "") {

@@ -395,6 +395,27 @@ func TestConfigReadsTemplate(t *testing.T) {
 			},
 		},
 		{
+			name: "agents",
+			overrides: map[string]string{
+				"Tools":  "calculator",
+				"Agents": `[{"name":"researcher","description":"Researches.","system_prompt":"You research.","tools":["calculator"]}]`,
+			},
+			check: func(t *testing.T, c *app.Config) {
+				if len(c.Agents) != 1 || c.Agents[0].Name != "researcher" || c.AgentsPath != "" {
+					t.Errorf("agents %+v, path %q", c.Agents, c.AgentsPath)
+				}
+			},
+		},
+		{
+			name:      "agents in SSM",
+			overrides: map[string]string{"Agents": "ssm:/app/agents/"},
+			check: func(t *testing.T, c *app.Config) {
+				if c.AgentsPath != "/app/agents/" || c.Agents != nil {
+					t.Errorf("agents %+v, path %q", c.Agents, c.AgentsPath)
+				}
+			},
+		},
+		{
 			name: "everything",
 			overrides: map[string]string{
 				"SystemPrompt":                "Be brief.",
@@ -439,10 +460,9 @@ func TestConfigReadsTemplate(t *testing.T) {
 				// The code also reads what the template leaves to others:
 				// Lambda's own AWS_ variables, such as the function's name,
 				// and OpenTelemetry's standard OTEL_ ones, which a
-				// deployment may add; and AGENTS, which has no
-				// parameter yet (docs/subagents.md, "Not yet").
+				// deployment may add.
 				read = slices.DeleteFunc(read, func(k string) bool {
-					return !slices.Contains(set, k) && (strings.HasPrefix(k, "AWS_") || strings.HasPrefix(k, "OTEL_") || k == "AGENTS")
+					return !slices.Contains(set, k) && (strings.HasPrefix(k, "AWS_") || strings.HasPrefix(k, "OTEL_"))
 				})
 				if diff := cmp.Diff(set, read); diff != "" {
 					t.Errorf("%s: variables set (-) and read (+):\n%s", id, diff)
@@ -540,6 +560,42 @@ func TestAdditionalModelArnsAgree(t *testing.T) {
 		_, _, err := readConfig(map[string]string{"TABLE_NAME": "t", "MODEL_ID": "m", "ADDITIONAL_MODEL_ARNS": tt.value})
 		if (err == nil) != tt.ok && !(tt.value == fm+",") { // the functions skip an empty entry
 			t.Errorf("the functions' ADDITIONAL_MODEL_ARNS=%q: %v, want ok %v", tt.value, err, tt.ok)
+		}
+	}
+}
+
+// TestAgentsPath: with Agents=ssm:/a/path, the functions that run tools
+// may call GetParametersByPath on exactly the path they read, and the
+// structured function, which reads none, may not; with a JSON list or
+// none, no function may read SSM for its agents.
+func TestAgentsPath(t *testing.T) {
+	tp := loadTemplate(t)
+	for _, path := range []string{"/app/agents/", "/app/agents", "/a"} {
+		r := newResolver(t, tp, map[string]string{"Agents": "ssm:" + path})
+		r.deployable(t)
+		grant := r.subVars(t, get(tp.Resources["AgentsPolicy"].Properties, "PolicyDocument", "Statement").([]any)[0].(map[string]any)["Resource"])
+		for id := range functions {
+			c, _, err := readConfig(r.environment(t, id))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := "arn:aws:ssm:" + pseudo["AWS::Region"] + ":" + pseudo["AWS::AccountId"] + ":parameter" + c.AgentsPath; grant != want {
+				t.Errorf("Agents=ssm:%s: the grant is on %s; %s reads %s", path, grant, id, want)
+			}
+			policies, _, err := r.resolve(tp.functionProperties(id)["Policies"])
+			if err != nil {
+				t.Fatal(err)
+			}
+			attached := slices.ContainsFunc(policies.([]any), func(p any) bool { return p == "resource-AgentsPolicy" })
+			if attached != (id != "StructuredFunction") {
+				t.Errorf("Agents=ssm:%s: %s has AgentsPolicy: %v", path, id, attached)
+			}
+		}
+	}
+	for _, v := range []string{"", `[{"name":"a","description":"d","system_prompt":"p"}]`} {
+		r := newResolver(t, tp, map[string]string{"Agents": v})
+		if exists, err := r.exists("AgentsPolicy"); err != nil || exists {
+			t.Errorf("Agents=%q: AgentsPolicy exists: %v, %v", v, exists, err)
 		}
 	}
 }

@@ -51,6 +51,7 @@ var envVars = []string{
 	"INTERRUPT_TTL",
 	"MCP_SERVERS",
 	"LAMBDA_TOOLS",
+	"AGENTS",
 	"SESSION_TTL_DAYS",
 	"MAX_MESSAGE_BYTES",
 	"MAX_TOOL_RESULT_BYTES",
@@ -393,9 +394,14 @@ func TestLeastPrivilege(t *testing.T) {
 	wantGuardrail := []string{arn + "${AWS::Region}:${AWS::AccountId}:guardrail/${GuardrailId}"}
 	// The functions that run tools may invoke the Lambda tools' functions
 	// and read the MCP servers' secrets: exactly those the parameters list.
+	// They may read the agents of an Agents path too (TestAgentsPath).
+	agentsPath := map[string]any{"Fn::Sub": []any{
+		"arn:${AWS::Partition}:ssm:${AWS::Region}:${AWS::AccountId}:parameter/${Path}",
+		map[string]any{"Path": map[string]any{"Fn::Select": []any{"1", map[string]any{"Fn::Split": []any{"ssm:/", map[string]any{"Fn::Join": []any{"", []any{ref("Agents"), "ssm:/"}}}}}}}},
+	}}
 	wantRemote := map[string]map[string]any{
-		"ChatFunction":       {"lambda:InvokeFunction": ref("LambdaToolArns"), "ssm:GetParameter": ref("McpSecretParameterArns")},
-		"ChatStreamFunction": {"lambda:InvokeFunction": ref("LambdaToolArns"), "ssm:GetParameter": ref("McpSecretParameterArns")},
+		"ChatFunction":       {"lambda:InvokeFunction": ref("LambdaToolArns"), "ssm:GetParameter": ref("McpSecretParameterArns"), "ssm:GetParametersByPath": agentsPath},
+		"ChatStreamFunction": {"lambda:InvokeFunction": ref("LambdaToolArns"), "ssm:GetParameter": ref("McpSecretParameterArns"), "ssm:GetParametersByPath": agentsPath},
 	}
 
 	// The other models (AdditionalModelArns), exactly as listed, and only
