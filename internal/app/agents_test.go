@@ -286,3 +286,35 @@ func TestConfigEntriesForAgents(t *testing.T) {
 		t.Errorf("an approval tool a shared server may have: %v", err)
 	}
 }
+
+// TestSubAgentManagerSettings: a sub-agent's manager takes its own kind
+// and window, or else CONVERSATION_MANAGER and WINDOW_SIZE; a window of
+// its own is cut back to half of it, and WINDOW_LOW_WATER goes with
+// WINDOW_SIZE alone; SUMMARY_RATIO and PRESERVE_RECENT_MESSAGES apply to
+// every agent.
+func TestSubAgentManagerSettings(t *testing.T) {
+	cfg := &Config{ModelID: "m", Manager: "sliding", WindowSize: 40, WindowLowWater: 30, SummaryRatio: 0.5, PreserveRecent: 4}
+	w := &wiring{cfg: cfg, tracing: telemetry.NewTracing(telemetry.TracingConfig{}, nil), models: map[string]agent.Model{}}
+	for _, tt := range []struct {
+		sa   SubAgent
+		want agent.ConversationManager
+	}{
+		{SubAgent{}, agent.SlidingWindow{Size: 40, LowWater: 30}},
+		{SubAgent{WindowSize: 12}, agent.SlidingWindow{Size: 12}},
+		{SubAgent{Manager: "none"}, agent.NoManager{}},
+		{SubAgent{Manager: "summarizing", WindowSize: 8}, agent.Summarizing{Ratio: 0.5, PreserveRecent: 4, MaxMessages: 8}},
+		{SubAgent{Manager: "summarizing"}, agent.Summarizing{Ratio: 0.5, PreserveRecent: 4, MaxMessages: 40}},
+	} {
+		got, err := w.agentManager(tt.sa, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s, ok := got.(agent.Summarizing); ok {
+			s.Model = nil // the summarizer: TestSummariesOfASubAgent
+			got = s
+		}
+		if diff := gocmp.Diff(tt.want, got); diff != "" {
+			t.Errorf("%+v: manager (-want +got):\n%s", tt.sa, diff)
+		}
+	}
+}

@@ -199,11 +199,7 @@ func newAgent(cfg *Config, client bedrock.ConverseAPI, opts Options, tracing *te
 		if err != nil {
 			return nil, err
 		}
-		low := cfg.WindowLowWater // WINDOW_SIZE's
-		if sa.WindowSize != 0 {
-			low = 0 // half of the agent's own
-		}
-		manager, err := w.manager(cmp.Or(sa.Manager, cfg.Manager), cmp.Or(sa.WindowSize, cfg.WindowSize), low, model)
+		manager, err := w.agentManager(sa, model)
 		if err != nil {
 			return nil, err
 		}
@@ -282,6 +278,17 @@ func (w *wiring) model(id string) (agent.Model, error) {
 
 func (w *wiring) bedrockConfig(id string) bedrock.Config {
 	return bedrock.Config{ModelID: id, MaxTokens: w.cfg.MaxTokens, Temperature: w.cfg.Temperature}
+}
+
+// agentManager returns the conversation manager of sub-agent sa, which
+// calls model: its own kind and window, or else the main agent's. A window
+// of its own is cut back to half of it; WINDOW_LOW_WATER is WINDOW_SIZE's.
+func (w *wiring) agentManager(sa SubAgent, model agent.Model) (agent.ConversationManager, error) {
+	low := w.cfg.WindowLowWater
+	if sa.WindowSize != 0 {
+		low = 0
+	}
+	return w.manager(cmp.Or(sa.Manager, w.cfg.Manager), cmp.Or(sa.WindowSize, w.cfg.WindowSize), low, model)
 }
 
 // manager returns the conversation manager kind, as CONVERSATION_MANAGER
