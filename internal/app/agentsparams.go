@@ -1,7 +1,6 @@
 package app
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
+	"github.com/aws/aws-sdk-go-v2/service/ssm/types"
 )
 
 // ParametersByPath is the part of *ssm.Client that reads AGENTS from a
@@ -59,7 +59,7 @@ func LoadAgents(ctx context.Context, client ParametersByPath, cfg *Config) error
 	}
 	ctx, cancel := context.WithTimeout(ctx, ssmTimeout)
 	defer cancel()
-	var params []struct{ name, value string }
+	var params []types.Parameter
 	pages := ssm.NewGetParametersByPathPaginator(client, &ssm.GetParametersByPathInput{
 		Path:           aws.String(cfg.AgentsPath),
 		Recursive:      aws.Bool(false),
@@ -70,29 +70,26 @@ func LoadAgents(ctx context.Context, client ParametersByPath, cfg *Config) error
 		if err != nil {
 			return fmt.Errorf("configuration: AGENTS: read the parameters under %s: %w", cfg.AgentsPath, err)
 		}
-		for _, p := range out.Parameters {
-			params = append(params, struct{ name, value string }{aws.ToString(p.Name), aws.ToString(p.Value)})
-		}
-		if len(params) > MaxSubAgents {
+		if params = append(params, out.Parameters...); len(params) > MaxSubAgents {
 			return fmt.Errorf("configuration: AGENTS: more than %d parameters under %s; at most %d agents", MaxSubAgents, cfg.AgentsPath, MaxSubAgents)
 		}
 	}
 	if len(params) == 0 {
 		return fmt.Errorf("configuration: AGENTS: no parameters under %s: each agent is one, a JSON object", cfg.AgentsPath)
 	}
-	slices.SortFunc(params, func(a, b struct{ name, value string }) int { return cmp.Compare(a.name, b.name) })
+	slices.SortFunc(params, func(a, b types.Parameter) int { return cmp.Compare(aws.ToString(a.Name), aws.ToString(b.Name)) })
 	agents := make([]SubAgent, len(params))
 	where := make([]string, len(params))
 	var errs []error
 	for i, p := range params {
-		where[i] = p.name
-		dec := json.NewDecoder(bytes.NewReader([]byte(p.value)))
+		where[i] = aws.ToString(p.Name)
+		dec := json.NewDecoder(strings.NewReader(aws.ToString(p.Value)))
 		dec.DisallowUnknownFields()
 		switch err := dec.Decode(&agents[i]); {
 		case err != nil:
-			errs = append(errs, fmt.Errorf("%s: want a JSON object of an agent: %w", p.name, err))
+			errs = append(errs, fmt.Errorf("%s: want a JSON object of an agent: %w", where[i], err))
 		case dec.More():
-			errs = append(errs, fmt.Errorf("%s: unexpected data after the JSON object", p.name))
+			errs = append(errs, fmt.Errorf("%s: unexpected data after the JSON object", where[i]))
 		}
 	}
 	if len(errs) == 0 {

@@ -94,7 +94,7 @@ func NewMCP(servers []MCPServer, opts MCPOptions) *MCP {
 	return m
 }
 
-// Only returns the tool set of m's servers that names names, sharing
+// Only returns the tool set of m's servers that are named names, sharing
 // their tool lists, listings and sessions with m: each server is listed
 // once, whichever set asks, and Start on m lists them all.
 func (m *MCP) Only(names ...string) *MCP {
