@@ -219,20 +219,6 @@ func TestFreshSubAgent(t *testing.T) {
 	}
 }
 
-// toolNames returns the names of the tools req offers.
-func toolNames(req *conversetest.Request) []string {
-	var out []string
-	if req.ToolConfig != nil {
-		for _, t := range req.ToolConfig.Tools {
-			if t.ToolSpec != nil {
-				out = append(out, t.ToolSpec.Name)
-			}
-		}
-	}
-	slices.Sort(out)
-	return out
-}
-
 // TestEntriesForSubAgents: an MCP server or a Lambda tool whose entry
 // names agents offers its tools to those sub-agents, which call them, and
 // not to the main agent; an entry without agents is the main agent's,
@@ -261,7 +247,7 @@ func TestEntriesForSubAgents(t *testing.T) {
 		}
 		mu.Lock()
 		if _, seen := offered[who]; !seen {
-			offered[who] = toolNames(req)
+			offered[who] = slices.Sorted(slices.Values(req.ToolNames()))
 		}
 		mu.Unlock()
 		switch {

@@ -90,24 +90,18 @@ func longestMatch(t *testing.T, pattern string) int {
 				return -1
 			}
 			return re.Max * sub
-		case syntax.OpConcat:
+		case syntax.OpConcat, syntax.OpAlternate: // the sum, or the longest
 			n := 0
 			for _, s := range re.Sub {
 				m := walk(s)
-				if m < 0 {
+				switch {
+				case m < 0:
 					return -1
+				case re.Op == syntax.OpConcat:
+					n += m
+				default:
+					n = max(n, m)
 				}
-				n += m
-			}
-			return n
-		case syntax.OpAlternate:
-			n := 0
-			for _, s := range re.Sub {
-				m := walk(s)
-				if m < 0 {
-					return -1
-				}
-				n = max(n, m)
 			}
 			return n
 		}
