@@ -68,6 +68,42 @@ func TestRemoteToolsThroughTheBuiltFunction(t *testing.T) {
 	}
 }
 
+// TestAgentsFromSSMThroughTheBuiltFunction: the built functions, with
+// AGENTS=ssm:/path and SSM reached only by AWS_ENDPOINT_URL_SSM, read their
+// agents at init, the two that run tools only, and the chat function
+// delegates to one.
+func TestAgentsFromSSMThroughTheBuiltFunction(t *testing.T) {
+	params := ssmtest.NewServer()
+	t.Cleanup(params.Close)
+	params.Put("/agent/agents/researcher", `{"name":"researcher","description":"Researches.","system_prompt":"You research.","tools":[]}`, true)
+	backends := testkit.StartBackends(t, testkit.BackendOptions{Model: func() *conversetest.Server {
+		s := conversetest.NewServer()
+		s.Responder = func(req *conversetest.Request) conversetest.Reply {
+			switch {
+			case len(req.System) > 0 && req.System[0].Text == "You research.":
+				return conversetest.Text("Forty-two.")
+			case len(req.Messages) == 1:
+				return conversetest.ToolUse("d1", "researcher", map[string]string{"task": "What is 6*7?"})
+			}
+			return conversetest.Text("The researcher says forty-two.")
+		}
+		return s
+	}})
+	d := deployOn(t, backends, "AWS_ENDPOINT_URL_SSM="+params.URL, "AGENTS=ssm:/agent/agents/")
+	resp, body := d.invoke(t, "chat", "chat-new.json")
+	if resp.StatusCode != 200 || body["text"] != "The researcher says forty-two." || body["agents"] == nil {
+		t.Fatalf("%d %v\nlogs:\n%s", resp.StatusCode, body, d.logs())
+	}
+	for _, name := range []string{"stream", "structured"} {
+		if _, err := d.fns[name].WaitReady(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if params.Calls() != 2 {
+		t.Errorf("%d reads of SSM, want 2: one at the init of chat and of stream", params.Calls())
+	}
+}
+
 // hostileSchemaServer is an in-process MCP server, built with the official
 // SDK, that lists a tool whose input schema refers to itself, one whose
 // schema unfolds to 2^30 subschemas, and an ordinary one.

@@ -28,6 +28,19 @@ type SubAgent struct {
 	// MAX_CYCLES. Every delegation counts against the turn's MAX_CYCLES
 	// too.
 	MaxCycles int `json:"max_cycles,omitempty"`
+	// ModelID is the model the agent calls, a foundation model id or a
+	// system-defined inference profile id; empty means MODEL_ID. The
+	// functions must be allowed to call it (Config.checkModel).
+	ModelID string `json:"model_id,omitempty"`
+	// Manager is the agent's conversation manager, as
+	// CONVERSATION_MANAGER spells them; empty means CONVERSATION_MANAGER.
+	Manager string `json:"conversation_manager,omitempty"`
+	// WindowSize is the agent's WINDOW_SIZE; 0 means WINDOW_SIZE. Its
+	// sliding window is cut back to half of it.
+	WindowSize int `json:"window_size,omitempty"`
+	// Fresh starts every delegation to the agent from an empty
+	// conversation that the session does not keep (agent.Fresh).
+	Fresh bool `json:"fresh,omitempty"`
 }
 
 // Bounds on AGENTS.
@@ -38,25 +51,46 @@ const (
 )
 
 // parseAgents reads AGENTS, a JSON list of sub-agents, and checks it
-// against the tools c enables. It reports every problem at once.
+// (checkAgents).
 func parseAgents(v string, c *Config) ([]SubAgent, error) {
 	var agents []SubAgent
 	if err := remote.DecodeStrict(v, &agents); err != nil {
 		return nil, err
 	}
+	where := make([]string, len(agents))
+	for i := range agents {
+		where[i] = fmt.Sprintf("[%d]", i)
+	}
+	if err := checkAgents(agents, where, c); err != nil {
+		return nil, err
+	}
+	return agents, nil
+}
+
+// checkAgents checks agents, each named in messages by where and its name,
+// against the tools and the models c allows, and completes their tools:
+// unset, the enabled built-in and Lambda tools but those that wait for a
+// person or that LAMBDA_TOOLS offers to named agents only; and, set or
+// not, the Lambda tools whose entries name the agent. It reports every
+// problem at once.
+func checkAgents(agents []SubAgent, where []string, c *Config) error {
 	var errs []error
 	if len(agents) > MaxSubAgents {
 		errs = append(errs, fmt.Errorf("%d agents; at most %d", len(agents), MaxSubAgents))
 	}
 	enabled := slices.Clone(c.Tools)
+	only := map[string][]string{} // the agents a Lambda tool is offered to, if not to all
 	for _, t := range c.LambdaTools {
 		enabled = append(enabled, t.Name)
+		if t.Agents != nil {
+			only[t.Name] = t.Agents
+		}
 	}
 	byName := map[string]*SubAgent{}
 	for i := range agents {
 		a := &agents[i]
 		fail := func(format string, args ...any) {
-			errs = append(errs, fmt.Errorf("[%d] %s: %s", i, a.Name, fmt.Sprintf(format, args...)))
+			errs = append(errs, fmt.Errorf("%s %s: %s", where[i], a.Name, fmt.Sprintf(format, args...)))
 		}
 		switch {
 		case !agent.ValidToolName(a.Name):
@@ -78,34 +112,97 @@ func parseAgents(v string, c *Config) ([]SubAgent, error) {
 		if a.MaxCycles < 0 || a.MaxCycles > 1000 {
 			fail("max_cycles must be from 1 to 1000")
 		}
+		if a.Manager != "" && !slices.Contains(managers, a.Manager) {
+			fail("conversation_manager must be one of %s", strings.Join(managers, ", "))
+		}
+		if a.WindowSize != 0 && (a.WindowSize < MinWindowSize || a.WindowSize > MaxWindowSize) {
+			fail("window_size must be from %d to %d", MinWindowSize, MaxWindowSize)
+		}
+		switch {
+		case a.ModelID == "":
+		case !modelIDPattern.MatchString(a.ModelID):
+			fail("model_id must be a foundation model id or a system-defined inference profile id (%s), not an ARN", modelIDRule)
+		default:
+			if err := c.checkModel(a.ModelID); err != nil {
+				fail("model_id: %v", err)
+			}
+		}
 	}
 	for i := range agents {
 		a := &agents[i]
+		fail := func(format string, args ...any) {
+			errs = append(errs, fmt.Errorf("%s %s: tools: %s", where[i], a.Name, fmt.Sprintf(format, args...)))
+		}
 		if a.Tools == nil {
 			for _, n := range enabled {
-				if !waitsForAPerson(n, c) {
+				if only[n] == nil && !waitsForAPerson(n, c) {
 					a.Tools = append(a.Tools, n)
 				}
 			}
-			continue
+		} else {
+			for _, n := range a.Tools {
+				switch {
+				case n == a.Name:
+					fail("an agent cannot delegate to itself")
+				case byName[n] != nil:
+				case !slices.Contains(enabled, n):
+					fail("%q is neither an enabled built-in or Lambda tool nor an agent; the tools are %s", n, strings.Join(enabled, ", "))
+				case only[n] != nil && !slices.Contains(only[n], a.Name):
+					fail("%q is offered only to the agents its entry in LAMBDA_TOOLS names: %s", n, strings.Join(only[n], ", "))
+				case a.Fresh && waitsForAPerson(n, c):
+					fail("%q waits for a person, which an agent that starts fresh cannot do: nothing keeps its turn to resume", n)
+				}
+			}
 		}
-		for _, n := range a.Tools {
-			switch {
-			case n == a.Name:
-				errs = append(errs, fmt.Errorf("[%d] %s: tools: an agent cannot delegate to itself", i, a.Name))
-			case byName[n] != nil:
-			case !slices.Contains(enabled, n):
-				errs = append(errs, fmt.Errorf("[%d] %s: tools: %q is neither an enabled built-in or Lambda tool nor an agent; the tools are %s", i, a.Name, n, strings.Join(enabled, ", ")))
+		for _, t := range c.LambdaTools {
+			if slices.Contains(t.Agents, a.Name) && !slices.Contains(a.Tools, t.Name) {
+				a.Tools = append(a.Tools, t.Name)
 			}
 		}
 	}
 	if len(errs) == 0 {
 		errs = append(errs, checkDelegations(agents, byName)...)
 	}
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
+	return errors.Join(errs...)
+}
+
+// checkAudiences checks the agents that MCP_SERVERS' and LAMBDA_TOOLS'
+// entries offer their tools to, instead of the main agent: agents of
+// AGENTS, at least one, and, for a Lambda tool that waits for a person,
+// not only agents that start fresh, which cannot wait.
+func checkAudiences(c *Config) []error {
+	var errs []error
+	var known []string
+	fresh := map[string]bool{}
+	for _, a := range c.Agents {
+		known = append(known, a.Name)
+		fresh[a.Name] = a.Fresh
 	}
-	return agents, nil
+	check := func(variable string, i int, name string, agents []string) {
+		switch {
+		case agents == nil:
+		case len(agents) == 0:
+			errs = append(errs, fmt.Errorf("%s: [%d] %s: agents is empty, which offers the tools to no agent; leave it out to offer them to the main agent", variable, i, name))
+		case len(known) == 0:
+			errs = append(errs, fmt.Errorf("%s: [%d] %s: agents names %s, and AGENTS defines no agent", variable, i, name, strings.Join(agents, ", ")))
+		default:
+			for _, n := range agents {
+				if !slices.Contains(known, n) {
+					errs = append(errs, fmt.Errorf("%s: [%d] %s: agents: %q is not an agent of AGENTS, which are %s", variable, i, name, n, strings.Join(known, ", ")))
+				}
+			}
+		}
+	}
+	for i, s := range c.MCPServers {
+		check("MCP_SERVERS", i, s.Name, s.Agents)
+	}
+	for i, t := range c.LambdaTools {
+		check("LAMBDA_TOOLS", i, t.Name, t.Agents)
+		if len(t.Agents) > 0 && slices.Contains(c.ApprovalTools, t.Name) && !slices.ContainsFunc(t.Agents, func(n string) bool { return !fresh[n] }) {
+			errs = append(errs, fmt.Errorf("APPROVAL_TOOLS: %q waits for a person, and the agents that LAMBDA_TOOLS offers it to start fresh, which cannot wait", t.Name))
+		}
+	}
+	return errs
 }
 
 // waitsForAPerson says whether tool n pauses a turn for a person.

@@ -156,40 +156,14 @@ type SchemaCompiler = func(json.RawMessage) (agent.Schema, error)
 // the retry policy and the logger of opts; tracing traces its model calls
 // and tool runs.
 func newAgent(cfg *Config, client bedrock.ConverseAPI, opts Options, tracing *telemetry.Tracing) (*agent.Agent, error) {
-	bc := bedrock.Config{ModelID: cfg.ModelID, MaxTokens: cfg.MaxTokens, Temperature: cfg.Temperature}
-	if cfg.GuardrailID != "" {
-		// The trace says whether the guardrail blocked the input, which a
-		// turn then stores redacted, or the answer.
-		bc.Guardrail = &bedrock.Guardrail{ID: cfg.GuardrailID, Version: cfg.GuardrailVersion, Trace: true}
-	}
-	bm, err := bedrock.New(client, bc)
+	w := &wiring{cfg: cfg, client: client, opts: opts, tracing: tracing, models: map[string]agent.Model{}}
+	model, err := w.model(cfg.ModelID)
 	if err != nil {
 		return nil, err
 	}
-	model := tracing.Model(bm, cfg.ModelID)
-	var manager agent.ConversationManager
-	switch cfg.Manager {
-	case "none":
-		manager = agent.NoManager{}
-	case "summarizing":
-		summarizer := model
-		if cfg.SummarizerModelID != "" {
-			bc.ModelID = cfg.SummarizerModelID
-			bc.Guardrail = nil // the summary is of text the guardrail already saw
-			sm, err := bedrock.New(client, bc)
-			if err != nil {
-				return nil, err
-			}
-			summarizer = tracing.Model(sm, cfg.SummarizerModelID)
-		}
-		manager = agent.Summarizing{
-			Model:          agent.Retrying(summarizer, summaryRetry(opts.Retry)),
-			Ratio:          cfg.SummaryRatio,
-			PreserveRecent: cfg.PreserveRecent,
-			MaxMessages:    cfg.WindowSize,
-		}
-	default:
-		manager = agent.SlidingWindow{Size: cfg.WindowSize, LowWater: cfg.WindowLowWater}
+	manager, err := w.manager(cfg.Manager, cfg.WindowSize, cfg.WindowLowWater, model)
+	if err != nil {
+		return nil, err
 	}
 	builtins, err := tools.ByName(cfg.Tools)
 	if err != nil {
@@ -216,15 +190,25 @@ func newAgent(cfg *Config, client bedrock.ConverseAPI, opts Options, tracing *te
 	for _, t := range builtins {
 		names = append(names, t.Spec().Name)
 	}
-	sets, err := mcpTools(cfg, opts, names)
+	sets, agentSets, err := mcpTools(cfg, opts, names)
 	if err != nil {
 		return nil, err
 	}
 	delegations, err := subAgents(cfg, builtins, func(sa SubAgent, tools []agent.Tool) (*agent.Agent, error) {
+		model, err := w.model(cmp.Or(sa.ModelID, cfg.ModelID))
+		if err != nil {
+			return nil, err
+		}
+		manager, err := w.agentManager(sa, model)
+		if err != nil {
+			return nil, err
+		}
 		return agent.New(agent.Config{
 			Model:                   model,
 			System:                  sa.SystemPrompt,
 			Tools:                   tools,
+			ToolSets:                agentSets[sa.Name],
+			Manager:                 manager,
 			MaxCycles:               cmp.Or(sa.MaxCycles, cfg.MaxCycles),
 			Retry:                   opts.Retry,
 			InterruptTTL:            cfg.InterruptTTL, // its pause is the whole turn's
@@ -238,10 +222,14 @@ func newAgent(cfg *Config, client bedrock.ConverseAPI, opts Options, tracing *te
 	if err != nil {
 		return nil, err
 	}
+	// The Lambda tools whose entries name agents are theirs alone.
+	mains := slices.DeleteFunc(slices.Clone(builtins), func(t agent.Tool) bool {
+		return slices.ContainsFunc(cfg.LambdaTools, func(lt remote.LambdaTool) bool { return lt.Agents != nil && lt.Name == t.Spec().Name })
+	})
 	return agent.New(agent.Config{
 		Model:                   model,
 		System:                  cfg.SystemPrompt,
-		Tools:                   append(builtins, delegations...),
+		Tools:                   append(mains, delegations...),
 		ToolSets:                sets,
 		Manager:                 manager,
 		MaxCycles:               cfg.MaxCycles,
@@ -256,6 +244,83 @@ func newAgent(cfg *Config, client bedrock.ConverseAPI, opts Options, tracing *te
 		RedactedInput:           cfg.GuardrailRedactedInput,
 		Hooks:                   hooks(cmp.Or(opts.Logger, slog.Default()), tracing),
 	})
+}
+
+// wiring builds the agents' models and conversation managers, each model
+// once, however many agents call it.
+type wiring struct {
+	cfg        *Config
+	client     bedrock.ConverseAPI
+	opts       Options
+	tracing    *telemetry.Tracing
+	models     map[string]agent.Model // by model id
+	summarizer agent.Model            // SUMMARIZER_MODEL_ID's, once built
+}
+
+// model returns the model id, on Bedrock with the answers' settings and
+// the guardrail, traced under its id. The agent retries it.
+func (w *wiring) model(id string) (agent.Model, error) {
+	if m, ok := w.models[id]; ok {
+		return m, nil
+	}
+	bc := w.bedrockConfig(id)
+	if w.cfg.GuardrailID != "" {
+		// The trace says whether the guardrail blocked the input, which a
+		// turn then stores redacted, or the answer.
+		bc.Guardrail = &bedrock.Guardrail{ID: w.cfg.GuardrailID, Version: w.cfg.GuardrailVersion, Trace: true}
+	}
+	bm, err := bedrock.New(w.client, bc)
+	if err != nil {
+		return nil, err
+	}
+	w.models[id] = w.tracing.Model(bm, id)
+	return w.models[id], nil
+}
+
+func (w *wiring) bedrockConfig(id string) bedrock.Config {
+	return bedrock.Config{ModelID: id, MaxTokens: w.cfg.MaxTokens, Temperature: w.cfg.Temperature}
+}
+
+// agentManager returns the conversation manager of sub-agent sa, which
+// calls model: its own kind and window, or else the main agent's. A window
+// of its own is cut back to half of it; WINDOW_LOW_WATER is WINDOW_SIZE's.
+func (w *wiring) agentManager(sa SubAgent, model agent.Model) (agent.ConversationManager, error) {
+	low := w.cfg.WindowLowWater
+	if sa.WindowSize != 0 {
+		low = 0
+	}
+	return w.manager(cmp.Or(sa.Manager, w.cfg.Manager), cmp.Or(sa.WindowSize, w.cfg.WindowSize), low, model)
+}
+
+// manager returns the conversation manager kind, as CONVERSATION_MANAGER
+// spells it, over a window of size messages that the sliding window cuts
+// back to low, for an agent that calls model: the summaries are its
+// model's, or SUMMARIZER_MODEL_ID's.
+func (w *wiring) manager(kind string, size, low int, model agent.Model) (agent.ConversationManager, error) {
+	switch kind {
+	case "none":
+		return agent.NoManager{}, nil
+	case "summarizing":
+		summarizer := model
+		if id := w.cfg.SummarizerModelID; id != "" {
+			if w.summarizer == nil {
+				bc := w.bedrockConfig(id) // no guardrail: the summary is of text the guardrail already saw
+				sm, err := bedrock.New(w.client, bc)
+				if err != nil {
+					return nil, err
+				}
+				w.summarizer = w.tracing.Model(sm, id)
+			}
+			summarizer = w.summarizer
+		}
+		return agent.Summarizing{
+			Model:          agent.Retrying(summarizer, summaryRetry(w.opts.Retry)),
+			Ratio:          w.cfg.SummaryRatio,
+			PreserveRecent: w.cfg.PreserveRecent,
+			MaxMessages:    size,
+		}, nil
+	}
+	return agent.SlidingWindow{Size: size, LowWater: low}, nil
 }
 
 // subAgents builds the sub-agents of cfg.Agents with build, each offered
@@ -293,7 +358,11 @@ func subAgents(cfg *Config, tools []agent.Tool, build func(SubAgent, []agent.Too
 		if err != nil {
 			return nil, fmt.Errorf("app: agent %s: %w", sa.Name, err)
 		}
-		delegations[sa.Name] = agent.Delegate(sa.Name, sa.Description, a)
+		var opts []agent.DelegateOption
+		if sa.Fresh {
+			opts = append(opts, agent.Fresh())
+		}
+		delegations[sa.Name] = agent.Delegate(sa.Name, sa.Description, a, opts...)
 		return delegations[sa.Name], nil
 	}
 	var out []agent.Tool
@@ -341,24 +410,22 @@ func runsTools(opts Options) bool {
 	return cmp.Or(opts.Routes, httpapi.AllRoutes)&^httpapi.StructuredRoutes != 0
 }
 
-// secretsTimeout bounds the reading of MCP servers' secrets at init.
-const secretsTimeout = 5 * time.Second
-
-// mcpTools returns the tool set of cfg's MCP servers, whose listing has
-// begun, or none. A server whose secrets cannot be read is left out, with
-// an error in the log: the function still starts, and serves every other
-// tool.
-func mcpTools(cfg *Config, opts Options, taken []string) ([]agent.ToolSet, error) {
+// mcpTools returns the tool sets of cfg's MCP servers, whose listing has
+// begun: the main agent's, of the servers whose entries name no agents,
+// and each sub-agent's, of those that name it. A server whose secrets
+// cannot be read is left out, with an error in the log: the function
+// still starts, and serves every other tool.
+func mcpTools(cfg *Config, opts Options, taken []string) (main []agent.ToolSet, byAgent map[string][]agent.ToolSet, err error) {
 	if len(cfg.MCPServers) == 0 || !runsTools(opts) {
-		return nil, nil
+		return nil, nil, nil
 	}
 	logger := cmp.Or(opts.Logger, slog.Default())
 	servers := cfg.MCPServers
 	if slices.ContainsFunc(servers, func(s remote.MCPServer) bool { return len(s.SecretHeaders) > 0 }) {
 		if opts.Remote.SSM == nil {
-			return nil, errors.New("app: MCP_SERVERS names secret headers, and no SSM client was given")
+			return nil, nil, errors.New("app: MCP_SERVERS names secret headers, and no SSM client was given")
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), secretsTimeout)
+		ctx, cancel := context.WithTimeout(context.Background(), ssmTimeout)
 		defer cancel()
 		var errs []error
 		servers, errs = remote.ResolveSecrets(ctx, opts.Remote.SSM, servers)
@@ -368,7 +435,24 @@ func mcpTools(cfg *Config, opts Options, taken []string) ([]agent.ToolSet, error
 	}
 	set := remote.NewMCP(servers, remote.MCPOptions{HTTPClient: opts.Remote.HTTP, Logger: logger, Approval: cfg.ApprovalTools, Taken: taken})
 	set.Start()
-	return []agent.ToolSet{set}, nil
+	var shared []string
+	audiences := map[string][]string{} // the servers of each sub-agent
+	for _, s := range servers {
+		if s.Agents == nil {
+			shared = append(shared, s.Name)
+		}
+		for _, a := range s.Agents {
+			audiences[a] = append(audiences[a], s.Name)
+		}
+	}
+	if len(shared) > 0 {
+		main = []agent.ToolSet{set.Only(shared...)}
+	}
+	byAgent = map[string][]agent.ToolSet{}
+	for a, names := range audiences {
+		byAgent[a] = []agent.ToolSet{set.Only(names...)}
+	}
+	return main, byAgent, nil
 }
 
 // logToolErrors returns a hook that logs each tool run whose result is an
@@ -425,8 +509,20 @@ func NewFromEnv(ctx context.Context, getenv func(string) string, opts Options) (
 	if len(cfg.LambdaTools) > 0 && runsTools(opts) && opts.Remote.Lambda == nil {
 		opts.Remote.Lambda = lambda.NewFromConfig(awsCfg)
 	}
-	if len(cfg.MCPServers) > 0 && runsTools(opts) && opts.Remote.SSM == nil {
-		opts.Remote.SSM = ssm.NewFromConfig(awsCfg)
+	var params *ssm.Client
+	if (len(cfg.MCPServers) > 0 || cfg.AgentsPath != "") && runsTools(opts) {
+		params = ssm.NewFromConfig(awsCfg)
+		if opts.Remote.SSM == nil {
+			opts.Remote.SSM = params
+		}
+	}
+	// The agents of an AGENTS path are read only by the functions that
+	// run tools: the structured function offers the model none, so it
+	// needs no agents, and its role may not read them.
+	if cfg.AgentsPath != "" && runsTools(opts) {
+		if err := LoadAgents(ctx, params, cfg); err != nil {
+			return nil, err
+		}
 	}
 	a, err := New(cfg, bedrockruntime.NewFromConfig(awsCfg), dynamodb.NewFromConfig(awsCfg), opts)
 	if err == nil && opts.Metrics != nil && telemetry.MetricsDropped(getenv) {

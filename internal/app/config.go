@@ -74,8 +74,20 @@ type Config struct {
 	// agent may call as tools.
 	LambdaTools []remote.LambdaTool
 	// Agents is AGENTS, a JSON list of the sub-agents the main agent may
-	// delegate tasks to (docs/subagents.md).
-	Agents          []SubAgent
+	// delegate tasks to (docs/subagents.md), or those read from AgentsPath.
+	Agents []SubAgent
+	// AgentsPath is the SSM parameter path that AGENTS names as
+	// ssm:/a/path, under which each agent is a parameter: LoadAgents reads
+	// them into Agents.
+	AgentsPath string
+	// AdditionalModels is ADDITIONAL_MODEL_ARNS, a comma-separated list of
+	// the ARNs of the models the functions may call besides MODEL_ID and
+	// SUMMARIZER_MODEL_ID: the template grants exactly these. A sub-agent's
+	// model_id must be among them (Config.checkModel).
+	AdditionalModels []ModelARN
+	// Region is AWS_REGION, which Lambda sets: the Region whose ARNs in
+	// AdditionalModels count for a model, with those of every Region.
+	Region          string
 	SessionTTLDays  int // SESSION_TTL_DAYS, default 30; 0 keeps sessions forever
 	MaxMessageBytes int // MAX_MESSAGE_BYTES, default 262144, at most MaxMessageBytes
 	// MaxToolResultBytes is MAX_TOOL_RESULT_BYTES, default
@@ -126,6 +138,16 @@ func validNamespace(ns string) bool {
 	return true
 }
 
+// managers are the conversation managers, as CONVERSATION_MANAGER and a
+// sub-agent's conversation_manager spell them.
+var managers = []string{"sliding", "summarizing", "none"}
+
+// Bounds on WINDOW_SIZE, and a sub-agent's window_size.
+const (
+	MinWindowSize = 2
+	MaxWindowSize = 10_000
+)
+
 // MaxRedactedInput is the longest GUARDRAIL_REDACTED_INPUT, in bytes: a
 // note, not a message.
 const MaxRedactedInput = 200
@@ -146,14 +168,15 @@ const MaxMessageBytes = 2 << 20
 // misconfigured function fails at init with one clear message.
 func ConfigFromEnv(getenv func(string) string) (*Config, error) {
 	p := &parser{getenv: getenv}
+	var err error
 	c := &Config{
 		TableName:           p.required("TABLE_NAME"),
 		ModelID:             p.required("MODEL_ID"),
 		SystemPrompt:        getenv("SYSTEM_PROMPT"),
 		MaxTokens:           p.integer("MAX_TOKENS", 0, 1, 1<<20),
 		Temperature:         p.fraction("TEMPERATURE", 0, 1),
-		Manager:             p.choice("CONVERSATION_MANAGER", "sliding", "sliding", "summarizing", "none"),
-		WindowSize:          p.integer("WINDOW_SIZE", agent.DefaultWindowSize, 2, 10_000),
+		Manager:             p.choice("CONVERSATION_MANAGER", "sliding", managers...),
+		WindowSize:          p.integer("WINDOW_SIZE", agent.DefaultWindowSize, MinWindowSize, MaxWindowSize),
 		PreserveRecent:      p.integer("PRESERVE_RECENT_MESSAGES", agent.DefaultPreserveRecent, 1, 10_000),
 		SummarizerModelID:   getenv("SUMMARIZER_MODEL_ID"),
 		ContextWindowTokens: p.integer("CONTEXT_WINDOW_TOKENS", 0, 1000, 100_000_000),
@@ -191,7 +214,24 @@ func ConfigFromEnv(getenv func(string) string) (*Config, error) {
 	}
 	c.ApprovalTools = p.approvalTools("APPROVAL_TOOLS", c)
 	c.DirectTools = p.toolNames("DIRECT_TOOLS")
-	c.Agents = jsonList(p, "AGENTS", func(v string) ([]SubAgent, error) { return parseAgents(v, c) })
+	c.Region = getenv("AWS_REGION")
+	if v := getenv("ADDITIONAL_MODEL_ARNS"); v != "" {
+		if c.AdditionalModels, err = parseModelARNs(v); err != nil {
+			p.fail("ADDITIONAL_MODEL_ARNS: %v", err)
+		}
+	}
+	if v := strings.TrimSpace(getenv("AGENTS")); strings.HasPrefix(v, agentsPathPrefix) {
+		// LoadAgents reads and checks them.
+		if c.AgentsPath, err = agentsPath(v); err != nil {
+			p.fail("AGENTS: %v", err)
+		}
+	} else {
+		before := len(p.errs)
+		c.Agents = jsonList(p, "AGENTS", func(v string) ([]SubAgent, error) { return parseAgents(v, c) })
+		if len(p.errs) == before { // an AGENTS that failed has no agents to check the entries against
+			p.errs = append(p.errs, checkAudiences(c)...)
+		}
+	}
 	c.InterruptTTL = p.duration("INTERRUPT_TTL", agent.DefaultInterruptTTL, time.Second, 365*24*time.Hour)
 	if (c.GuardrailID == "") != (c.GuardrailVersion == "") {
 		p.fail("GUARDRAIL_ID and GUARDRAIL_VERSION must be set together")

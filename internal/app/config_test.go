@@ -58,7 +58,7 @@ func TestConfigFromEnvReadsEverything(t *testing.T) {
 		ContextWindowTokens: 200000, MaxCycles: 8, Tools: []string{"calculator", "recall", "ask_user"}, SessionTTLDays: 0,
 		ApprovalTools: []string{"calculator"}, InterruptTTL: 30 * time.Minute,
 		MaxMessageBytes: 65536, MaxToolResultBytes: 200000, MaxToolResultMediaBytes: 1_000_000, GuardrailID: "g1", GuardrailVersion: "3", GuardrailRedactedInput: "[Entfernt.]", RequireAuth: true,
-		FunctionName: "chat-fn", MetricsNamespace: "Team/Agents", DirectTools: []string{"recall", "orders_refresh"},
+		FunctionName: "chat-fn", MetricsNamespace: "Team/Agents", DirectTools: []string{"recall", "orders_refresh"}, Region: "eu-west-1",
 		AllowedOrigins: []string{"https://chat.example.com", "http://localhost:3000"},
 		Tracing: telemetry.TracingConfig{
 			Endpoint: "http://localhost:4318/v1/traces", Headers: map[string]string{"x-api-key": "a b", "tenant": "7"},

@@ -157,6 +157,8 @@ func Run(ctx context.Context, opts Options) error {
 			return getenv(k)
 		case "OTEL_SERVICE_NAME":
 			return env(k, "lambda-agent-local")
+		case "AWS_REGION": // the Region of the calls, whose ARNs ADDITIONAL_MODEL_ARNS lists
+			return awsCfg.Region
 		}
 		return getenv(k)
 	})
@@ -165,6 +167,12 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	if cfg.MCPServers, err = withMCP(cfg.MCPServers, opts.MCP); err != nil {
 		return err
+	}
+	if cfg.AgentsPath != "" { // AGENTS=ssm:/a/path, read from SSM as a function does
+		client := ssm.NewFromConfig(awsCfg, func(o *ssm.Options) { localCredentials(ctx, awsCfg, &o.Credentials) })
+		if err := app.LoadAgents(ctx, client, cfg); err != nil {
+			return err
+		}
 	}
 	if err := ddbhistory.CreateTable(ctx, ddb, cfg.TableName); err != nil {
 		return err
@@ -334,16 +342,20 @@ func withMCP(servers []remote.MCPServer, endpoints []string) ([]remote.MCPServer
 // stand-ins, with placeholder credentials when there are none.
 func remoteClients(ctx context.Context, cfg *app.Config, awsCfg aws.Config) app.Remote {
 	var r app.Remote
-	local := func(creds *aws.CredentialsProvider) {
-		if !hasCredentials(ctx, awsCfg) {
-			*creds = credentials.NewStaticCredentialsProvider("local", "local", "")
-		}
-	}
 	if len(cfg.LambdaTools) > 0 {
-		r.Lambda = lambda.NewFromConfig(awsCfg, func(o *lambda.Options) { local(&o.Credentials) })
+		r.Lambda = lambda.NewFromConfig(awsCfg, func(o *lambda.Options) { localCredentials(ctx, awsCfg, &o.Credentials) })
 	}
 	if slices.ContainsFunc(cfg.MCPServers, func(s remote.MCPServer) bool { return len(s.SecretHeaders) > 0 }) {
-		r.SSM = ssm.NewFromConfig(awsCfg, func(o *ssm.Options) { local(&o.Credentials) })
+		r.SSM = ssm.NewFromConfig(awsCfg, func(o *ssm.Options) { localCredentials(ctx, awsCfg, &o.Credentials) })
 	}
 	return r
+}
+
+// localCredentials sets creds to fake ones when no AWS credentials are
+// found: the client then reaches a local stand-in that its endpoint
+// variable names, which checks only that requests are signed.
+func localCredentials(ctx context.Context, awsCfg aws.Config, creds *aws.CredentialsProvider) {
+	if !hasCredentials(ctx, awsCfg) {
+		*creds = credentials.NewStaticCredentialsProvider("local", "local", "")
+	}
 }

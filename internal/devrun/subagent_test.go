@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/lambda-agent/lambda-agent/internal/testkit"
+	"github.com/lambda-agent/lambda-agent/internal/testkit/ssmtest"
 )
 
 // TestLocalRunDelegates runs what docs/subagents.md says to try: the
@@ -141,5 +142,30 @@ func TestChatPageSubAgentAsksForApproval(t *testing.T) {
 		}`)
 	if done.Works != 1 || done.Name != "researcher answered" || !strings.Contains(done.Inner, "42") || !strings.Contains(done.Result, "42") {
 		t.Errorf("the resumed delegation's box: %+v", done)
+	}
+}
+
+// TestLocalRunReadsAgentsFromSSM: the local run reads AGENTS=ssm:/a/path
+// as a function does, from the SSM that AWS_ENDPOINT_URL_SSM names.
+func TestLocalRunReadsAgentsFromSSM(t *testing.T) {
+	params := ssmtest.NewServer()
+	t.Cleanup(params.Close)
+	params.Put("/local/agents/researcher", `{"name":"researcher","description":"Researches.","system_prompt":"You research.","tools":["calculator"]}`, true)
+	testkit.DefaultAWSConfig(t, "us-east-1", map[string]string{"AWS_ENDPOINT_URL_SSM": params.URL})
+	url := start(t, map[string]string{"AGENTS": "ssm:/local/agents"})
+	body, _ := json.Marshal(map[string]string{"message": `/tool researcher {"task":"What is 6*7?"}`})
+	resp, err := http.Post(url+"/chat", "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var answer struct {
+		Agents map[string]json.RawMessage `json:"agents"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&answer); err != nil || resp.StatusCode != http.StatusOK || answer.Agents["researcher"] == nil {
+		t.Fatalf("POST /chat: %d %v, agents %s", resp.StatusCode, err, answer.Agents)
+	}
+	if params.Calls() != 1 {
+		t.Errorf("%d reads of SSM, want 1", params.Calls())
 	}
 }

@@ -31,6 +31,9 @@ type MCPServer struct {
 	Allow []string `json:"allow,omitempty"`
 	// Prefix goes before the server's tool names; nil means Name and "_".
 	Prefix *string `json:"prefix,omitempty"`
+	// Agents, when set, are the sub-agents offered the server's tools,
+	// by name, instead of the main agent.
+	Agents []string `json:"agents,omitempty"`
 }
 
 // ToolPrefix is the prefix of the server's tool names.
@@ -52,6 +55,9 @@ type LambdaTool struct {
 	// InputSchema is the JSON Schema of the tool's input, whose root is an
 	// object; absent, any object.
 	InputSchema json.RawMessage `json:"input_schema,omitempty"`
+	// Agents, when set, are the sub-agents offered the tool, by name,
+	// instead of the main agent.
+	Agents []string `json:"agents,omitempty"`
 }
 
 var (

@@ -94,6 +94,19 @@ func NewMCP(servers []MCPServer, opts MCPOptions) *MCP {
 	return m
 }
 
+// Only returns the tool set of m's servers that are named names, sharing
+// their tool lists, listings and sessions with m: each server is listed
+// once, whichever set asks, and Start on m lists them all.
+func (m *MCP) Only(names ...string) *MCP {
+	v := &MCP{opts: m.opts}
+	for _, s := range m.servers {
+		if slices.Contains(names, s.cfg.Name) {
+			v.servers = append(v.servers, s)
+		}
+	}
+	return v
+}
+
 // Start lists every server's tools in the background, so that the first
 // turn finds them listed, or being listed.
 func (m *MCP) Start() {

@@ -341,3 +341,33 @@ func TestMCPSchemaPastTheBudget(t *testing.T) {
 		}
 	}
 }
+
+// TestMCPOnly: a set of some of the servers offers their tools alone, and
+// shares their listings with the whole set: each server is listed once,
+// whichever set asks.
+func TestMCPOnly(t *testing.T) {
+	a, b := mcptest.NewServer(), mcptest.NewServer()
+	t.Cleanup(a.Close)
+	t.Cleanup(b.Close)
+	set := remote.NewMCP([]remote.MCPServer{
+		{Name: "a", URL: a.URL, Allow: []string{"add"}},
+		{Name: "b", URL: b.URL, Allow: []string{"echo"}},
+	}, remote.MCPOptions{TTL: time.Hour})
+	set.Start()
+	for _, tt := range []struct {
+		set  *remote.MCP
+		want []string
+	}{
+		{set.Only("a"), []string{"a_add"}},
+		{set.Only("b", "nothing"), []string{"b_echo"}},
+		{set.Only(), nil},
+		{set, []string{"a_add", "b_echo"}},
+	} {
+		if diff := cmp.Diff(tt.want, names(tt.set.Tools(t.Context()))); diff != "" {
+			t.Errorf("tools (-want +got):\n%s", diff)
+		}
+	}
+	if a.ListCalls() != 1 || b.ListCalls() != 1 {
+		t.Errorf("listings: a %d, b %d; want one each", a.ListCalls(), b.ListCalls())
+	}
+}

@@ -7,8 +7,10 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
 )
@@ -47,6 +49,7 @@ type parameter struct {
 	AllowedValues  []string
 	MinValue       string
 	MaxValue       string
+	MaxLength      string
 }
 
 // rule is one of the template's Rules: CloudFormation refuses to deploy
@@ -339,6 +342,9 @@ func (p parameter) allowed(t *testing.T, value string) bool {
 		return false
 	}
 	if p.AllowedPattern != "" && !fullMatch(t, p.AllowedPattern, value) {
+		return false
+	}
+	if n, err := strconv.Atoi(p.MaxLength); err == nil && utf8.RuneCountInString(value) > n {
 		return false
 	}
 	return true

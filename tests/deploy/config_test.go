@@ -395,6 +395,27 @@ func TestConfigReadsTemplate(t *testing.T) {
 			},
 		},
 		{
+			name: "agents",
+			overrides: map[string]string{
+				"Tools":  "calculator",
+				"Agents": `[{"name":"researcher","description":"Researches.","system_prompt":"You research.","tools":["calculator"]}]`,
+			},
+			check: func(t *testing.T, c *app.Config) {
+				if len(c.Agents) != 1 || c.Agents[0].Name != "researcher" || c.AgentsPath != "" {
+					t.Errorf("agents %+v, path %q", c.Agents, c.AgentsPath)
+				}
+			},
+		},
+		{
+			name:      "agents in SSM",
+			overrides: map[string]string{"Agents": "ssm:/app/agents/"},
+			check: func(t *testing.T, c *app.Config) {
+				if c.AgentsPath != "/app/agents/" || c.Agents != nil {
+					t.Errorf("agents %+v, path %q", c.Agents, c.AgentsPath)
+				}
+			},
+		},
+		{
 			name: "everything",
 			overrides: map[string]string{
 				"SystemPrompt":                "Be brief.",
@@ -409,13 +430,14 @@ func TestConfigReadsTemplate(t *testing.T) {
 				"PreserveRecentMessages":      "1",
 				"SummarizerModelId":           "us.amazon.nova-lite-v1:0",
 				"SummarizerFoundationModelId": "amazon.nova-lite-v1:0",
+				"AdditionalModelArns":         "arn:aws:bedrock:us-east-1:111122223333:inference-profile/us.anthropic.claude-haiku-4-5-20251001-v1:0,arn:aws:bedrock:*::foundation-model/anthropic.claude-haiku-4-5-20251001-v1:0",
 				"GuardrailId":                 "abc123def456",
 				"GuardrailVersion":            "1",
 				"GuardrailRedactedInput":      "[Nachricht entfernt.]",
 				"RequireAuth":                 "true",
 			},
 			check: func(t *testing.T, c *app.Config) {
-				if c.Manager != "summarizing" || c.GuardrailVersion != "1" || c.GuardrailRedactedInput != "[Nachricht entfernt.]" || len(c.Tools) != 0 || !c.RequireAuth {
+				if c.Manager != "summarizing" || c.GuardrailVersion != "1" || c.GuardrailRedactedInput != "[Nachricht entfernt.]" || len(c.Tools) != 0 || !c.RequireAuth || len(c.AdditionalModels) != 2 {
 					t.Errorf("config = %+v", c)
 				}
 			},
@@ -438,10 +460,9 @@ func TestConfigReadsTemplate(t *testing.T) {
 				// The code also reads what the template leaves to others:
 				// Lambda's own AWS_ variables, such as the function's name,
 				// and OpenTelemetry's standard OTEL_ ones, which a
-				// deployment may add; and AGENTS, which has no
-				// parameter yet (docs/subagents.md, "Not yet").
+				// deployment may add.
 				read = slices.DeleteFunc(read, func(k string) bool {
-					return !slices.Contains(set, k) && (strings.HasPrefix(k, "AWS_") || strings.HasPrefix(k, "OTEL_") || k == "AGENTS")
+					return !slices.Contains(set, k) && (strings.HasPrefix(k, "AWS_") || strings.HasPrefix(k, "OTEL_"))
 				})
 				if diff := cmp.Diff(set, read); diff != "" {
 					t.Errorf("%s: variables set (-) and read (+):\n%s", id, diff)
@@ -504,4 +525,77 @@ func numberInRange(p parameter, v string) bool {
 		return false
 	}
 	return true
+}
+
+// TestAdditionalModelArnsAgree: AdditionalModelArns accepts the ARNs the
+// functions accept in ADDITIONAL_MODEL_ARNS, and refuses those they
+// refuse, which would otherwise deploy a stack whose every init fails.
+func TestAdditionalModelArnsAgree(t *testing.T) {
+	p := loadTemplate(t).Parameters["AdditionalModelArns"]
+	const (
+		fm      = "arn:aws:bedrock:us-east-1::foundation-model/amazon.nova-lite-v1:0"
+		fmAll   = "arn:aws:bedrock:*::foundation-model/anthropic.claude-haiku-4-5-20251001-v1:0"
+		profile = "arn:aws:bedrock:us-east-1:111122223333:inference-profile/us.anthropic.claude-haiku-4-5-20251001-v1:0"
+		govFM   = "arn:aws-us-gov:bedrock:us-gov-west-1::foundation-model/amazon.nova-lite-v1:0"
+	)
+	for _, tt := range []struct {
+		value string
+		ok    bool
+	}{
+		{"", true},
+		{fm, true},
+		{profile + "," + fmAll, true},
+		{govFM, true},
+		{"arn:aws:bedrock:us-east-1:111122223333:foundation-model/amazon.nova-lite-v1:0", false}, // a foundation model has no account
+		{"arn:aws:bedrock:us-east-1::inference-profile/us.amazon.nova-lite-v1:0", false},         // a profile has one
+		{"arn:aws:bedrock:us-east-1::foundation-model/*", false},
+		{"arn:aws:bedrock:us-east-1:111122223333:application-inference-profile/abc", false},
+		{"arn:aws:s3:::bucket", false},
+		{fm + ",", false},
+		{"amazon.nova-lite-v1:0", false},
+	} {
+		if got := p.allowed(t, tt.value); got != tt.ok {
+			t.Errorf("AdditionalModelArns allows %q: %v, want %v", tt.value, got, tt.ok)
+		}
+		_, _, err := readConfig(map[string]string{"TABLE_NAME": "t", "MODEL_ID": "m", "ADDITIONAL_MODEL_ARNS": tt.value})
+		if (err == nil) != tt.ok && !(tt.value == fm+",") { // the functions skip an empty entry
+			t.Errorf("the functions' ADDITIONAL_MODEL_ARNS=%q: %v, want ok %v", tt.value, err, tt.ok)
+		}
+	}
+}
+
+// TestAgentsPath: with Agents=ssm:/a/path, the functions that run tools
+// may call GetParametersByPath on exactly the path they read, and the
+// structured function, which reads none, may not; with a JSON list or
+// none, no function may read SSM for its agents.
+func TestAgentsPath(t *testing.T) {
+	tp := loadTemplate(t)
+	for _, path := range []string{"/app/agents/", "/app/agents", "/a"} {
+		r := newResolver(t, tp, map[string]string{"Agents": "ssm:" + path})
+		r.deployable(t)
+		grant := r.subVars(t, get(tp.Resources["AgentsPolicy"].Properties, "PolicyDocument", "Statement").([]any)[0].(map[string]any)["Resource"])
+		for id := range functions {
+			c, _, err := readConfig(r.environment(t, id))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := "arn:aws:ssm:" + pseudo["AWS::Region"] + ":" + pseudo["AWS::AccountId"] + ":parameter" + c.AgentsPath; grant != want {
+				t.Errorf("Agents=ssm:%s: the grant is on %s; %s reads %s", path, grant, id, want)
+			}
+			policies, _, err := r.resolve(tp.functionProperties(id)["Policies"])
+			if err != nil {
+				t.Fatal(err)
+			}
+			attached := slices.ContainsFunc(policies.([]any), func(p any) bool { return p == "resource-AgentsPolicy" })
+			if attached != (id != "StructuredFunction") {
+				t.Errorf("Agents=ssm:%s: %s has AgentsPolicy: %v", path, id, attached)
+			}
+		}
+	}
+	for _, v := range []string{"", `[{"name":"a","description":"d","system_prompt":"p"}]`} {
+		r := newResolver(t, tp, map[string]string{"Agents": v})
+		if exists, err := r.exists("AgentsPolicy"); err != nil || exists {
+			t.Errorf("Agents=%q: AgentsPolicy exists: %v, %v", v, exists, err)
+		}
+	}
 }

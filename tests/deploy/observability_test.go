@@ -77,9 +77,11 @@ func TestObservabilityParameters(t *testing.T) {
 		{
 			name:    "MetricsNamespace",
 			def:     "LambdaAgent",
-			allowed: []string{"LambdaAgent", "My/Agent", "a.b_c#d:e-f", "AWS", "AWSAgent", "My/AWS/x", strings.Repeat("n", 255)},
-			// AWS/ is reserved for AWS's namespaces.
-			forbidden: []string{"", "AWS/Lambda", "AWS/", "my agent", "agent*", "ågent", strings.Repeat("n", 256)},
+			allowed: []string{"LambdaAgent", "My/Agent", "a.b_c#d:e-f", "AWS", "AWSAgent", "My/AWS/x", strings.Repeat("n", 128)},
+			// AWS/ is reserved for AWS's namespaces. CloudWatch takes 255
+			// characters, the template 128, to keep the functions'
+			// variables within Lambda's 4 KB (TestEnvironmentFitsLambda).
+			forbidden: []string{"", "AWS/Lambda", "AWS/", "my agent", "agent*", "ågent", strings.Repeat("n", 129)},
 		},
 		{name: "Tracing", def: "Disabled", allowed: []string{"Active", "Disabled"}, forbidden: []string{"PassThrough", "", "active"}},
 		{

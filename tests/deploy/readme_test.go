@@ -43,7 +43,8 @@ func docCommands(t *testing.T, file, heading string) []string {
 func TestDeployOverrides(t *testing.T) {
 	tp := loadTemplate(t)
 	n := 0
-	commands := slices.Concat(docCommands(t, "docs/deploy.md", "# Deploy"), docCommands(t, "docs/tools.md", "## Remote tools: MCP servers and Lambda functions"), docCommands(t, "docs/observability.md", "# Observability"))
+	commands := slices.Concat(docCommands(t, "docs/deploy.md", "# Deploy"), docCommands(t, "docs/tools.md", "## Remote tools: MCP servers and Lambda functions"),
+		docCommands(t, "docs/observability.md", "# Observability"), docCommands(t, "docs/subagents.md", "# Sub-agents"))
 	for _, c := range commands {
 		_, overrides, ok := strings.Cut(c, "--parameter-overrides ")
 		if !ok {

@@ -29,6 +29,7 @@ import (
 var envVars = []string{
 	"TABLE_NAME",
 	"MODEL_ID",
+	"ADDITIONAL_MODEL_ARNS",
 	"SYSTEM_PROMPT",
 	"MAX_TOKENS",
 	"TEMPERATURE",
@@ -50,6 +51,7 @@ var envVars = []string{
 	"INTERRUPT_TTL",
 	"MCP_SERVERS",
 	"LAMBDA_TOOLS",
+	"AGENTS",
 	"SESSION_TTL_DAYS",
 	"MAX_MESSAGE_BYTES",
 	"MAX_TOOL_RESULT_BYTES",
@@ -392,15 +394,25 @@ func TestLeastPrivilege(t *testing.T) {
 	wantGuardrail := []string{arn + "${AWS::Region}:${AWS::AccountId}:guardrail/${GuardrailId}"}
 	// The functions that run tools may invoke the Lambda tools' functions
 	// and read the MCP servers' secrets: exactly those the parameters list.
+	// They may read the agents of an Agents path too (TestAgentsPath).
+	agentsPath := map[string]any{"Fn::Sub": []any{
+		"arn:${AWS::Partition}:ssm:${AWS::Region}:${AWS::AccountId}:parameter/${Path}",
+		map[string]any{"Path": map[string]any{"Fn::Select": []any{"1", map[string]any{"Fn::Split": []any{"ssm:/", map[string]any{"Fn::Join": []any{"", []any{ref("Agents"), "ssm:/"}}}}}}}},
+	}}
 	wantRemote := map[string]map[string]any{
-		"ChatFunction":       {"lambda:InvokeFunction": ref("LambdaToolArns"), "ssm:GetParameter": ref("McpSecretParameterArns")},
-		"ChatStreamFunction": {"lambda:InvokeFunction": ref("LambdaToolArns"), "ssm:GetParameter": ref("McpSecretParameterArns")},
+		"ChatFunction":       {"lambda:InvokeFunction": ref("LambdaToolArns"), "ssm:GetParameter": ref("McpSecretParameterArns"), "ssm:GetParametersByPath": agentsPath},
+		"ChatStreamFunction": {"lambda:InvokeFunction": ref("LambdaToolArns"), "ssm:GetParameter": ref("McpSecretParameterArns"), "ssm:GetParametersByPath": agentsPath},
 	}
+
+	// The other models (AdditionalModelArns), exactly as listed, and only
+	// for invoking them.
+	additionalModels := []any{map[string]any{"Fn::Split": []any{",", ref("AdditionalModelArns")}}}
+	wantInvoke := []string{"bedrock:InvokeModel", "bedrock:InvokeModelWithResponseStream"}
 
 	for id := range functions {
 		t.Run(id, func(t *testing.T) {
 			var dynamo, dynamoHolds, bedrock, invokeResources, guardrailResources []string
-			queriesIndex := false
+			queriesIndex, additional := false, false
 			remote := map[string]any{}
 			for _, s := range tp.statements(t, id) {
 				service := ""
@@ -441,6 +453,13 @@ func TestLeastPrivilege(t *testing.T) {
 					}
 				case "bedrock":
 					bedrock = append(bedrock, s.Actions...)
+					if cmp.Equal(additionalModels, s.Resources) {
+						additional = true
+						if !slices.Equal(s.Actions, wantInvoke) || s.Condition != nil {
+							t.Errorf("actions on AdditionalModelArns: %v, condition %v; want %v, unconditionally", s.Actions, s.Condition, wantInvoke)
+						}
+						continue
+					}
 					var subs []string
 					for _, r := range s.Resources {
 						if sub(r) == "" {
@@ -472,6 +491,9 @@ func TestLeastPrivilege(t *testing.T) {
 			}
 			if diff := cmp.Diff(wantRemote[id], remote, cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("remote tools' grants (-want +got):\n%s", diff)
+			}
+			if !additional {
+				t.Error("no grant on AdditionalModelArns")
 			}
 			if queriesIndex != wantIndex[id] {
 				t.Errorf("may query the owner index: %v, want %v", queriesIndex, wantIndex[id])

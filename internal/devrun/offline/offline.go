@@ -42,7 +42,7 @@ var (
 // Respond answers one Converse request, in the ways the package comment
 // lists. It is safe for concurrent use.
 func Respond(req *conversetest.Request) conversetest.Reply {
-	tools := toolNames(req)
+	tools := req.ToolNames()
 	if tc := req.ToolConfig; tc != nil && tc.ToolChoice != nil && tc.ToolChoice.Tool != nil {
 		return structured(req, tc.ToolChoice.Tool.Name)
 	}
@@ -136,19 +136,6 @@ func transcriptLines(transcript string) int {
 		}
 	}
 	return n
-}
-
-// toolNames returns the names of the tools offered, in their order.
-func toolNames(req *conversetest.Request) []string {
-	var names []string
-	if req.ToolConfig != nil {
-		for _, t := range req.ToolConfig.Tools {
-			if t.ToolSpec != nil {
-				names = append(names, t.ToolSpec.Name)
-			}
-		}
-	}
-	return names
 }
 
 func hasToolResults(m conversetest.Message) bool {

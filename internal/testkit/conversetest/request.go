@@ -389,6 +389,19 @@ type InferenceConfig struct {
 	StopSequences []string `json:"stopSequences,omitempty"`
 }
 
+// ToolNames returns the names of the tools r offers, in their order.
+func (r *Request) ToolNames() []string {
+	var names []string
+	if r.ToolConfig != nil {
+		for _, t := range r.ToolConfig.Tools {
+			if t.ToolSpec != nil {
+				names = append(names, t.ToolSpec.Name)
+			}
+		}
+	}
+	return names
+}
+
 // ToolConfig declares the tools the model may call.
 type ToolConfig struct {
 	Tools      []Tool      `json:"tools"`

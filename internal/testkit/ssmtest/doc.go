@@ -18,12 +18,14 @@
 // # Wire protocol
 //
 // POST / with Content-Type application/x-amz-json-1.1 and the operation in
-// X-Amz-Target: AmazonSSM.GetParameter or AmazonSSM.GetParameters. A success
-// is 200 with {"Parameter": {"ARN", "DataType": "text", "LastModifiedDate",
-// "Name", "Type", "Value", "Version"}} (GetParameters: {"Parameters": [...]
-// in name order, "InvalidParameters": [...]}). A refusal is 400 (403 for
-// signature errors) with {"__type": code, ...} in the body, from which the
-// SDK builds its typed errors (*types.ParameterNotFound, …).
+// X-Amz-Target: AmazonSSM.GetParameter, AmazonSSM.GetParameters or
+// AmazonSSM.GetParametersByPath. A success is 200 with {"Parameter":
+// {"ARN", "DataType": "text", "LastModifiedDate", "Name", "Type", "Value",
+// "Version"}} (GetParameters: {"Parameters": [...] in name order,
+// "InvalidParameters": [...]}; GetParametersByPath: {"Parameters": [...],
+// "NextToken"?}). A refusal is 400 (403 for signature errors) with
+// {"__type": code, ...} in the body, from which the SDK builds its typed
+// errors (*types.ParameterNotFound, …).
 //
 // # Rules enforced
 //
@@ -46,6 +48,18 @@
 //     label is 400 ParameterNotFound, with no message, as SSM sends it; an
 //     unknown version is 400 ParameterVersionNotFound. GetParameters lists
 //     unknown names in InvalidParameters instead.
+//   - GetParametersByPath lists the parameters directly under Path (with
+//     Recursive, every one below it), with or without a slash at its end;
+//     "/" is the root, under which are the names that begin with / and
+//     have no other. Path is 1 to 2048 characters, a name's hierarchy of at
+//     most 15 levels, otherwise 400 ValidationException. MaxResults is 1 to
+//     10 (otherwise 400 ValidationException), 10 when unset. A page ends
+//     with a NextToken while parameters remain; a NextToken that this
+//     server did not hand out for the same Path and Recursive is 400
+//     InvalidNextToken. The order is the order in which the parameters
+//     were first put: SSM documents none. [Server.SetShortPages] makes
+//     pages best-effort, as the API reference allows: at most one
+//     parameter, and every other page none, with a NextToken all the same.
 //   - A SecureString read without WithDecryption: true has for Value an
 //     opaque base64 blob in place of the KMS ciphertext: it begins as KMS
 //     ciphertexts do (AQICAH), is stable for one version of one parameter,
@@ -54,8 +68,10 @@
 //
 // # Not modeled
 //
-// Only the two read operations exist; other targets are 400
-// UnknownOperationException. Parameters are seeded with Put, not
+// Only the three read operations exist; other targets are 400
+// UnknownOperationException. GetParametersByPath's ParameterFilters are
+// refused (400 ValidationException, with a message of ssmtest's), and the
+// message for a path of more than 15 levels is ssmtest's too. Parameters are seeded with Put, not
 // PutParameter. There are no labels, StringList parameters, tiers, policies,
 // KMS keys (so no InvalidKeyId or KMS access errors), shared parameters or
 // throttling (ThrottlingException). An ARN's region is not checked. The

@@ -154,7 +154,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	op, _ := strings.CutPrefix(r.Header.Get("X-Amz-Target"), "AmazonSSM.")
-	if r.Method != http.MethodPost || (op != "GetParameter" && op != "GetParameters") {
+	if r.Method != http.MethodPost || (op != "GetParameter" && op != "GetParameters" && op != "GetParametersByPath") {
 		unknown := &awstest.Error{Status: http.StatusBadRequest, Code: "com.amazon.coral.service#UnknownOperationException"}
 		unknown.WriteJSON11(w)
 		return
@@ -163,6 +163,12 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		Name           *string
 		Names          []string
 		WithDecryption bool
+		// GetParametersByPath's
+		Path             *string
+		Recursive        bool
+		MaxResults       *int
+		NextToken        *string
+		ParameterFilters []json.RawMessage
 	}
 	if err := json.NewDecoder(r.Body).Decode(&in); err != nil {
 		malformed := &awstest.Error{Status: http.StatusBadRequest, Code: "com.amazon.coral.service#SerializationException", MessageKey: "message", Message: err.Error()}
@@ -176,6 +182,12 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if op == "GetParametersByPath" {
+		s.requests = append(s.requests, Request{Operation: op, WithDecryption: in.WithDecryption,
+			Path: deref(in.Path), Recursive: in.Recursive, MaxResults: deref(in.MaxResults), NextToken: deref(in.NextToken)})
+		s.getParametersByPath(w, byPath{path: in.Path, recursive: in.Recursive, maxResults: in.MaxResults, token: in.NextToken, filters: len(in.ParameterFilters)}, in.WithDecryption, region)
+		return
+	}
 	s.requests = append(s.requests, Request{Operation: op, Names: names, WithDecryption: in.WithDecryption})
 	if op == "GetParameter" {
 		s.getParameter(w, in.Name, in.WithDecryption, region)

@@ -21,12 +21,19 @@ const MaxValue = 8 << 10
 
 // Request is a read request the server received.
 type Request struct {
-	// Operation is GetParameter or GetParameters.
+	// Operation is GetParameter, GetParameters or GetParametersByPath.
 	Operation string
-	// Names are the names asked for, as sent.
+	// Names are the names asked for, as sent; none for
+	// GetParametersByPath.
 	Names []string
 	// WithDecryption is the request's WithDecryption flag.
 	WithDecryption bool
+	// Path, Recursive, MaxResults (0 when unset) and NextToken are
+	// GetParametersByPath's, as sent.
+	Path       string
+	Recursive  bool
+	MaxResults int
+	NextToken  string
 }
 
 // Server is a stand-in for Parameter Store on a loopback port. Its methods
@@ -41,7 +48,9 @@ type Server struct {
 
 	mu       sync.Mutex
 	params   map[string][]version // by name; version n is at n-1
+	order    []string             // the names, in the order of their first Put
 	requests []Request
+	short    bool // SetShortPages
 }
 
 // version is one version of a parameter.
@@ -94,11 +103,25 @@ func (s *Server) Put(name, value string, secure bool) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.params[name] == nil {
+		s.order = append(s.order, name)
+	}
 	s.params[name] = append(s.params[name], version{value: value, secure: secure, modified: time.Now()})
 }
 
-// Calls returns how many GetParameter and GetParameters requests passed the
-// signature check, refused or not.
+// SetShortPages makes GetParametersByPath page as SSM may when it reaches
+// an internal limit: each page holds at most one parameter, and every
+// other page none, with a NextToken all the same. A client that stops at
+// a short or empty page, rather than at a page without a NextToken, then
+// misses parameters.
+func (s *Server) SetShortPages(on bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.short = on
+}
+
+// Calls returns how many read requests passed the signature check, refused
+// or not.
 func (s *Server) Calls() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -310,3 +310,158 @@ func TestEndpointFromEnvironment(t *testing.T) {
 		t.Errorf("Calls = %d, want 1", got)
 	}
 }
+
+// byPath reads every page of GetParametersByPath with the SDK's paginator,
+// as a program does, and returns the names and values it read.
+func byPath(t *testing.T, client *ssm.Client, in ssm.GetParametersByPathInput) []string {
+	t.Helper()
+	var got []string
+	pages := ssm.NewGetParametersByPathPaginator(client, &in)
+	for pages.HasMorePages() {
+		out, err := pages.NextPage(t.Context())
+		if err != nil {
+			t.Fatalf("GetParametersByPath: %v", err)
+		}
+		for _, p := range out.Parameters {
+			got = append(got, aws.ToString(p.Name)+"="+aws.ToString(p.Value))
+		}
+	}
+	return got
+}
+
+func TestGetParametersByPath(t *testing.T) {
+	srv := newServer(t)
+	// Put out of name order: the listing keeps the order of creation.
+	srv.Put("/app/agents/writer", "w", false)
+	srv.Put("/app/agents/researcher", "r", true)
+	srv.Put("/app/agents/deep/editor", "e", false)
+	srv.Put("/app/agentsx", "not under the path", false)
+	srv.Put("/app/agents", "the path's own parameter", false)
+	srv.Put("/other", "o", false)
+	client := srv.Client()
+
+	tests := []struct {
+		name string
+		in   ssm.GetParametersByPathInput
+		want []string
+	}{
+		{"children, decrypted", ssm.GetParametersByPathInput{Path: aws.String("/app/agents"), WithDecryption: aws.Bool(true)},
+			[]string{"/app/agents/writer=w", "/app/agents/researcher=r"}},
+		{"a slash at the end, one a page", ssm.GetParametersByPathInput{Path: aws.String("/app/agents/"), WithDecryption: aws.Bool(true), MaxResults: aws.Int32(1)},
+			[]string{"/app/agents/writer=w", "/app/agents/researcher=r"}},
+		{"recursive", ssm.GetParametersByPathInput{Path: aws.String("/app/agents"), Recursive: aws.Bool(true), WithDecryption: aws.Bool(true)},
+			[]string{"/app/agents/writer=w", "/app/agents/researcher=r", "/app/agents/deep/editor=e"}},
+		{"the root", ssm.GetParametersByPathInput{Path: aws.String("/")}, []string{"/other=o"}},
+		{"nothing under it", ssm.GetParametersByPathInput{Path: aws.String("/nothing")}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if diff := cmp.Diff(tt.want, byPath(t, client, tt.in)); diff != "" {
+				t.Errorf("parameters (-want +got):\n%s", diff)
+			}
+		})
+	}
+
+	// Without WithDecryption, a SecureString's value is its ciphertext.
+	out, err := client.GetParametersByPath(t.Context(), &ssm.GetParametersByPathInput{Path: aws.String("/app/agents")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := aws.ToString(out.Parameters[1].Value); !strings.HasPrefix(v, "AQICAH") || out.Parameters[1].Type != types.ParameterTypeSecureString {
+		t.Errorf("an undecrypted SecureString: %s %q", out.Parameters[1].Type, v)
+	}
+
+	// A page of one: its token continues the listing, and is recorded.
+	srv2 := newServer(t)
+	srv2.Put("/p/a", "1", false)
+	srv2.Put("/p/b", "2", false)
+	first, err := srv2.Client().GetParametersByPath(t.Context(), &ssm.GetParametersByPathInput{Path: aws.String("/p"), MaxResults: aws.Int32(1)})
+	if err != nil || len(first.Parameters) != 1 || first.NextToken == nil {
+		t.Fatalf("the first page: %+v, %v", first, err)
+	}
+	last, err := srv2.Client().GetParametersByPath(t.Context(), &ssm.GetParametersByPathInput{Path: aws.String("/p"), MaxResults: aws.Int32(1), NextToken: first.NextToken})
+	if err != nil || len(last.Parameters) != 1 || aws.ToString(last.Parameters[0].Name) != "/p/b" || last.NextToken != nil {
+		t.Fatalf("the last page: %+v, %v", last, err)
+	}
+	want := []ssmtest.Request{
+		{Operation: "GetParametersByPath", Path: "/p", MaxResults: 1},
+		{Operation: "GetParametersByPath", Path: "/p", MaxResults: 1, NextToken: aws.ToString(first.NextToken)},
+	}
+	if diff := cmp.Diff(want, srv2.Requests()); diff != "" {
+		t.Errorf("Requests (-want +got):\n%s", diff)
+	}
+}
+
+// TestGetParametersByPathShortPages: with best-effort pages, a reader that
+// follows NextToken gets everything, and one that stops at an empty page
+// gets nothing.
+func TestGetParametersByPathShortPages(t *testing.T) {
+	srv := newServer(t)
+	for _, n := range []string{"a", "b", "c"} {
+		srv.Put("/p/"+n, n, false)
+	}
+	srv.SetShortPages(true)
+	client := srv.Client()
+	if diff := cmp.Diff([]string{"/p/a=a", "/p/b=b", "/p/c=c"}, byPath(t, client, ssm.GetParametersByPathInput{Path: aws.String("/p")})); diff != "" {
+		t.Errorf("parameters (-want +got):\n%s", diff)
+	}
+	if got := srv.Calls(); got != 6 {
+		t.Errorf("%d pages, want 6: three empty, three of one", got)
+	}
+	first, err := client.GetParametersByPath(t.Context(), &ssm.GetParametersByPathInput{Path: aws.String("/p")})
+	if err != nil || len(first.Parameters) != 0 || first.NextToken == nil {
+		t.Errorf("the first page: %d parameters, token %v, %v; want none, and a token", len(first.Parameters), first.NextToken, err)
+	}
+}
+
+func TestGetParametersByPathRefusals(t *testing.T) {
+	srv := newServer(t)
+	srv.Put("/p/a", "1", false)
+	srv.Put("/p/b", "2", false)
+	client := srv.Client()
+	page, err := client.GetParametersByPath(t.Context(), &ssm.GetParametersByPathInput{Path: aws.String("/p"), MaxResults: aws.Int32(1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name     string
+		in       ssm.GetParametersByPathInput
+		wantCode string
+		typed    func(error) bool
+	}{
+		{name: "eleven a page", in: ssm.GetParametersByPathInput{Path: aws.String("/p"), MaxResults: aws.Int32(11)}, wantCode: "ValidationException"},
+		{name: "none a page", in: ssm.GetParametersByPathInput{Path: aws.String("/p"), MaxResults: aws.Int32(0)}, wantCode: "ValidationException"},
+		{name: "no leading slash", in: ssm.GetParametersByPathInput{Path: aws.String("p/q")}, wantCode: "ValidationException"},
+		{name: "a space inside", in: ssm.GetParametersByPathInput{Path: aws.String("/p q")}, wantCode: "ValidationException"},
+		{name: "sixteen levels", in: ssm.GetParametersByPathInput{Path: aws.String(strings.Repeat("/l", 16))}, wantCode: "ValidationException"},
+		{name: "too long", in: ssm.GetParametersByPathInput{Path: aws.String("/" + strings.Repeat("a", 2048))}, wantCode: "ValidationException"},
+		{name: "filters", in: ssm.GetParametersByPathInput{Path: aws.String("/p"), ParameterFilters: []types.ParameterStringFilter{{Key: aws.String("Type"), Values: []string{"String"}}}}, wantCode: "ValidationException"},
+		{
+			name: "a token of its own", in: ssm.GetParametersByPathInput{Path: aws.String("/p"), NextToken: aws.String("made-up")}, wantCode: "InvalidNextToken",
+			typed: func(err error) bool { var e *types.InvalidNextToken; return errors.As(err, &e) },
+		},
+		{
+			name: "another path's token", in: ssm.GetParametersByPathInput{Path: aws.String("/q"), NextToken: page.NextToken}, wantCode: "InvalidNextToken",
+			typed: func(err error) bool { var e *types.InvalidNextToken; return errors.As(err, &e) },
+		},
+		{
+			name: "the token of a listing that was not recursive", in: ssm.GetParametersByPathInput{Path: aws.String("/p"), Recursive: aws.Bool(true), NextToken: page.NextToken}, wantCode: "InvalidNextToken",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := client.GetParametersByPath(t.Context(), &tt.in)
+			var ae smithy.APIError
+			if !errors.As(err, &ae) || ae.ErrorCode() != tt.wantCode {
+				t.Fatalf("GetParametersByPath: %v, want %s", err, tt.wantCode)
+			}
+			var re *awshttp.ResponseError
+			if !errors.As(err, &re) || re.HTTPStatusCode() != http.StatusBadRequest {
+				t.Errorf("status of %v, want 400", err)
+			}
+			if tt.typed != nil && !tt.typed(err) {
+				t.Errorf("error %T is not the SDK's typed error for %s", err, tt.wantCode)
+			}
+		})
+	}
+}

@@ -1,0 +1,108 @@
+package app
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ssm"
+	"github.com/aws/aws-sdk-go-v2/service/ssm/types"
+)
+
+// ParametersByPath is the part of *ssm.Client that reads AGENTS from a
+// path. Its errors are the SDK's.
+type ParametersByPath interface {
+	GetParametersByPath(ctx context.Context, in *ssm.GetParametersByPathInput, optFns ...func(*ssm.Options)) (*ssm.GetParametersByPathOutput, error)
+}
+
+var _ ParametersByPath = (*ssm.Client)(nil)
+
+// agentsPathPrefix marks an AGENTS that names an SSM path.
+const agentsPathPrefix = "ssm:"
+
+// agentsPathPattern is the path of an AGENTS that names one: a parameter
+// hierarchy, perhaps with a slash at its end. SSM takes 2048 characters
+// and 15 levels.
+var agentsPathPattern = regexp.MustCompile(`^(/[a-zA-Z0-9_.-]+)+/?$`)
+
+// agentsPath reads the path of an AGENTS that names one, v without its
+// ssm: prefix, or says what is wrong with it.
+func agentsPath(v string) (string, error) {
+	path := strings.TrimPrefix(v, agentsPathPrefix)
+	if !agentsPathPattern.MatchString(path) || len(path) > 2048 || strings.Count(strings.TrimSuffix(path, "/"), "/") > 15 {
+		return "", fmt.Errorf("%q is not an SSM parameter path: want ssm:/a/path, of letters, digits and _ . -, at most 15 levels", v)
+	}
+	return path, nil
+}
+
+// ssmTimeout bounds each reading of SSM at init: MCP servers' secrets,
+// and the agents of an AGENTS path.
+const ssmTimeout = 5 * time.Second
+
+// LoadAgents reads the agents of cfg.AgentsPath into cfg.Agents, when it
+// is set: one a parameter directly under the path, each a JSON object as
+// an entry of the inline list, read decrypted with GetParametersByPath,
+// page by page, in the order of their names. They are checked as the
+// inline list is, together with the MCP_SERVERS and LAMBDA_TOOLS entries
+// that name agents, and an error names every problem, each with its
+// parameter's name.
+func LoadAgents(ctx context.Context, client ParametersByPath, cfg *Config) error {
+	if cfg.AgentsPath == "" {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, ssmTimeout)
+	defer cancel()
+	var params []types.Parameter
+	pages := ssm.NewGetParametersByPathPaginator(client, &ssm.GetParametersByPathInput{
+		Path:           aws.String(cfg.AgentsPath),
+		Recursive:      aws.Bool(false),
+		WithDecryption: aws.Bool(true),
+	})
+	for pages.HasMorePages() {
+		out, err := pages.NextPage(ctx)
+		if err != nil {
+			return fmt.Errorf("configuration: AGENTS: read the parameters under %s: %w", cfg.AgentsPath, err)
+		}
+		if params = append(params, out.Parameters...); len(params) > MaxSubAgents {
+			return fmt.Errorf("configuration: AGENTS: more than %d parameters under %s; at most %d agents", MaxSubAgents, cfg.AgentsPath, MaxSubAgents)
+		}
+	}
+	if len(params) == 0 {
+		return fmt.Errorf("configuration: AGENTS: no parameters under %s: each agent is one, a JSON object", cfg.AgentsPath)
+	}
+	slices.SortFunc(params, func(a, b types.Parameter) int { return cmp.Compare(aws.ToString(a.Name), aws.ToString(b.Name)) })
+	agents := make([]SubAgent, len(params))
+	where := make([]string, len(params))
+	var errs []error
+	for i, p := range params {
+		where[i] = aws.ToString(p.Name)
+		dec := json.NewDecoder(strings.NewReader(aws.ToString(p.Value)))
+		dec.DisallowUnknownFields()
+		switch err := dec.Decode(&agents[i]); {
+		case err != nil:
+			errs = append(errs, fmt.Errorf("%s: want a JSON object of an agent: %w", where[i], err))
+		case dec.More():
+			errs = append(errs, fmt.Errorf("%s: unexpected data after the JSON object", where[i]))
+		}
+	}
+	if len(errs) == 0 {
+		if err := checkAgents(agents, where, cfg); err != nil {
+			errs = append(errs, err)
+		} else {
+			cfg.Agents = agents
+			errs = append(errs, checkAudiences(cfg)...)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		cfg.Agents = nil
+		return fmt.Errorf("configuration: AGENTS: %s: %w", agentsPathPrefix+cfg.AgentsPath, err)
+	}
+	return nil
+}
