@@ -98,15 +98,18 @@ func New(cfg *Config, converse bedrock.ConverseAPI, ddb ddbhistory.DynamoDBAPI, 
 	if priced {
 		turnOpts = append(turnOpts, turn.WithPrices(prices))
 	}
+	agentModels, agentPrices := subAgentModels(cfg)
+	turnOpts = append(turnOpts, turn.WithAgentPrices(agentPrices))
 	turnOpts = append(turnOpts, turn.WithMaxStateBytes(a.MaxStateBytes()))
 	turns, err := turn.New(traceStore(tracing, store, cfg.TableName), a, turnOpts...)
 	if err != nil {
 		return nil, err
 	}
-	metrics := &telemetry.Metrics{Namespace: cfg.MetricsNamespace, Function: cfg.FunctionName, Model: cfg.ModelID, Out: opts.Metrics}
-	summary := &telemetry.Summary{Out: opts.Summary}
+	metrics := &telemetry.Metrics{Namespace: cfg.MetricsNamespace, Function: cfg.FunctionName, Model: cfg.ModelID, Out: opts.Metrics,
+		AgentModels: agentModels, Prices: pricing.Table{Agents: agentPrices}}
+	summary := &telemetry.Summary{Out: opts.Summary, Prices: pricing.Table{Agents: agentPrices}}
 	if priced {
-		metrics.Prices, summary.Prices = &prices, &prices
+		metrics.Prices.Main, summary.Prices.Main = &prices, &prices
 	}
 	h, err := httpapi.New(httpapi.Config{
 		Service:         turns,
@@ -130,6 +133,29 @@ func New(cfg *Config, converse bedrock.ConverseAPI, ddb ddbhistory.DynamoDBAPI, 
 
 // pricesOf returns the prices of cfg's model: MODEL_PRICES, or else the
 // table's, or false when neither knows the model.
+// subAgentModels returns the models of the sub-agents that call one of
+// their own, by name, and its prices, from the table (nil when it does not
+// know the model): MODEL_PRICES is the prices of MODEL_ID alone.
+func subAgentModels(cfg *Config) (map[string]string, map[string]*pricing.Prices) {
+	var models map[string]string
+	var prices map[string]*pricing.Prices
+	for _, sa := range cfg.Agents {
+		if sa.ModelID == "" || sa.ModelID == cfg.ModelID {
+			continue
+		}
+		if models == nil {
+			models, prices = map[string]string{}, map[string]*pricing.Prices{}
+		}
+		models[sa.Name] = sa.ModelID
+		if p, ok := pricing.Lookup(sa.ModelID); ok {
+			prices[sa.Name] = &p
+		} else {
+			prices[sa.Name] = nil
+		}
+	}
+	return models, prices
+}
+
 func pricesOf(cfg *Config) (pricing.Prices, bool) {
 	if cfg.Prices != nil {
 		return *cfg.Prices, true

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -14,6 +15,7 @@ import (
 
 	gocmp "github.com/google/go-cmp/cmp"
 	"github.com/lambda-agent/lambda-agent/internal/app"
+	"github.com/lambda-agent/lambda-agent/internal/pricing"
 	"github.com/lambda-agent/lambda-agent/internal/testkit"
 	"github.com/lambda-agent/lambda-agent/internal/testkit/conversetest"
 	"github.com/lambda-agent/lambda-agent/internal/testkit/lambdatest"
@@ -45,9 +47,11 @@ func systemIs(req *conversetest.Request, prompt string) bool {
 
 // TestSubAgentCallsItsModel: a sub-agent with a model_id calls that model,
 // with the guardrail and the answers' settings the main agent's calls
-// have, retried as they are; one without calls MODEL_ID. Every agent's
-// cost is estimated at MODEL_ID's prices, and its metrics line has
-// MODEL_ID for Model, as docs/subagents.md says.
+// have, retried as they are; one without calls MODEL_ID. Each agent's
+// cost is estimated at its model's prices (MODEL_PRICES are MODEL_ID's;
+// the table gives Nova Lite's), the turn's is their sum, and the cheap
+// agent's metrics line has its model for Model, as docs/subagents.md
+// says.
 func TestSubAgentCallsItsModel(t *testing.T) {
 	const lite = "amazon.nova-lite-v1:0"
 	var metrics testkit.Buffer
@@ -89,8 +93,19 @@ func TestSubAgentCallsItsModel(t *testing.T) {
 	if want := map[string]string{"main": "test-model", "cheap": lite, "same": "test-model"}; !maps.Equal(models, want) {
 		t.Errorf("models %v, want %v", models, want)
 	}
-	if c := a.Agents["cheap"].EstimatedCostUSD; c == nil || *c != (100*3+10*15)/1e6 {
-		t.Errorf("the cheap agent's cost %v, want MODEL_ID's prices", c)
+	if c := a.Agents["cheap"].EstimatedCostUSD; c == nil || math.Abs(*c-(100*0.06+10*0.24)/1e6) > 1e-15 {
+		t.Errorf("the cheap agent's cost %v, want Nova Lite's prices", a.Agents["cheap"])
+	}
+	mainPrices := pricing.Prices{Input: 3, Output: 15}
+	if c := a.Agents["same"].EstimatedCostUSD; c == nil || math.Abs(*c-mainPrices.Cost(a.Agents["same"].Usage)) > 1e-15 {
+		t.Errorf("the same agent's cost %v, want MODEL_PRICES", c)
+	}
+	sum := 0.0
+	for _, au := range a.Agents {
+		sum += *au.EstimatedCostUSD
+	}
+	if c := a.Metrics.EstimatedCostUSD; c == nil || math.Abs(*c-sum) > 1e-15 {
+		t.Errorf("the turn's cost %v, want the agents' sum %v", c, sum)
 	}
 	if a.Metrics.ModelCalls != 4 || !strings.Contains(a.Text, "done") {
 		t.Errorf("%d model calls, answer %q; want the main agent's 2, and each sub-agent's 1 after the cheap one's retry", a.Metrics.ModelCalls, a.Text)
@@ -98,11 +113,11 @@ func TestSubAgentCallsItsModel(t *testing.T) {
 	found := false
 	for line := range strings.Lines(metrics.String()) {
 		if strings.Contains(line, `"AgentName":"cheap"`) {
-			found = strings.Contains(line, `"Model":"test-model"`)
+			found = strings.Contains(line, `"Model":"`+lite+`"`)
 		}
 	}
 	if !found {
-		t.Errorf("no metrics line of the cheap agent with Model test-model:\n%s", metrics.String())
+		t.Errorf("no metrics line of the cheap agent with Model %s:\n%s", lite, metrics.String())
 	}
 }
 

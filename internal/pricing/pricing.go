@@ -91,3 +91,42 @@ func Parse(v string) (Prices, error) {
 	}
 	return out, nil
 }
+
+// Table is the prices of the models a turn's agents call: Main's for the
+// main agent and every sub-agent that Agents does not name, and Agents'
+// for the sub-agents that call a model of their own. A nil Prices is a
+// model whose prices are unknown.
+type Table struct {
+	Main   *Prices
+	Agents map[string]*Prices
+}
+
+// For returns the prices of the model the agent name calls; nil when they
+// are unknown.
+func (t Table) For(name string) *Prices {
+	if p, own := t.Agents[name]; own {
+		return p
+	}
+	return t.Main
+}
+
+// Cost is the estimated cost of a turn's usage, total, which byAgent
+// divides by agent when the turn delegated: each agent's share at its
+// model's prices. It is false when a price is unknown.
+func (t Table) Cost(total agent.Usage, byAgent map[string]agent.Usage) (float64, bool) {
+	if byAgent == nil {
+		if t.Main == nil {
+			return 0, false
+		}
+		return t.Main.Cost(total), true
+	}
+	sum := 0.0
+	for name, u := range byAgent {
+		p := t.For(name)
+		if p == nil {
+			return 0, false
+		}
+		sum += p.Cost(u)
+	}
+	return sum, true
+}

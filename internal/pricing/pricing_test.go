@@ -49,3 +49,23 @@ func TestParse(t *testing.T) {
 		}
 	}
 }
+
+func TestTableCost(t *testing.T) {
+	main, cheap := pricing.Prices{Input: 3, Output: 15}, pricing.Prices{Input: 1, Output: 5}
+	tb := pricing.Table{Main: &main, Agents: map[string]*pricing.Prices{"cheap": &cheap, "unknown": nil}}
+	u := func(in, out int) agent.Usage { return agent.Usage{InputTokens: in, OutputTokens: out} }
+	if c, ok := tb.Cost(u(1000, 100), nil); !ok || c != main.Cost(u(1000, 100)) {
+		t.Errorf("a turn that delegated nothing: %v, %v", c, ok)
+	}
+	by := map[string]agent.Usage{"main": u(600, 60), "cheap": u(400, 40)}
+	if c, ok := tb.Cost(u(1000, 100), by); !ok || c != main.Cost(u(600, 60))+cheap.Cost(u(400, 40)) {
+		t.Errorf("by agent: %v, %v", c, ok)
+	}
+	by["unknown"] = u(1, 1)
+	if _, ok := tb.Cost(u(1001, 101), by); ok {
+		t.Error("a share at unknown prices has a cost")
+	}
+	if tb.For("other") != &main || tb.For("cheap") != &cheap || tb.For("unknown") != nil {
+		t.Error("For")
+	}
+}

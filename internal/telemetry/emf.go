@@ -47,9 +47,13 @@ type Metrics struct {
 	// Function and Model are the values of the FunctionName and Model
 	// dimensions.
 	Function, Model string
-	// Prices, when set, give each turn's EstimatedCost.
-	Prices *pricing.Prices
-	Out    io.Writer
+	// Prices, when known, give each turn's EstimatedCost, and each
+	// agent's.
+	Prices pricing.Table
+	// AgentModels are the models of the sub-agents that call one of their
+	// own, by name: the Model dimension of their lines.
+	AgentModels map[string]string
+	Out         io.Writer
 	// Now stamps the lines; nil means time.Now.
 	Now func() time.Time
 
@@ -150,8 +154,8 @@ func (m *Metrics) Record(ctx context.Context, r Request) {
 		if len(w.ModelLatencies) > 0 {
 			metrics = append(metrics, millis("ModelLatency", w.ModelLatencies...))
 		}
-		if m.Prices != nil {
-			metrics = append(metrics, metric{"EstimatedCost", unitNone, []float64{m.Prices.Cost(u)}})
+		if cost, ok := m.Prices.Cost(u, res.AgentUsage); ok {
+			metrics = append(metrics, metric{"EstimatedCost", unitNone, []float64{cost}})
 		}
 		if sr := res.StopReason; sr != "" {
 			props["stop_reason"] = sr
@@ -190,10 +194,14 @@ func (m *Metrics) Record(ctx context.Context, r Request) {
 				count("CacheReadTokens", u.CacheReadInputTokens),
 				count("CacheWriteTokens", u.CacheWriteInputTokens),
 			}
-			if m.Prices != nil {
-				metrics = append(metrics, metric{"EstimatedCost", unitNone, []float64{m.Prices.Cost(u)}})
+			if p := m.Prices.For(name); p != nil {
+				metrics = append(metrics, metric{"EstimatedCost", unitNone, []float64{p.Cost(u)}})
 			}
-			m.encode(&buf, now, ids(dimAgent, name), []dimensionSet{{names: []string{dimFunction, dimModel, dimAgent}, metrics: metrics}})
+			line := ids(dimAgent, name)
+			if model, own := m.AgentModels[name]; own {
+				line[dimModel] = model
+			}
+			m.encode(&buf, now, line, []dimensionSet{{names: []string{dimFunction, dimModel, dimAgent}, metrics: metrics}})
 		}
 	}
 	m.mu.Lock()
@@ -261,7 +269,9 @@ func (m *Metrics) encode(buf *bytes.Buffer, now time.Time, props map[string]any,
 			root[k] = v
 		}
 		root[dimFunction] = m.Function
-		root[dimModel] = m.Model
+		if _, set := root[dimModel]; !set {
+			root[dimModel] = m.Model // a sub-agent's line may have its own
+		}
 		directives := make([]directive, 0, len(sets))
 		var rest []dimensionSet
 		for _, s := range sets {

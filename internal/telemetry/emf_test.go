@@ -171,7 +171,7 @@ var allowedSets = []string{"FunctionName,Model", "FunctionName,Model,ErrorCode",
 func TestMetricsOfATurn(t *testing.T) {
 	var out bytes.Buffer
 	prices := pricing.Prices{Input: 3, Output: 15}
-	m := &telemetry.Metrics{Namespace: "Agents", Function: "chat-fn", Model: "m1", Prices: &prices, Out: &out,
+	m := &telemetry.Metrics{Namespace: "Agents", Function: "chat-fn", Model: "m1", Prices: pricing.Table{Main: &prices}, Out: &out,
 		Now: func() time.Time { return time.UnixMilli(1_800_000_000_000) }}
 	latencies := make([]time.Duration, 130) // more than a line may carry
 	for i := range latencies {

@@ -45,7 +45,7 @@ func TestDocsListTheMetrics(t *testing.T) {
 
 	var out bytes.Buffer
 	prices := pricing.Prices{Input: 3, Output: 15}
-	m := &telemetry.Metrics{Function: "f", Model: "m", Prices: &prices, Out: &out}
+	m := &telemetry.Metrics{Function: "f", Model: "m", Prices: pricing.Table{Main: &prices}, Out: &out}
 	res := &agent.Result{
 		Metrics:    agent.Metrics{ModelCalls: 1, ModelLatencies: []time.Duration{time.Millisecond}, Tools: []agent.ToolRun{{Name: "calculator"}}},
 		AgentUsage: map[string]agent.Usage{agent.MainAgent: {InputTokens: 1}}, // a turn that delegated

@@ -15,8 +15,8 @@ import (
 // prints it; a function has its metrics instead.
 type Summary struct {
 	Out io.Writer
-	// Prices, when set, give the cost.
-	Prices *pricing.Prices
+	// Prices, when known, give the cost.
+	Prices pricing.Table
 }
 
 // Record writes r's line, when r ran a turn or a direct tool call.
@@ -36,8 +36,8 @@ func (s *Summary) Record(r Request) {
 	if u.CacheReadInputTokens+u.CacheWriteInputTokens > 0 {
 		fmt.Fprintf(&b, " cache_read=%d cache_write=%d", u.CacheReadInputTokens, u.CacheWriteInputTokens)
 	}
-	if s.Prices != nil {
-		fmt.Fprintf(&b, " cost=$%.4f", s.Prices.Cost(u))
+	if cost, ok := s.Prices.Cost(u, res.AgentUsage); ok {
+		fmt.Fprintf(&b, " cost=$%.4f", cost)
 	}
 	fmt.Fprintf(&b, " model_calls=%d", res.Metrics.ModelCalls)
 	if n := res.Metrics.Retries; n > 0 {

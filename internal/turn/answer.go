@@ -44,8 +44,8 @@ type StructuredAnswer struct {
 // AgentUsage is what one agent of a turn used.
 type AgentUsage struct {
 	Usage agent.Usage `json:"usage"`
-	// EstimatedCostUSD is what its tokens cost at the model's prices;
-	// absent for a model whose prices are unknown.
+	// EstimatedCostUSD is what its tokens cost at the prices of the model
+	// it calls; absent for a model whose prices are unknown.
 	EstimatedCostUSD *float64 `json:"estimated_cost_usd,omitempty"`
 }
 
@@ -102,8 +102,8 @@ func (s *Service) agentsOf(r *agent.Result) map[string]AgentUsage {
 	out := make(map[string]AgentUsage, len(r.AgentUsage))
 	for name, u := range r.AgentUsage {
 		au := AgentUsage{Usage: u}
-		if s.prices != nil {
-			cost := s.prices.Cost(u)
+		if p := s.prices.For(name); p != nil {
+			cost := p.Cost(u)
 			au.EstimatedCostUSD = &cost
 		}
 		out[name] = au
@@ -119,8 +119,7 @@ func (s *Service) metricsOf(r *agent.Result) Metrics {
 		Reductions: r.Metrics.Reductions,
 		DurationMS: r.Metrics.Duration.Milliseconds(),
 	}
-	if s.prices != nil {
-		cost := s.prices.Cost(r.Usage)
+	if cost, ok := s.prices.Cost(r.Usage, r.AgentUsage); ok {
 		m.EstimatedCostUSD = &cost
 	}
 	return m

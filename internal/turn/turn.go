@@ -126,7 +126,7 @@ const releaseTimeout = time.Second
 type Service struct {
 	store  Store
 	agent  Agent
-	prices *pricing.Prices // nil when the model's prices are unknown
+	prices pricing.Table // nil prices are unknown
 	docs   documentChecks
 }
 
@@ -148,7 +148,14 @@ type Option func(*Service)
 // WithPrices makes the answers' metrics carry the turn's estimated cost at
 // p.
 func WithPrices(p pricing.Prices) Option {
-	return func(s *Service) { s.prices = &p }
+	return func(s *Service) { s.prices.Main = &p }
+}
+
+// WithAgentPrices gives the sub-agents that call a model of their own its
+// prices, by agent name, nil for a model whose prices are unknown; the
+// others are priced as the main agent.
+func WithAgentPrices(prices map[string]*pricing.Prices) Option {
+	return func(s *Service) { s.prices.Agents = prices }
 }
 
 // WithMaxStateBytes is the agent's cap on its state (agent.Config's
