@@ -151,7 +151,7 @@ func (c *commit) dropDiscarded(ctx context.Context) {
 		return
 	}
 	sess := c.sess
-	items, err := c.s.queryMessages(ctx, c.pk, sess.Count, c.kept, PartitionKey, SortKey)
+	items, err := c.s.queryMessages(ctx, c.pk, mainKeys, sess.Count, c.kept, PartitionKey, SortKey)
 	if err != nil || len(items) == 0 {
 		return
 	}

@@ -177,7 +177,7 @@ func (s *Store) Staged(ctx context.Context, key Key, token string) (*Staging, er
 		return nil, fmt.Errorf("ddbhistory: staged %s: decode header: %w", key.ID, err)
 	}
 	if st.Count > 0 {
-		items, err := s.queryMessages(ctx, pk, st.Count-1, st.Count)
+		items, err := s.queryMessages(ctx, pk, mainKeys, st.Count-1, st.Count)
 		if err != nil {
 			return nil, fmt.Errorf("ddbhistory: staged %s: %w", key.ID, err)
 		}
