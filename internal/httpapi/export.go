@@ -62,7 +62,7 @@ func (h *Handler) exportSession(r *http.Request, rec *record) (int, []byte, erro
 	} else {
 		next = page.Page.NextCursor
 	}
-	body, err := fitPage(maxExportBytes, page.Messages(), page.First, next, page.CursorAt, func(raws []json.RawMessage, next string) any {
+	body, err := fitPage(maxExportBytes, "", page.Messages(), page.First, next, page.CursorAt, func(raws []json.RawMessage, next string) any {
 		if d := page.Document; d != nil {
 			doc := *d
 			doc.NextCursor = next

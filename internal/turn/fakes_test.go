@@ -447,6 +447,42 @@ func (f *fakeStore) Transcript(_ context.Context, key ddbhistory.Key, cursor str
 	return page, nil
 }
 
+func (f *fakeStore) AgentTranscript(_ context.Context, key ddbhistory.Key, name, cursor string, limit int) (*ddbhistory.Page, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := validAgentName(name); err != nil {
+		return nil, err
+	}
+	if err := validKey(key); err != nil {
+		return nil, err
+	}
+	if limit < 1 || limit > ddbhistory.MaxPageSize {
+		return nil, invalid("limit %d is not between 1 and %d", limit, ddbhistory.MaxPageSize)
+	}
+	from, err := cursorIndex(cursor)
+	if err != nil {
+		return nil, err
+	}
+	st := f.sessions[key]
+	if st == nil {
+		return nil, ddbhistory.ErrNotFound
+	}
+	page := &ddbhistory.Page{Session: st.session(key), First: from, Agent: &ddbhistory.AgentConversation{Name: name}}
+	a := st.agents[name]
+	if a == nil {
+		return page, nil
+	}
+	page.Agent.Count = len(a.messages)
+	page.Agent.Conversation = agent.Conversation{Window: a.window, State: copyOf(a.state)}
+	if end := min(from+limit, len(a.messages)); from < end {
+		page.Messages = copyOf(a.messages[from:end])
+		if end < len(a.messages) {
+			page.NextCursor = ddbhistory.CursorAt(end)
+		}
+	}
+	return page, nil
+}
+
 func (f *fakeStore) Tail(ctx context.Context, key ddbhistory.Key, n int) (*ddbhistory.Page, error) {
 	if n < 1 || n > ddbhistory.MaxPageSize {
 		return nil, invalid("n %d is not between 1 and %d", n, ddbhistory.MaxPageSize)

@@ -23,7 +23,10 @@ import (
 // session holds beside its messages.
 type Page struct {
 	SessionID string
-	Title     string
+	// Agent is the sub-agent whose conversation the page is of; "" for
+	// the main agent's.
+	Agent string
+	Title string
 	// First is the index in the session of the first of Messages: the
 	// index of message k is First+k. Messages that expired, always the
 	// oldest, are left out.
@@ -58,13 +61,20 @@ func (s *Service) Transcript(ctx context.Context, owner, id, cursor string, limi
 	return pageOf(p), nil
 }
 
+// pageOf is the store's page p: of the main agent's conversation, or of
+// a sub-agent's (p.Agent), whose count, state and window it then has, and
+// nothing pending; the title and the times are the session's.
 func pageOf(p *ddbhistory.Page) *Page {
 	sess := p.Session
-	return &Page{
+	out := &Page{
 		SessionID: sess.ID, Title: sess.Title, First: p.First, Messages: p.Messages, Count: sess.Count,
 		State: sess.Conversation.State, Window: sess.Conversation.Window, Pending: sess.Conversation.Pending,
 		CreatedAt: sess.CreatedAt, UpdatedAt: sess.UpdatedAt, ExpiresAt: sess.ExpiresAt, NextCursor: p.NextCursor,
 	}
+	if a := p.Agent; a != nil {
+		out.Agent, out.Count, out.State, out.Window, out.Pending = a.Name, a.Count, a.Conversation.State, a.Conversation.Window, nil
+	}
+	return out
 }
 
 // Tail reads the end of a session's transcript: its last n messages, at

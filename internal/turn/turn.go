@@ -43,6 +43,8 @@ type Store interface {
 	Transcript(ctx context.Context, key ddbhistory.Key, cursor string, limit int) (*ddbhistory.Page, error)
 	// Tail reads a session's last n messages, at most.
 	Tail(ctx context.Context, key ddbhistory.Key, n int) (*ddbhistory.Page, error)
+	// AgentTranscript reads stored messages of a sub-agent's conversation.
+	AgentTranscript(ctx context.Context, key ddbhistory.Key, name, cursor string, limit int) (*ddbhistory.Page, error)
 	// WindowBefore reads the window a rewind restarts with, when it
 	// discards messages a summary covered.
 	WindowBefore(ctx context.Context, sess *ddbhistory.Session, from, to int) ([]agent.Message, int, error)

@@ -52,6 +52,7 @@ func Run(t *testing.T, newStore func(t *testing.T) turn.Store) {
 		{"Transcript", testTranscript},
 		{"Tail", testTail},
 		{"Agents", testAgents},
+		{"AgentTranscript", testAgentTranscript},
 		{"WindowBefore", testWindowBefore},
 		{"List", testList},
 		{"Delete", testDelete},
@@ -683,6 +684,72 @@ func testAgents(t *testing.T, s turn.Store) {
 	if c := loadAgent(create(t, s, alice, exchange(5)), "helper"); c.Count != 0 {
 		t.Errorf("a new session under a deleted one's id has its agent: %+v", c)
 	}
+}
+
+// testAgentTranscript: a sub-agent's transcript reads in pages, as the
+// main agent's does, with the sub-agent's count, window and state beside
+// the session item; one with nothing stored has no messages; another
+// owner's session, and a missing one, are ErrNotFound; a name that cannot
+// name a sub-agent, a malformed cursor or limit, an *ArgumentError.
+func testAgentTranscript(t *testing.T, s turn.Store) {
+	want := exchanges(100, 6)
+	state := map[string]json.RawMessage{"n": json.RawMessage(`1`)}
+	window := agent.WindowState{Removed: 4, Summary: "two tasks"}
+	sess := ddbhistory.NewSession(alice)
+	commit(t, s, sess, ddbhistory.Turn{Messages: exchange(0), Agents: []ddbhistory.AgentTurn{{Name: "helper", Messages: want[:8]}}})
+	commit(t, s, sess, ddbhistory.Turn{Messages: exchange(1), Agents: []ddbhistory.AgentTurn{{Name: "helper", First: 8, Messages: want[8:], Window: window, State: state}}})
+
+	var got []agent.Message
+	cursor := ""
+	for i, first := range []int{0, 5, 10} {
+		page, err := s.AgentTranscript(t.Context(), alice, "helper", cursor, 5)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, page.Messages...)
+		if page.First != first || len(page.Messages) != min(5, 12-first) || (page.NextCursor == "") != (i == 2) {
+			t.Errorf("page %d: first %d, %d messages, next cursor %q", i, page.First, len(page.Messages), page.NextCursor)
+		}
+		if a := page.Agent; a == nil || a.Name != "helper" || a.Count != 12 || !cmp.Equal(window, a.Conversation.Window) || !cmp.Equal(state, a.Conversation.State) {
+			t.Errorf("page %d: the agent's conversation %+v", i, a)
+		}
+		if ps := page.Session; ps.ID != alice.ID || ps.Count != 4 || ps.Title != "question 0" || ps.Version != 2 {
+			t.Errorf("page %d: the session: id %s, count %d, title %q, version %d", i, ps.ID, ps.Count, ps.Title, ps.Version)
+		}
+		cursor = page.NextCursor
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("the pages (-want +got):\n%s", diff)
+	}
+	if page, err := s.AgentTranscript(t.Context(), alice, "helper", ddbhistory.CursorAt(7), 2); err != nil || page.First != 7 || !cmp.Equal(want[7:9], page.Messages) {
+		t.Errorf("a page at CursorAt(7): %+v, %v", page, err)
+	}
+	if diff := cmp.Diff(exchanges(0, 2), transcript(t, s, alice)); diff != "" {
+		t.Errorf("the main transcript (-want +got):\n%s", diff)
+	}
+	page, err := s.AgentTranscript(t.Context(), alice, "other", "", 10)
+	if err != nil || len(page.Messages) != 0 || page.NextCursor != "" || page.Agent == nil || page.Agent.Count != 0 || page.Session.Title != "question 0" {
+		t.Errorf("an agent with nothing stored: %+v, %v", page, err)
+	}
+	for _, key := range []ddbhistory.Key{bob, {Owner: alice.Owner, ID: "none"}} {
+		_, err := s.AgentTranscript(t.Context(), key, "helper", "", 10)
+		wantErr(t, fmt.Sprintf("the agent transcript of %+v", key), err, ddbhistory.ErrNotFound)
+	}
+	for _, name := range []string{"main", "a#b", ""} {
+		_, err := s.AgentTranscript(t.Context(), alice, name, "", 10)
+		wantArgumentError(t, "AgentTranscript "+name, err)
+	}
+	_, err = s.AgentTranscript(t.Context(), alice, "helper", "!!", 10)
+	wantArgumentError(t, "a malformed cursor", err)
+	for _, limit := range []int{0, ddbhistory.MaxPageSize + 1} {
+		_, err := s.AgentTranscript(t.Context(), alice, "helper", "", limit)
+		wantArgumentError(t, fmt.Sprintf("limit %d", limit), err)
+	}
+	if err := s.Delete(t.Context(), alice); err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.AgentTranscript(t.Context(), alice, "helper", "", 10)
+	wantErr(t, "the agent transcript of a deleted session", err, ddbhistory.ErrNotFound)
 }
 
 // testTail: a tail is the transcript's last n messages, at most, with the
