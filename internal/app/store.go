@@ -144,3 +144,9 @@ func (s *tracedStore) Staged(ctx context.Context, key ddbhistory.Key, token stri
 	})
 	return st, err
 }
+
+func (s *tracedStore) StageAgent(ctx context.Context, key ddbhistory.Key, token, name string, first int, msgs []agent.Message) error {
+	return s.span(ctx, "session.stage_agent", key.ID, func(ctx context.Context) error {
+		return s.store.StageAgent(ctx, key, token, name, first, msgs)
+	})
+}

@@ -55,6 +55,9 @@ type Store interface {
 	// reader looks, until the commit of its last makes them visible.
 	Stage(ctx context.Context, key ddbhistory.Key, token string, first int, msgs []agent.Message, header json.RawMessage) (*ddbhistory.Staging, error)
 	Staged(ctx context.Context, key ddbhistory.Key, token string) (*ddbhistory.Staging, error)
+	// StageAgent keeps a staged session's messages of a sub-agent's
+	// conversation, as Stage keeps its own.
+	StageAgent(ctx context.Context, key ddbhistory.Key, token, name string, first int, msgs []agent.Message) error
 }
 
 // Agent runs turns. *agent.Agent implements it. It must be safe for

@@ -58,6 +58,7 @@ func Run(t *testing.T, newStore func(t *testing.T) turn.Store) {
 		{"Delete", testDelete},
 		{"Stage", testStage},
 		{"StagingReplaced", testStagingReplaced},
+		{"StageAgents", testStageAgents},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.run(t, newStore(t)) })
@@ -1088,4 +1089,94 @@ func testStagingReplaced(t *testing.T, s turn.Store) {
 	}
 	commit(t, s, ddbhistory.NewSession(alice), ddbhistory.Turn{Messages: msgs[4:], Staging: st})
 	checkMessages(t, s, alice, msgs)
+}
+
+// testStageAgents: an import in pages stages its sub-agents' messages
+// too, each conversation part by part, where no reader sees them; the
+// commit that names the staging makes each visible with its agent's
+// turn, which starts where the staged messages end, and only while the
+// staging is as it was read.
+func testStageAgents(t *testing.T, s turn.Store) {
+	msgs, helper, other := exchanges(0, 2), exchanges(100, 4), exchanges(200, 1)
+	if _, err := s.Stage(t.Context(), alice, "tok", 0, msgs[:2], json.RawMessage(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	stageAgent := func(name string, first int, part []agent.Message) {
+		t.Helper()
+		if err := s.StageAgent(t.Context(), alice, "tok", name, first, part); err != nil {
+			t.Fatalf("StageAgent %s from %d: %v", name, first, err)
+		}
+	}
+	stageAgent("helper", 0, helper[:4])
+	wantErr(t, "a part that does not start at the agent's end", s.StageAgent(t.Context(), alice, "tok", "helper", 2, helper[2:6]), ddbhistory.ErrConflict)
+	wantErr(t, "a part past the agent's end", s.StageAgent(t.Context(), alice, "tok", "helper", 5, helper[5:6]), ddbhistory.ErrConflict)
+	wantErr(t, "a part under an unknown token", s.StageAgent(t.Context(), alice, "nope", "helper", 4, helper[4:6]), ddbhistory.ErrNotFound)
+	wantErr(t, "another owner's part", s.StageAgent(t.Context(), bob, "tok", "helper", 4, helper[4:6]), ddbhistory.ErrNotFound)
+	for _, name := range []string{"main", "a#b", ""} {
+		wantArgumentError(t, "StageAgent "+name, s.StageAgent(t.Context(), alice, "tok", name, 0, helper[:2]))
+	}
+	stageAgent("helper", 4, helper[4:6])
+	stageAgent("other", 0, other)
+	st, err := s.Staged(t.Context(), alice, "tok")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]ddbhistory.StagedAgent{"helper": {Count: 6, Last: &helper[5]}, "other": {Count: 2, Last: &other[1]}}
+	if diff := cmp.Diff(want, st.Agents); diff != "" || st.Count != 2 {
+		t.Errorf("the staging: %d messages; its agents (-want +got):\n%s", st.Count, diff)
+	}
+	_, err = s.Load(t.Context(), alice, "")
+	wantErr(t, "a load of the staging", err, ddbhistory.ErrNotFound)
+	_, err = s.AgentTranscript(t.Context(), alice, "helper", "", 10)
+	wantErr(t, "an agent transcript of the staging", err, ddbhistory.ErrNotFound)
+
+	// A commit of the staging as it was before a later part conflicts.
+	stageAgent("helper", 6, helper[6:7])
+	window := agent.WindowState{Removed: 4}
+	state := map[string]json.RawMessage{"n": json.RawMessage(`1`)}
+	stale := ddbhistory.Turn{Messages: msgs[2:], Staging: st, Agents: []ddbhistory.AgentTurn{{Name: "helper", First: 6, Messages: helper[6:], Window: window, State: state}, {Name: "other", First: 2}}}
+	wantErr(t, "a commit of a staging as it was before an agent's part", s.Commit(t.Context(), ddbhistory.NewSession(alice), stale), ddbhistory.ErrConflict)
+	if st, err = s.Staged(t.Context(), alice, "tok"); err != nil {
+		t.Fatal(err)
+	}
+	bad := ddbhistory.Turn{Messages: msgs[2:], Staging: st, Agents: []ddbhistory.AgentTurn{{Name: "helper", First: 0, Messages: helper}}}
+	wantArgumentError(t, "an agent's turn that does not start after its staged messages", s.Commit(t.Context(), ddbhistory.NewSession(alice), bad))
+
+	sess := ddbhistory.NewSession(alice)
+	commit(t, s, sess, ddbhistory.Turn{Messages: msgs[2:], Staging: st, Agents: []ddbhistory.AgentTurn{
+		{Name: "helper", First: 7, Messages: helper[7:], Window: window, State: state},
+		{Name: "other", First: 2},
+		{Name: "fresh", Messages: exchange(300)},
+	}})
+	checkMessages(t, s, alice, msgs)
+	for name, want := range map[string][]agent.Message{"helper": helper, "other": other, "fresh": exchange(300)} {
+		page, err := s.AgentTranscript(t.Context(), alice, name, "", 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(want, page.Messages); diff != "" || page.Agent.Count != len(want) {
+			t.Errorf("%s: count %d (-want +got):\n%s", name, page.Agent.Count, diff)
+		}
+	}
+	c, err := s.LoadAgent(t.Context(), sess, "helper")
+	if err != nil || c.Count != 8 || !cmp.Equal(helper[4:], c.Conversation.Messages) || !cmp.Equal(state, c.Conversation.State) {
+		t.Errorf("the helper's conversation, loaded: %+v, %v", c, err)
+	}
+
+	// A new staging under a key starts with no agent's messages.
+	key := ddbhistory.Key{Owner: alice.Owner, ID: "chat-2"}
+	for _, tok := range []string{"one", "two"} {
+		if _, err := s.Stage(t.Context(), key, tok, 0, msgs[:2], json.RawMessage(`{}`)); err != nil {
+			t.Fatal(err)
+		}
+		if tok == "one" {
+			if err := s.StageAgent(t.Context(), key, tok, "helper", 0, helper[:2]); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if st, err := s.Staged(t.Context(), key, "two"); err != nil || len(st.Agents) != 0 {
+		t.Errorf("a staging that replaced one with an agent's messages: %+v, %v", st, err)
+	}
+	wantErr(t, "a part of the replaced staging", s.StageAgent(t.Context(), key, "one", "helper", 2, helper[2:4]), ddbhistory.ErrNotFound)
 }
