@@ -167,6 +167,12 @@ func (s *Store) transcriptPage(ctx context.Context, key Key, ks keyspace, from, 
 				return nil, fmt.Errorf("ddbhistory: transcript %s: agent %s: %w", key.ID, ks.name(), err)
 			}
 		}
+		// A conversation a later commit wrote than the session item read
+		// is read again, so that a page's two items are of one version of
+		// the session, as an export's pages need.
+		if conv.written > sess.Version && !last {
+			return nil, errUnseen
+		}
 		page.Agent = &AgentConversation{Name: ks.name(), Count: conv.Count, Conversation: agent.Conversation{Window: conv.Conversation.Window, State: conv.Conversation.State}}
 	}
 	end, size := min(from+limit, conv.Count), 0
