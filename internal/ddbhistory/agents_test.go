@@ -2,10 +2,13 @@ package ddbhistory_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -334,6 +337,55 @@ func TestAgentTranscript(t *testing.T) {
 		}
 		if _, err := e.store.AgentTranscript(t.Context(), alice, "researcher", "", 10); !errors.Is(err, ddbhistory.ErrNotFound) {
 			t.Errorf("after the delete: %v, want ErrNotFound", err)
+		}
+	})
+}
+
+// TestAgentTranscriptOfOneVersion: a page of a sub-agent's transcript
+// whose conversation item a commit wrote after its session item was read
+// is read again, so that the page's session and conversation are of one
+// version of the session, as an export's pages need.
+func TestAgentTranscriptOfOneVersion(t *testing.T) {
+	runBackends(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b, ddbhistory.Config{})
+		sess := ddbhistory.NewSession(alice)
+		if err := e.store.Commit(t.Context(), sess, ddbhistory.Turn{Messages: turn(0), Agents: []ddbhistory.AgentTurn{{Name: "researcher", Messages: agentTurn(0)}}}); err != nil {
+			t.Fatal(err)
+		}
+		// The first read of the conversation's item waits until a commit
+		// has written it again: the session item was read before.
+		reached, release := make(chan struct{}), make(chan struct{})
+		var once sync.Once
+		e.count.setFault(func(op string, body []byte) *http.Response {
+			if op == "GetItem" && bytes.Contains(body, []byte("a#researcher#meta")) {
+				once.Do(func() {
+					close(reached)
+					<-release
+				})
+			}
+			return nil
+		})
+		type result struct {
+			page *ddbhistory.Page
+			err  error
+		}
+		done := make(chan result, 1)
+		go func() {
+			page, err := e.store.AgentTranscript(context.Background(), alice, "researcher", "", 100)
+			done <- result{page, err}
+		}()
+		<-reached
+		if err := e.store.Commit(t.Context(), sess, ddbhistory.Turn{Messages: turn(1), Agents: []ddbhistory.AgentTurn{{Name: "researcher", First: 2, Messages: agentTurn(1)}}}); err != nil {
+			t.Fatal(err)
+		}
+		close(release)
+		r := <-done
+		e.count.setFault(nil)
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		if v, n := r.page.Session.Version, r.page.Agent.Count; v != 2 || n != 4 || len(r.page.Messages) != 4 {
+			t.Errorf("the page: session version %d, agent count %d, %d messages; want 2, 4, 4: of one version", v, n, len(r.page.Messages))
 		}
 	})
 }
