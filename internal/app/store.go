@@ -93,6 +93,14 @@ func (s *tracedStore) Transcript(ctx context.Context, key ddbhistory.Key, cursor
 	return p, err
 }
 
+func (s *tracedStore) AgentTranscript(ctx context.Context, key ddbhistory.Key, name, cursor string, limit int) (p *ddbhistory.Page, err error) {
+	err = s.span(ctx, "session.agent_transcript", key.ID, func(ctx context.Context) error {
+		p, err = s.store.AgentTranscript(ctx, key, name, cursor, limit)
+		return err
+	})
+	return p, err
+}
+
 func (s *tracedStore) Tail(ctx context.Context, key ddbhistory.Key, n int) (p *ddbhistory.Page, err error) {
 	err = s.span(ctx, "session.tail", key.ID, func(ctx context.Context) error {
 		p, err = s.store.Tail(ctx, key, n)
@@ -135,4 +143,10 @@ func (s *tracedStore) Staged(ctx context.Context, key ddbhistory.Key, token stri
 		return err
 	})
 	return st, err
+}
+
+func (s *tracedStore) StageAgent(ctx context.Context, key ddbhistory.Key, token, name string, first int, msgs []agent.Message) error {
+	return s.span(ctx, "session.stage_agent", key.ID, func(ctx context.Context) error {
+		return s.store.StageAgent(ctx, key, token, name, first, msgs)
+	})
 }

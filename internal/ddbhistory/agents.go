@@ -81,6 +81,8 @@ func validAgentName(name string) error {
 // messages of each, past its count, where no reader looks until its
 // conversation item counts them; and the conversation items, which make
 // them visible and so go in the transaction that writes the session item.
+// The messages of a new session's conversation start after those its
+// staging holds, if any.
 // Each item records the session version the commit makes ("written"), so
 // that a later LoadAgent tells a conversation written after its session
 // was loaded.
@@ -91,15 +93,20 @@ func (c *commit) agentWrites(turns []AgentTurn, now time.Time) (messages, metas 
 			return nil, nil, err
 		}
 		count := at.First + len(at.Messages)
+		staged := 0 // the messages of a new session's are staged ones
+		if c.staging != nil {
+			staged = c.staging.Agents[at.Name].Count
+		}
 		switch {
 		case seen[at.Name]:
 			return nil, nil, invalidArgument("agent %s twice in one turn", at.Name)
-		case at.First < 0 || c.sess.Version == 0 && at.First != 0:
+		case at.First < 0 || c.sess.Version == 0 && at.First != staged:
 			return nil, nil, invalidArgument("agent %s's messages start at %d", at.Name, at.First)
 		case at.Window.Removed < 0 || at.Window.Removed > count:
 			return nil, nil, invalidArgument("agent %s's window starts at message %d of %d", at.Name, at.Window.Removed, count)
 		}
 		seen[at.Name] = true
+		c.agents = append(c.agents, at.Name)
 		ks := agentKeys(at.Name)
 		ws, err := c.s.messageWrites(c.pk, ks, at.First, at.Messages, 0, c.expires, now)
 		if err != nil {

@@ -2,9 +2,13 @@ package ddbhistory_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -251,6 +255,137 @@ func TestAgentConversationExpires(t *testing.T) {
 		got, err := e.store.LoadAgent(t.Context(), sess, "researcher")
 		if err != nil || got.Count != 0 || len(got.Conversation.Messages) != 0 {
 			t.Errorf("an expired agent conversation: %+v, %v; want an empty one", got, err)
+		}
+	})
+}
+
+// TestAgentTranscript: a sub-agent's transcript reads in pages, as the
+// main agent's does, with the same bounds (a limit, and MaxPageBytes of
+// message JSON), its own count, window and state, and the session item
+// beside them; a sub-agent with nothing stored has an empty transcript;
+// only the owner of a live session reads it.
+func TestAgentTranscript(t *testing.T) {
+	runBackends(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b, ddbhistory.Config{})
+		sess := ddbhistory.NewSession(alice)
+		var msgs []agent.Message
+		for i := range 6 {
+			msgs = append(msgs, agentTurn(i)...)
+		}
+		// Messages of 1.5 MB of JSON: the page from 10 ends before the third
+		// of them, within MaxPageBytes (4 MB), with 4 messages of its 5.
+		huge := strings.Repeat("x", 1_500_000)
+		msgs = append(msgs, agent.UserText(huge), agent.AssistantText(huge), agent.UserText(huge), agent.AssistantText("done"))
+		state := map[string]json.RawMessage{"notes": json.RawMessage(`["a"]`)}
+		window := agent.WindowState{Removed: 4, Summary: "two tasks"}
+		if err := e.store.Commit(t.Context(), sess, ddbhistory.Turn{Messages: turn(0), Agents: []ddbhistory.AgentTurn{
+			{Name: "researcher", Messages: msgs, Window: window, State: state},
+		}}); err != nil {
+			t.Fatal(err)
+		}
+		var got []agent.Message
+		cursor := ""
+		var firsts []int
+		for pages := 0; pages == 0 || cursor != ""; pages++ {
+			if pages > 5 {
+				t.Fatal("too many pages")
+			}
+			page, err := e.store.AgentTranscript(t.Context(), alice, "researcher", cursor, 5)
+			if err != nil {
+				t.Fatal(err)
+			}
+			a := page.Agent
+			if a == nil || a.Name != "researcher" || a.Count != 16 || !cmp.Equal(window, a.Conversation.Window) || !cmp.Equal(state, a.Conversation.State) || a.Conversation.Messages != nil {
+				t.Errorf("page %d: the agent's conversation %+v", pages, a)
+			}
+			if ps := page.Session; ps.Title != "question 0" || ps.Count != 2 {
+				t.Errorf("page %d: the session: title %q, count %d", pages, ps.Title, ps.Count)
+			}
+			firsts = append(firsts, page.First)
+			got = append(got, page.Messages...)
+			cursor = page.NextCursor
+		}
+		if diff := cmp.Diff([]int{0, 5, 10, 14}, firsts); diff != "" {
+			t.Errorf("pages of 5, each within MaxPageBytes, start at (-want +got):\n%s", diff)
+		}
+		if len(got) != len(msgs) || got[5].Text() != msgs[5].Text() || got[15].Text() != "done" {
+			t.Errorf("the pages hold %d messages, want %d", len(got), len(msgs))
+		}
+		// The main transcript is the main agent's alone.
+		if page, err := e.store.Transcript(t.Context(), alice, "", 100); err != nil || len(page.Messages) != 2 || page.Agent != nil {
+			t.Errorf("the main transcript: %+v, %v", page, err)
+		}
+
+		if page, err := e.store.AgentTranscript(t.Context(), alice, "writer", "", 10); err != nil || len(page.Messages) != 0 || page.Agent.Count != 0 || page.NextCursor != "" || page.Session.Title != "question 0" {
+			t.Errorf("an agent with nothing stored: %+v, %v", page, err)
+		}
+		for _, key := range []ddbhistory.Key{{Owner: "bob", ID: alice.ID}, {Owner: alice.Owner, ID: "none"}} {
+			if _, err := e.store.AgentTranscript(t.Context(), key, "researcher", "", 10); !errors.Is(err, ddbhistory.ErrNotFound) {
+				t.Errorf("%+v: %v, want ErrNotFound", key, err)
+			}
+		}
+		for _, name := range []string{"main", "a#b", ""} {
+			if _, err := e.store.AgentTranscript(t.Context(), alice, name, "", 10); !errors.Is(err, ddbhistory.ErrInvalid) {
+				t.Errorf("AgentTranscript(%q): %v, want ErrInvalid", name, err)
+			}
+		}
+		if _, err := e.store.AgentTranscript(t.Context(), alice, "researcher", "", 0); !errors.Is(err, ddbhistory.ErrInvalid) {
+			t.Errorf("limit 0: %v, want ErrInvalid", err)
+		}
+		if err := e.store.Delete(t.Context(), alice); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.store.AgentTranscript(t.Context(), alice, "researcher", "", 10); !errors.Is(err, ddbhistory.ErrNotFound) {
+			t.Errorf("after the delete: %v, want ErrNotFound", err)
+		}
+	})
+}
+
+// TestAgentTranscriptOfOneVersion: a page of a sub-agent's transcript
+// whose conversation item a commit wrote after its session item was read
+// is read again, so that the page's session and conversation are of one
+// version of the session, as an export's pages need.
+func TestAgentTranscriptOfOneVersion(t *testing.T) {
+	runBackends(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b, ddbhistory.Config{})
+		sess := ddbhistory.NewSession(alice)
+		if err := e.store.Commit(t.Context(), sess, ddbhistory.Turn{Messages: turn(0), Agents: []ddbhistory.AgentTurn{{Name: "researcher", Messages: agentTurn(0)}}}); err != nil {
+			t.Fatal(err)
+		}
+		// The first read of the conversation's item waits until a commit
+		// has written it again: the session item was read before.
+		reached, release := make(chan struct{}), make(chan struct{})
+		var once sync.Once
+		e.count.setFault(func(op string, body []byte) *http.Response {
+			if op == "GetItem" && bytes.Contains(body, []byte("a#researcher#meta")) {
+				once.Do(func() {
+					close(reached)
+					<-release
+				})
+			}
+			return nil
+		})
+		type result struct {
+			page *ddbhistory.Page
+			err  error
+		}
+		done := make(chan result, 1)
+		go func() {
+			page, err := e.store.AgentTranscript(context.Background(), alice, "researcher", "", 100)
+			done <- result{page, err}
+		}()
+		<-reached
+		if err := e.store.Commit(t.Context(), sess, ddbhistory.Turn{Messages: turn(1), Agents: []ddbhistory.AgentTurn{{Name: "researcher", First: 2, Messages: agentTurn(1)}}}); err != nil {
+			t.Fatal(err)
+		}
+		close(release)
+		r := <-done
+		e.count.setFault(nil)
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		if v, n := r.page.Session.Version, r.page.Agent.Count; v != 2 || n != 4 || len(r.page.Messages) != 4 {
+			t.Errorf("the page: session version %d, agent count %d, %d messages; want 2, 4, 4: of one version", v, n, len(r.page.Messages))
 		}
 	})
 }

@@ -45,7 +45,9 @@ type Turn struct {
 	From   int
 	// Staging, for a new session, is the staging (see Stage) whose
 	// messages come before the turn's: the commit makes them visible with
-	// it.
+	// it, and the messages it staged for a sub-agent (see StageAgent)
+	// with the turn's AgentTurn of that agent, which starts where they
+	// end. The staging must be as Staged read it.
 	Staging *Staging
 	// Agents are what the turn adds to its sub-agents' conversations,
 	// which the commit stores with the rest of the turn, or not at all.
@@ -151,7 +153,7 @@ func (c *commit) dropDiscarded(ctx context.Context) {
 		return
 	}
 	sess := c.sess
-	items, err := c.s.queryMessages(ctx, c.pk, sess.Count, c.kept, PartitionKey, SortKey)
+	items, err := c.s.queryMessages(ctx, c.pk, mainKeys, sess.Count, c.kept, PartitionKey, SortKey)
 	if err != nil || len(items) == 0 {
 		return
 	}
@@ -202,6 +204,8 @@ type commit struct {
 	rewoundTo          int
 	// staging is the staging whose reservation the commit completes.
 	staging *Staging
+	// agents names the sub-agents whose conversations the turn writes.
+	agents []string
 }
 
 // prepare builds a turn's commit from the writes of each kind of item, and
@@ -386,7 +390,7 @@ func (c *commit) fits() bool {
 // transaction: no session yet, or the version loaded.
 func (c *commit) firstOrVersion(now time.Time) *condition {
 	if c.staging != nil {
-		return stagedAt(c.staging.Token, c.staging.Count)
+		return stagedAs(c.staging, c.agents)
 	}
 	if c.sess.Version == 0 {
 		return noSession(now)

@@ -94,7 +94,7 @@ func (s *Store) rewoundSince(ctx context.Context, sess *Session, written int64, 
 	case first+count > sess.Count:
 		return true, nil
 	}
-	items, err := s.queryMessages(ctx, partitionKey(sess.Key), first, first+count, attrWritten)
+	items, err := s.queryMessages(ctx, partitionKey(sess.Key), mainKeys, first, first+count, attrWritten)
 	if err != nil {
 		return false, err
 	}

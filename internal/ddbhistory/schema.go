@@ -138,6 +138,12 @@ const mainKeys keyspace = ""
 // agentKeys is the keyspace of the sub-agent name's conversation.
 func agentKeys(name string) keyspace { return keyspace(skAgent + name + "#") }
 
+// name is the name of the sub-agent whose keyspace ks is; "" for
+// mainKeys.
+func (ks keyspace) name() string {
+	return strings.TrimSuffix(strings.TrimPrefix(string(ks), skAgent), "#")
+}
+
 // meta is the sort key of the keyspace's conversation item.
 func (ks keyspace) meta() string { return string(ks) + skMeta }
 

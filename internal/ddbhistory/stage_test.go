@@ -170,3 +170,74 @@ func TestTranscriptSaysWhereItBegins(t *testing.T) {
 		}
 	})
 }
+
+// TestStagedAgentInParts stages a sub-agent's conversation too large for
+// one transaction, a message of several items among its messages: each
+// transaction counts the messages it completes, so the staging's count
+// never takes in a message that is not whole; the commit makes it
+// visible whole. A header too large for the staging's reservation is
+// refused before anything is written.
+func TestStagedAgentInParts(t *testing.T) {
+	runBackends(t, func(t *testing.T, b backend) {
+		e := newEnv(t, b, ddbhistory.Config{})
+		key := ddbhistory.Key{Owner: "alice", ID: "staged"}
+		if _, err := e.store.Stage(t.Context(), key, "tok", 0, turn(0), json.RawMessage(`{}`)); err != nil {
+			t.Fatal(err)
+		}
+		var want []agent.Message
+		for i := range 49 {
+			want = append(want, agentTurn(i)...)
+		}
+		// Message 98 takes three items, the first of which ends the first
+		// transaction (98 messages, then it, and the condition check).
+		big := agent.Message{Role: agent.RoleUser, Content: []agent.ContentBlock{agent.Text("look"), {Image: &agent.ImageBlock{Format: "png", Source: agent.Source{Bytes: randomBytes(1_000_000)}}}}}
+		want = append(want, big, agent.AssistantText("seen"))
+		for i := range 10 {
+			want = append(want, agentTurn(100+i)...)
+		}
+		e.count.reset()
+		if err := e.store.StageAgent(t.Context(), key, "tok", "reader", 0, want[:110]); err != nil {
+			t.Fatal(err)
+		}
+		if n := e.count.reset().Requests; n != 2 {
+			t.Errorf("110 messages, one of 1 MB, staged in %d requests, want 2 transactions", n)
+		}
+		if err := e.store.StageAgent(t.Context(), key, "tok", "reader", 110, want[110:]); err != nil {
+			t.Fatal(err)
+		}
+		st, err := e.store.Staged(t.Context(), key, "tok")
+		if err != nil || st.Agents["reader"].Count != 120 || st.Agents["reader"].Last.Text() != want[119].Text() {
+			t.Fatalf("staged: %+v, %v", st, err)
+		}
+		sess := ddbhistory.NewSession(key)
+		if err := e.store.Commit(t.Context(), sess, ddbhistory.Turn{Messages: turn(1), Staging: st, Agents: []ddbhistory.AgentTurn{{Name: "reader", First: 120}}}); err != nil {
+			t.Fatal(err)
+		}
+		var got []agent.Message
+		for cursor := "start"; cursor != ""; {
+			if cursor == "start" {
+				cursor = ""
+			}
+			page, err := e.store.AgentTranscript(t.Context(), key, "reader", cursor, 1000)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, cursor = append(got, page.Messages...), page.NextCursor
+		}
+		wantJSON, _ := json.Marshal(want)
+		gotJSON, _ := json.Marshal(got)
+		if string(wantJSON) != string(gotJSON) {
+			t.Errorf("the reader's conversation: %d messages, %d bytes; want %d, %d", len(got), len(gotJSON), len(want), len(wantJSON))
+		}
+
+		other := ddbhistory.Key{Owner: "alice", ID: "too-big"}
+		header, _ := json.Marshal(map[string]string{"state": base64.StdEncoding.EncodeToString(randomBytes(450_000))})
+		var tooLarge *ddbhistory.TooLargeError
+		if _, err := e.store.Stage(t.Context(), other, "tok", 0, turn(0), header); !errors.As(err, &tooLarge) {
+			t.Errorf("a header of %d bytes: %v, want a *TooLargeError", len(header), err)
+		}
+		if n := countItems(t, e, "s#alice#too-big"); n != 0 {
+			t.Errorf("%d items written for a refused staging", n)
+		}
+	})
+}

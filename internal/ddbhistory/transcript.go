@@ -27,6 +27,11 @@ type Page struct {
 	First int
 	// NextCursor continues the transcript; empty on the last page.
 	NextCursor string
+	// Agent, on a page of a sub-agent's transcript (AgentTranscript), is
+	// that conversation's item: its Count, and its Conversation's Window
+	// and State; its Conversation.Messages is not set. Session is still
+	// the session item.
+	Agent *AgentConversation
 }
 
 // Bounds on a transcript page: messages, and bytes of message JSON, which
@@ -40,6 +45,25 @@ const (
 // messages at a time. cursor is "" for the first page and a Page's NextCursor
 // for the next. It returns ErrInvalid for a malformed cursor or limit.
 func (s *Store) Transcript(ctx context.Context, key Key, cursor string, limit int) (*Page, error) {
+	return s.transcript(ctx, key, mainKeys, cursor, limit)
+}
+
+// AgentTranscript reads the transcript of the conversation a session
+// keeps for its sub-agent name, as Transcript reads the main agent's:
+// oldest first, limit messages at a time, in pages of the same bounds. A
+// sub-agent that has none yet, or whose conversation expired, has an
+// empty one. The session must be live, as for Transcript: ErrNotFound
+// otherwise. A name that cannot name a sub-agent is ErrInvalid.
+func (s *Store) AgentTranscript(ctx context.Context, key Key, name, cursor string, limit int) (*Page, error) {
+	if err := validAgentName(name); err != nil {
+		return nil, err
+	}
+	return s.transcript(ctx, key, agentKeys(name), cursor, limit)
+}
+
+// transcript reads a page of the transcript of the conversation in
+// keyspace ks.
+func (s *Store) transcript(ctx context.Context, key Key, ks keyspace, cursor string, limit int) (*Page, error) {
 	if err := key.validate(); err != nil {
 		return nil, err
 	}
@@ -53,7 +77,7 @@ func (s *Store) Transcript(ctx context.Context, key Key, cursor string, limit in
 	// A read beside a commit that rewrote messages is made again; see
 	// messageSet.current.
 	for attempt := 0; ; attempt++ {
-		page, err := s.transcriptPage(ctx, key, from, limit, attempt == 2)
+		page, err := s.transcriptPage(ctx, key, ks, from, limit, attempt == 2)
 		if !errors.Is(err, errUnseen) {
 			return page, err
 		}
@@ -86,22 +110,30 @@ func (s *Store) Tail(ctx context.Context, key Key, n int) (*Page, error) {
 	return &Page{Session: sess, Messages: msgs, First: first}, nil
 }
 
-// transcriptPage reads one page for Transcript. A message that is not
-// current is errUnseen, unless last: the last attempt leaves it out.
-func (s *Store) transcriptPage(ctx context.Context, key Key, from, limit int, last bool) (*Page, error) {
+// transcriptPage reads one page for transcript: the session item, and
+// the messages of the conversation in keyspace ks, with its conversation
+// item for a sub-agent's. A message that is not current is errUnseen,
+// unless last: the last attempt leaves it out.
+func (s *Store) transcriptPage(ctx context.Context, key Key, ks keyspace, from, limit int, last bool) (*Page, error) {
 	pk := partitionKey(key)
 	now := s.cfg.Now()
 	var (
-		meta item
-		msgs = newMessageSet(mainKeys)
+		meta, agentMeta item
+		msgs            = newMessageSet(ks)
 	)
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() (err error) {
 		meta, err = s.getItem(gctx, pk, skMeta)
 		return err
 	})
+	if ks != mainKeys {
+		g.Go(func() (err error) {
+			agentMeta, err = s.getItem(gctx, pk, ks.meta())
+			return err
+		})
+	}
 	g.Go(func() error {
-		items, err := s.queryMessages(gctx, pk, from, min(from+limit, maxIndex+1))
+		items, err := s.queryMessages(gctx, pk, ks, from, min(from+limit, maxIndex+1))
 		msgs.add(items, now)
 		return err
 	})
@@ -116,9 +148,27 @@ func (s *Store) transcriptPage(ctx context.Context, key Key, from, limit int, la
 		return nil, fmt.Errorf("ddbhistory: transcript %s: %w", key.ID, err)
 	}
 	page := &Page{Session: sess, First: from}
-	end, size := min(from+limit, sess.Count), 0
+	// conv is the conversation whose messages the page holds: the session
+	// item counts the main agent's, a sub-agent's own item its.
+	conv := sess
+	if ks != mainKeys {
+		conv = &Session{Key: key}
+		if agentMeta != nil && !expired(agentMeta, now) {
+			if conv, err = decodeMeta(key, agentMeta); err != nil {
+				return nil, fmt.Errorf("ddbhistory: transcript %s: agent %s: %w", key.ID, ks.name(), err)
+			}
+		}
+		// A conversation a later commit wrote than the session item read
+		// is read again, so that a page's two items are of one version of
+		// the session, as an export's pages need.
+		if conv.written > sess.Version && !last {
+			return nil, errUnseen
+		}
+		page.Agent = &AgentConversation{Name: ks.name(), Count: conv.Count, Conversation: agent.Conversation{Window: conv.Conversation.Window, State: conv.Conversation.State}}
+	}
+	end, size := min(from+limit, conv.Count), 0
 	for i := from; i < end; i++ {
-		if !msgs.current(i, sess) {
+		if !msgs.current(i, conv) {
 			if !last {
 				return nil, errUnseen
 			}
@@ -149,7 +199,7 @@ func (s *Store) transcriptPage(ctx context.Context, key Key, from, limit int, la
 		}
 		page.Messages = append(page.Messages, m)
 	}
-	if end < sess.Count {
+	if end < conv.Count {
 		page.NextCursor = encodeCursor(end)
 	}
 	return page, nil
@@ -198,15 +248,16 @@ func (s *Store) queryAll(ctx context.Context, in *dynamodb.QueryInput) ([]item, 
 }
 
 // queryMessages reads, strongly consistently, the items of the messages
-// from to to-1 of partition pk, parts included: the indexes are dense, so
-// they are an exact key range, and a message's parts sort after it, below
-// the next message. With attrs, only those attributes are read.
-func (s *Store) queryMessages(ctx context.Context, pk string, from, to int, attrs ...string) ([]item, error) {
+// from to to-1 of the conversation in keyspace ks of partition pk, parts
+// included: the indexes are dense, so they are an exact key range, and a
+// message's parts sort after it, below the next message. With attrs, only
+// those attributes are read.
+func (s *Store) queryMessages(ctx context.Context, pk string, ks keyspace, from, to int, attrs ...string) ([]item, error) {
 	in := &dynamodb.QueryInput{
 		TableName:                 aws.String(s.cfg.Table),
 		KeyConditionExpression:    aws.String("#pk = :pk AND #sk BETWEEN :lo AND :hi"),
 		ExpressionAttributeNames:  map[string]string{"#pk": PartitionKey, "#sk": SortKey},
-		ExpressionAttributeValues: item{":pk": str(pk), ":lo": str(messageKey(from)), ":hi": str(lastKeyOf(to - 1))},
+		ExpressionAttributeValues: item{":pk": str(pk), ":lo": str(ks.message(from)), ":hi": str(ks.last(to - 1))},
 		ConsistentRead:            aws.Bool(true),
 	}
 	if len(attrs) > 0 {
@@ -235,7 +286,7 @@ func (s *Store) WindowBefore(ctx context.Context, sess *Session, from, to int) (
 	if from == to {
 		return nil, to, nil
 	}
-	items, err := s.queryMessages(ctx, partitionKey(sess.Key), from, to)
+	items, err := s.queryMessages(ctx, partitionKey(sess.Key), mainKeys, from, to)
 	if err != nil {
 		return nil, 0, fmt.Errorf("ddbhistory: read %s: %w", sess.ID, err)
 	}

@@ -14,7 +14,8 @@ import (
 // TestLocalRunDelegates runs what docs/subagents.md says to try: the
 // local run with the page's AGENTS, and /tool researcher with a task. The
 // offline model hands the task to the researcher, which uses its
-// calculator, and its answer is the tool's result.
+// calculator, and its answer is the tool's result; the session keeps the
+// researcher's conversation, which GET /sessions/{id}?agent= reads.
 func TestLocalRunDelegates(t *testing.T) {
 	section, err := testkit.DocSection("docs/subagents.md", "## Configuring them")
 	if err != nil {
@@ -48,7 +49,8 @@ func TestLocalRunDelegates(t *testing.T) {
 				} `json:"toolResult"`
 			} `json:"content"`
 		} `json:"messages"`
-		Agents map[string]json.RawMessage `json:"agents"`
+		Agents    map[string]json.RawMessage `json:"agents"`
+		SessionID string                     `json:"session_id"`
 	}
 	if err := json.NewDecoder(resp.Body).Decode(&answer); err != nil || resp.StatusCode != http.StatusOK {
 		t.Fatalf("POST /chat: %d %v", resp.StatusCode, err)
@@ -63,6 +65,27 @@ func TestLocalRunDelegates(t *testing.T) {
 	}
 	if !strings.Contains(result, "42") || answer.Agents["researcher"] == nil {
 		t.Errorf("the researcher's result %q; agents %s", result, answer.Agents)
+	}
+	// The session keeps the researcher's conversation, which ?agent= reads.
+	resp, err = http.Get(url + "/sessions/" + answer.SessionID + "?agent=researcher")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var page struct {
+		Agent    string `json:"agent"`
+		Messages []struct {
+			Role    string `json:"role"`
+			Content []struct {
+				Text string `json:"text"`
+			} `json:"content"`
+		} `json:"messages"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&page); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET ?agent=researcher: %d %v", resp.StatusCode, err)
+	}
+	if n := len(page.Messages); page.Agent != "researcher" || n < 2 || page.Messages[0].Content[0].Text != "What is 6*7?" || !strings.Contains(page.Messages[n-1].Content[0].Text, "42") {
+		t.Errorf("the researcher's conversation: %+v", page)
 	}
 }
 

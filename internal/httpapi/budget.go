@@ -13,9 +13,14 @@ import (
 // buffered response: API Gateway's invocations return at most 6 MB, counted
 // on the response event, where a message's JSON is escaped again. The
 // stream function's URL, which streams, serves the message whole with GET
-// /sessions/{sessionId}?cursor={cursor}&limit=1.
+// /sessions/{sessionId}?cursor={cursor}&limit=1, and a sub-agent's with
+// &agent={agent} too.
 type Reference struct {
-	// Index is the message's index in the session.
+	// Agent names the sub-agent whose conversation holds the message;
+	// absent for the main agent's.
+	Agent string `json:"agent,omitempty"`
+	// Index is the message's index in the session, or in the sub-agent's
+	// conversation.
 	Index int `json:"index"`
 	// Bytes is the size of the message's JSON.
 	Bytes int `json:"bytes"`
@@ -43,6 +48,9 @@ func budget(r *http.Request) int {
 // messageList is the messages of an answer or a page, stored from index
 // first on, each encoded, with the bytes it takes in a response.
 type messageList struct {
+	// agent is the sub-agent whose conversation holds the messages; ""
+	// for the main agent's.
+	agent string
 	first int
 	msgs  []agent.Message
 	raws  []json.RawMessage
@@ -65,7 +73,7 @@ func newMessageList(msgs []agent.Message, first int) (*messageList, error) {
 // reference replaces message i by a reference to it.
 func (l *messageList) reference(i int) {
 	at := l.first + i
-	raw, _ := json.Marshal(referenced{Role: l.msgs[i].Role, Reference: Reference{Index: at, Bytes: len(l.raws[i]), Cursor: turn.CursorAt(at)}}) // always encodes
+	raw, _ := json.Marshal(referenced{Role: l.msgs[i].Role, Reference: Reference{Agent: l.agent, Index: at, Bytes: len(l.raws[i]), Cursor: turn.CursorAt(at)}}) // always encodes
 	l.raws[i], l.sizes[i], l.refs[i] = raw, lambdahttp.BodySize(raw), true
 }
 

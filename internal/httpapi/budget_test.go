@@ -82,12 +82,16 @@ func (a *api) invokeRawWith(t *testing.T, req request, edit func(*events.APIGate
 }
 
 // readURL reads a reference through the stream function's URL, which
-// streams: GET /sessions/{id}?cursor=...&limit=1, served by aws-lambda-go's
-// lambdaurl as the stream function serves it.
+// streams: GET /sessions/{id}?cursor=...&limit=1, and &agent=... for a
+// sub-agent's message, served by aws-lambda-go's lambdaurl as the stream
+// function serves it.
 func (a *api) readURL(t *testing.T, session string, ref map[string]any) agent.Message {
 	t.Helper()
 	fn := lambdaurl.Wrap(a.handler(t, httpapi.FunctionURLRoutes))
 	q := url.Values{"cursor": {ref["cursor"].(string)}, "limit": {"1"}}
+	if name, ok := ref["agent"].(string); ok {
+		q.Set("agent", name)
+	}
 	resp, err := fn(t.Context(), &events.LambdaFunctionURLRequest{
 		RawPath: "/sessions/" + session, RawQueryString: q.Encode(),
 		RequestContext: events.LambdaFunctionURLRequestContext{HTTP: events.LambdaFunctionURLRequestContextHTTPDescription{Method: "GET", Path: "/sessions/" + session}},
@@ -263,5 +267,58 @@ func TestPagesFitLambdasLimit(t *testing.T) {
 	}
 	if diff := cmp.Diff(msgs, got); diff != "" {
 		t.Errorf("read by plain HTTP (-imported +got):\n%.2000s", diff)
+	}
+}
+
+// TestSubAgentPagesFitLambdasLimit: a sub-agent's transcript is read in
+// pages within Lambda's 6 MB, as the session's is; its message too large
+// for any page is a reference that names the sub-agent, which the stream
+// function's URL serves whole with &agent=.
+func TestSubAgentPagesFitLambdasLimit(t *testing.T) {
+	a := newAPI(t, twoAgents)
+	var msgs []agent.Message
+	for i := range 3 {
+		msgs = append(msgs, agent.UserText(fmt.Sprint(i)+escapes(300<<10)), agent.AssistantText(fmt.Sprint(i)))
+	}
+	msgs = append(msgs, agent.UserText("huge"+escapes(1536<<10)), agent.AssistantText("ok"))
+	doc := document(plain(2, "main"))
+	doc.Agents = map[string]*httpapi.AgentDocument{"researcher": {MessageCount: len(msgs), Messages: msgs, State: map[string]json.RawMessage{}}}
+	if w := importDoc(t, a.Stack, "", as(doc, "agent-pages"), ""); w.Code != 201 {
+		t.Fatalf("import: %d %.300s", w.Code, w.Body)
+	}
+	var got []agent.Message
+	refs, pages := 0, 0
+	for cursor := ""; ; {
+		pages++
+		q := map[string]string{"agent": "researcher"}
+		if cursor != "" {
+			q["cursor"] = cursor
+		}
+		_, page := a.invokeRaw(t, request{route: "session-get.json", session: "agent-pages", query: q})
+		if page.status != 200 || page.body["agent"] != "researcher" {
+			t.Fatalf("%d %.300s", page.status, page.raw)
+		}
+		for _, m := range messagesOf(page) {
+			if ref := reference(m); ref != nil {
+				refs++
+				if ref["agent"] != "researcher" {
+					t.Errorf("a reference without its agent: %v", ref)
+				}
+				got = append(got, a.readURL(t, "agent-pages", ref))
+				continue
+			}
+			var msg agent.Message
+			raw, _ := json.Marshal(m)
+			if err := json.Unmarshal(raw, &msg); err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, msg)
+		}
+		if cursor, _ = page.body["next_cursor"].(string); cursor == "" {
+			break
+		}
+	}
+	if diff := cmp.Diff(msgs, got); diff != "" || pages != 3 || refs != 1 {
+		t.Errorf("%d pages, %d references; read back (-imported +got):\n%.2000s", pages, refs, diff)
 	}
 }

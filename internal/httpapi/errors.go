@@ -55,7 +55,7 @@ func statusOf(code string) int {
 		return http.StatusBadRequest
 	case "unauthorized":
 		return http.StatusUnauthorized
-	case "not_found", "no_route", "unknown_tool", "import_not_found":
+	case "not_found", "no_route", "unknown_tool", "unknown_agent", "import_not_found":
 		return http.StatusNotFound
 	case "method_not_allowed":
 		return http.StatusMethodNotAllowed
@@ -103,6 +103,8 @@ func errorFor(err error) *Error {
 		return &Error{Code: "no_interrupt_pending", Message: "the session has no pending interrupts to respond to: the turn was resumed already, or never paused; GET the session to see where it stands", err: err}
 	case errors.Is(err, agent.ErrUnknownTool):
 		return &Error{Code: "unknown_tool", Message: err.Error(), err: err}
+	case errors.Is(err, turn.ErrUnknownAgent):
+		return &Error{Code: "unknown_agent", Message: err.Error() + "; the main agent's transcript is GET /sessions/{sessionId} without ?agent=", err: err}
 	case errors.Is(err, turn.ErrReplayGone):
 		return &Error{Code: "not_found", Message: "the request with this Idempotency-Key was answered, but the session it went to has been deleted or rewound past it since", err: err}
 	case errors.Is(err, turn.ErrSessionExists):

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"encoding/json"
 	"net/http"
+	"strings"
 
 	"github.com/lambda-agent/lambda-agent/internal/turn"
 )
@@ -18,6 +19,10 @@ type (
 	// SessionDocumentPage is a later page of an export, and the body of
 	// POST /sessions/{sessionId}/import.
 	SessionDocumentPage = turn.DocumentPage
+	// AgentDocument is a sub-agent's conversation in a session document,
+	// and AgentPart its messages in a later page.
+	AgentDocument = turn.AgentDocument
+	AgentPart     = turn.AgentPart
 )
 
 // The format a session document declares.
@@ -56,37 +61,123 @@ func (h *Handler) exportSession(r *http.Request, rec *record) (int, []byte, erro
 	if err != nil {
 		return 0, nil, err
 	}
-	var next string
-	if page.Document != nil {
-		next = page.Document.NextCursor
-	} else {
-		next = page.Page.NextCursor
-	}
-	body, err := fitPage(maxExportBytes, page.Messages(), page.First, next, page.CursorAt, func(raws []json.RawMessage, next string) any {
-		if d := page.Document; d != nil {
-			doc := *d
-			doc.NextCursor = next
-			return documentBody{Document: doc, Messages: raws}
-		}
-		p := *page.Page
-		p.NextCursor = next
-		return pageBody{DocumentPage: p, Messages: raws}
-	})
+	body, err := fitExport(maxExportBytes, page)
 	if err != nil {
 		return 0, nil, err
 	}
 	return http.StatusOK, body, nil
 }
 
+// fitExport encodes an export page with as many of its messages as fit
+// within limit, across its runs (see messageList.fitPage), and the cursor
+// of the page that follows them.
+func fitExport(limit int, page *turn.Export) ([]byte, error) {
+	runs := page.Runs()
+	lists := make([]*messageList, len(runs))
+	all := &messageList{}
+	for i, run := range runs {
+		l, err := newMessageList(run.Messages, run.First)
+		if err != nil {
+			return nil, err
+		}
+		l.agent, lists[i] = run.Agent, l
+		all.raws, all.sizes = append(all.raws, l.raws...), append(all.sizes, l.sizes...)
+	}
+	// The rest is measured with the longest cursor the page may get.
+	longest := strings.Repeat("x", page.MaxCursorLen())
+	rest, err := restSize(func([]json.RawMessage) any { return exportBody(page, nil, longest) })
+	if err != nil {
+		return nil, err
+	}
+	n := len(all.raws)
+	if len(all.raws) > 0 {
+		all.refs = make([]bool, len(all.raws))
+		all.msgs, all.first, all.agent = runs[0].Messages, runs[0].First, runs[0].Agent
+		n = all.fitPage(limit, rest)
+		if all.refs[0] {
+			lists[0].reference(0) // the message fits no page: a reference stands for it
+		}
+	}
+	if n < len(all.raws) {
+		page.Cut(n)
+	}
+	raws := make([][]json.RawMessage, len(lists))
+	for i, run := range page.Runs() {
+		raws[i] = lists[i].raws[:len(run.Messages)]
+	}
+	return json.Marshal(exportBody(page, raws, ""))
+}
+
+// exportBody is the body of an export page whose runs' messages are
+// raws, encoded already and fitted to the response (see messageList), or
+// none when raws is nil; with next for its next cursor when it is not "".
+func exportBody(page *turn.Export, raws [][]json.RawMessage, next string) any {
+	at := func(i int) []json.RawMessage {
+		if raws == nil || raws[i] == nil {
+			return []json.RawMessage{}
+		}
+		return raws[i]
+	}
+	if d := page.Document; d != nil {
+		body := documentBody{Document: *d, Messages: []json.RawMessage{}}
+		if next != "" {
+			body.NextCursor = next
+		}
+		if len(d.Agents) > 0 {
+			body.Agents = make(map[string]agentDocumentBody, len(d.Agents))
+			for name, a := range d.Agents {
+				body.Agents[name] = agentDocumentBody{AgentDocument: *a, Messages: []json.RawMessage{}}
+			}
+		}
+		for i, run := range page.Runs() {
+			if run.Agent == "" {
+				body.Messages = at(i)
+			} else {
+				a := body.Agents[run.Agent]
+				a.Messages = at(i)
+				body.Agents[run.Agent] = a
+			}
+		}
+		return body
+	}
+	p := page.Page
+	body := pageBody{DocumentPage: *p, Messages: []json.RawMessage{}}
+	if next != "" {
+		body.NextCursor = next
+	}
+	for i, run := range page.Runs() {
+		if run.Agent == "" {
+			body.Messages = at(i)
+			continue
+		}
+		if body.Agents == nil {
+			body.Agents = map[string]agentPartBody{}
+		}
+		body.Agents[run.Agent] = agentPartBody{AgentPart: *p.Agents[run.Agent], Messages: at(i)}
+	}
+	return body
+}
+
 // documentBody and pageBody are the pages of an export whose messages are
-// encoded already, and fitted to the response (see messageList).
+// encoded already, and fitted to the response (see messageList), as are
+// their sub-agents'.
 type (
 	documentBody struct {
 		turn.Document
+		Messages []json.RawMessage            `json:"messages"`
+		Agents   map[string]agentDocumentBody `json:"agents,omitempty"`
+	}
+	agentDocumentBody struct {
+		turn.AgentDocument
 		Messages []json.RawMessage `json:"messages"`
 	}
 	pageBody struct {
 		turn.DocumentPage
+		Messages []json.RawMessage        `json:"messages"`
+		Agents   map[string]agentPartBody `json:"agents,omitempty"`
+	}
+	agentPartBody struct {
+		turn.AgentPart
 		Messages []json.RawMessage `json:"messages"`
 	}
 )

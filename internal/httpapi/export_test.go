@@ -32,8 +32,9 @@ func exportPage(t *testing.T, s *testkit.Stack, owner, id, cursor string) *httpt
 }
 
 // exportAll exports a session whole, following its pages as a client
-// does, and returns the document with every page's messages, and the
-// number of pages. Every page must fit a Lambda response.
+// does, and returns the document with every page's messages, its
+// sub-agents' included, and the number of pages. Every page must fit a
+// Lambda response, and hold messages.
 func exportAll(t *testing.T, s *testkit.Stack, owner, id string) (httpapi.SessionDocument, int) {
 	t.Helper()
 	w := exportPage(t, s, owner, id, "")
@@ -52,11 +53,18 @@ func exportAll(t *testing.T, s *testkit.Stack, owner, id string) (httpapi.Sessio
 		checkWireSize(t, w.Body.Bytes())
 		var page httpapi.SessionDocumentPage
 		strictDecode(t, w.Body.Bytes(), &page)
-		if page.Format != httpapi.DocumentFormat || page.FormatVersion != 1 || page.SessionID != id || len(page.Messages) == 0 ||
-			page.First == nil || *page.First != len(doc.Messages) {
+		if page.Format != httpapi.DocumentFormat || page.FormatVersion != 1 || page.SessionID != id || len(page.Messages)+len(page.Agents) == 0 ||
+			(page.First == nil) != (len(page.Messages) == 0) || page.First != nil && *page.First != len(doc.Messages) {
 			t.Fatalf("page %d: format %q %d, session %q, first %v, %d messages after %d", pages+1, page.Format, page.FormatVersion, page.SessionID, page.First, len(page.Messages), len(doc.Messages))
 		}
 		doc.Messages = append(doc.Messages, page.Messages...)
+		for name, part := range page.Agents {
+			a := doc.Agents[name]
+			if a == nil || part.First == nil || *part.First != len(a.Messages) || len(part.Messages) == 0 {
+				t.Fatalf("page %d: agents.%s from %v, %d messages, after %+v", pages+1, name, part.First, len(part.Messages), a)
+			}
+			a.Messages = append(a.Messages, part.Messages...)
+		}
 		cursor = page.NextCursor
 	}
 	doc.NextCursor = ""

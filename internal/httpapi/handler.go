@@ -30,6 +30,7 @@ type Service interface {
 	Import(ctx context.Context, im turn.Import) (*turn.Outcome[turn.ImportAnswer], error)
 	ImportPage(ctx context.Context, p turn.ImportPage) (*turn.Outcome[turn.ImportAnswer], error)
 	Transcript(ctx context.Context, owner, id, cursor string, limit int) (*turn.Page, error)
+	AgentTranscript(ctx context.Context, owner, id, name, cursor string, limit int) (*turn.Page, error)
 	Tail(ctx context.Context, owner, id string, n int) (*turn.Page, error)
 	Export(ctx context.Context, owner, id, cursor string) (*turn.Export, error)
 	List(ctx context.Context, owner, cursor string, limit int) (*turn.SessionList, error)

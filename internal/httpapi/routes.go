@@ -421,7 +421,10 @@ func limitParam(r *http.Request, def, max int) (int, *Error) {
 // the full transcript, oldest first.
 type SessionResponse struct {
 	SessionID string `json:"session_id"`
-	Title     string `json:"title"`
+	// Agent names the sub-agent whose conversation the page is of, with
+	// ?agent=; absent for the main agent's.
+	Agent string `json:"agent,omitempty"`
+	Title string `json:"title"`
 	// First is the index of the first of Messages in the session: the
 	// index of message k is First+k. Messages that expired, always the
 	// oldest, are left out.
@@ -455,12 +458,23 @@ func (h *Handler) getSession(r *http.Request, rec *record) (int, []byte, error) 
 	if e != nil {
 		return 0, nil, e
 	}
-	page, err := h.cfg.Service.Transcript(r.Context(), owner, id, r.URL.Query().Get("cursor"), limit)
+	q := r.URL.Query()
+	var page *turn.Page
+	var err error
+	switch name, n := q.Get("agent"), len(q["agent"]); {
+	case n > 1:
+		return 0, nil, badRequest("invalid_request", "agent is given %d times; name one sub-agent", n)
+	case n == 1:
+		page, err = h.cfg.Service.AgentTranscript(r.Context(), owner, id, name, q.Get("cursor"), limit)
+	default:
+		page, err = h.cfg.Service.Transcript(r.Context(), owner, id, q.Get("cursor"), limit)
+	}
 	if err != nil {
 		return 0, nil, err
 	}
 	out := SessionResponse{
 		SessionID:  page.SessionID,
+		Agent:      page.Agent,
 		Title:      page.Title,
 		First:      page.First,
 		Messages:   page.Messages,
@@ -486,7 +500,7 @@ func (h *Handler) getSession(r *http.Request, rec *record) (int, []byte, error) 
 		at := page.ExpiresAt.UTC()
 		out.ExpiresAt = &at
 	}
-	body, err := fitPage(budget(r), page.Messages, page.First, page.NextCursor, turn.CursorAt, func(raws []json.RawMessage, next string) any {
+	body, err := fitPage(budget(r), page.Agent, page.Messages, page.First, page.NextCursor, turn.CursorAt, func(raws []json.RawMessage, next string) any {
 		out.NextCursor = next
 		return sessionBody{SessionResponse: out, Messages: raws}
 	})
@@ -504,11 +518,13 @@ type sessionBody struct {
 }
 
 // fitPage encodes the body that set makes of a page's messages, stored
-// from index first on, with as many of them as fit within limit (0: no
+// from index first on in the conversation of the sub-agent agent ("" for
+// the main agent's), with as many of them as fit within limit (0: no
 // limit; see messageList), and the cursor of the page that follows them:
 // next, when they all fit, or cursorAt the first left out.
-func fitPage(limit int, msgs []agent.Message, first int, next string, cursorAt func(int) string, set func(raws []json.RawMessage, next string) any) ([]byte, error) {
+func fitPage(limit int, agent string, msgs []agent.Message, first int, next string, cursorAt func(int) string, set func(raws []json.RawMessage, next string) any) ([]byte, error) {
 	l, err := newMessageList(msgs, first)
+	l.agent = agent
 	if err != nil {
 		return nil, err
 	}

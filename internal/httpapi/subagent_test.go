@@ -11,8 +11,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/google/go-cmp/cmp"
 	"github.com/lambda-agent/lambda-agent/internal/agent"
 	"github.com/lambda-agent/lambda-agent/internal/agui"
+	"github.com/lambda-agent/lambda-agent/internal/ddbhistory"
 	"github.com/lambda-agent/lambda-agent/internal/httpapi"
 	"github.com/lambda-agent/lambda-agent/internal/testkit"
 	"github.com/lambda-agent/lambda-agent/internal/testkit/conversetest"
@@ -343,4 +348,188 @@ func TestSubAgentKeepsItsConversation(t *testing.T) {
 	if n := s.Model.Calls(); n != 18 {
 		t.Errorf("%d model calls, want 18", n)
 	}
+}
+
+// getAs gets path as owner.
+func getAs(t *testing.T, s *testkit.Stack, owner, path string) *httptest.ResponseRecorder {
+	t.Helper()
+	return s.Serve(testkit.As(httptest.NewRequestWithContext(t.Context(), http.MethodGet, path, nil), owner))
+}
+
+// delegating answers every user message by delegating it to the
+// researcher, who answers with the task and how many messages it saw, and
+// then the researcher's answer: a sub-agent's conversation grows by two
+// messages a turn, and shows what it was given.
+func delegating(req *conversetest.Request) conversetest.Reply {
+	last := req.Messages[len(req.Messages)-1]
+	switch {
+	case len(req.System) > 0 && req.System[0].Text == "You research.":
+		return conversetest.Text(fmt.Sprintf("%s, having seen %d messages", last.Text(), len(req.Messages)))
+	case last.Text() != "":
+		return conversetest.ToolUse(fmt.Sprint("d", len(req.Messages)), "researcher", map[string]string{"task": "Task " + last.Text()})
+	}
+	return conversetest.Text("Researcher: " + last.Content[0].ToolResult.Content[0].Text)
+}
+
+// TestSubAgentTranscript: GET /sessions/{id}?agent=NAME reads a
+// sub-agent's conversation, in the shape and pages of the main
+// transcript, with the sub-agent's window and state, nothing pending, and
+// the session's title and times; a configured sub-agent with nothing
+// stored has no messages; a name the agent does not have is a 404
+// unknown_agent that lists those it has; another owner's session is a
+// 404 not_found, as without ?agent=; a delete leaves no item of any
+// agent.
+func TestSubAgentTranscript(t *testing.T) {
+	s := testkit.Start(t, testkit.Options{Env: map[string]string{
+		"AGENTS": `[{"name":"researcher","description":"Researches.","system_prompt":"You research.","tools":[]},
+			{"name":"writer","description":"Writes.","system_prompt":"You write.","tools":[]}]`,
+	}})
+	s.Model.Responder = delegating
+	for _, m := range []string{"one", "two", "three"} {
+		chatAs(t, s, "alice", "subs", m)
+	}
+	var main httpapi.SessionResponse
+	if w := getAs(t, s, "alice", "/sessions/subs"); w.Code != http.StatusOK {
+		t.Fatalf("GET: %d %s", w.Code, w.Body)
+	} else {
+		strictDecode(t, w.Body.Bytes(), &main)
+	}
+
+	var got []string
+	var pages []httpapi.SessionResponse
+	for cursor := "first"; cursor != ""; {
+		path := "/sessions/subs?agent=researcher&limit=4"
+		if cursor != "first" {
+			path += "&cursor=" + cursor
+		}
+		w := getAs(t, s, "alice", path)
+		if w.Code != http.StatusOK {
+			t.Fatalf("GET %s: %d %s", path, w.Code, w.Body)
+		}
+		var page httpapi.SessionResponse
+		strictDecode(t, w.Body.Bytes(), &page)
+		pages = append(pages, page)
+		for _, m := range page.Messages {
+			got = append(got, m.Text())
+		}
+		cursor = page.NextCursor
+	}
+	want := []string{"Task one", "Task one, having seen 1 messages", "Task two", "Task two, having seen 3 messages", "Task three", "Task three, having seen 5 messages"}
+	if diff := cmp.Diff(want, got); diff != "" || len(pages) != 2 || pages[1].First != 4 {
+		t.Errorf("the researcher's transcript in %d pages (-want +got):\n%s", len(pages), diff)
+	}
+	p := pages[0]
+	if p.Agent != "researcher" || p.SessionID != "subs" || p.Title != main.Title || !p.CreatedAt.Equal(main.CreatedAt) || !p.UpdatedAt.Equal(main.UpdatedAt) ||
+		p.Window != (turn.Window{}) || p.Summary != nil || len(p.State) != 0 || p.Interrupts == nil || len(p.Interrupts) != 0 {
+		t.Errorf("the researcher's page: %+v; the session's: %+v", p, main)
+	}
+	if main.Agent != "" || len(main.Messages) != 12 {
+		t.Errorf("the main transcript: agent %q, %d messages", main.Agent, len(main.Messages))
+	}
+
+	w := getAs(t, s, "alice", "/sessions/subs?agent=writer")
+	var writer httpapi.SessionResponse
+	if w.Code == http.StatusOK {
+		strictDecode(t, w.Body.Bytes(), &writer)
+	}
+	if w.Code != http.StatusOK || writer.Agent != "writer" || writer.Messages == nil || len(writer.Messages) != 0 || writer.NextCursor != "" || writer.Title != main.Title {
+		t.Errorf("a sub-agent with nothing stored: %d %s", w.Code, w.Body)
+	}
+	for _, name := range []string{"nobody", "main", "", "a%23b"} {
+		w := getAs(t, s, "alice", "/sessions/subs?agent="+name)
+		msg := errorMessageOf(t, w)
+		if w.Code != http.StatusNotFound || !strings.Contains(w.Body.String(), `"code":"unknown_agent"`) || !strings.Contains(msg, "researcher, writer") {
+			t.Errorf("?agent=%s: %d %s", name, w.Code, w.Body)
+		}
+	}
+	for _, path := range []string{"/sessions/subs?agent=researcher", "/sessions/subs?agent=nobody"} {
+		if w := getAs(t, s, "bob", path); w.Code != http.StatusNotFound || strings.Contains(w.Body.String(), "Task") {
+			t.Errorf("bob's %s: %d %s", path, w.Code, w.Body)
+		}
+	}
+	if w := getAs(t, s, "bob", "/sessions/subs?agent=researcher"); !strings.Contains(w.Body.String(), `"code":"not_found"`) {
+		t.Errorf("bob's read of alice's researcher: %s", w.Body)
+	}
+	if w := getAs(t, s, "alice", "/sessions/none?agent=researcher"); w.Code != http.StatusNotFound || !strings.Contains(w.Body.String(), `"code":"not_found"`) {
+		t.Errorf("a missing session's researcher: %d %s", w.Code, w.Body)
+	}
+	if w := getAs(t, s, "alice", "/sessions/subs?agent=researcher&agent=writer"); w.Code != http.StatusBadRequest {
+		t.Errorf("two agents: %d %s", w.Code, w.Body)
+	}
+
+	// A rewind keeps the sub-agent's conversation as it is, and the next
+	// delegation goes on from it.
+	r := httptest.NewRequestWithContext(t.Context(), http.MethodPost, "/sessions/subs/rewind", strings.NewReader(`{"to":4}`))
+	if w := s.Serve(testkit.As(r, "alice")); w.Code != http.StatusOK {
+		t.Fatalf("rewind: %d %s", w.Code, w.Body)
+	}
+	if got := transcriptTexts(t, s, "alice", "subs", "researcher"); len(got) != 6 {
+		t.Errorf("the researcher after a rewind: %q", got)
+	}
+	chatAs(t, s, "alice", "subs", "four")
+	if got := transcriptTexts(t, s, "alice", "subs", "researcher"); len(got) != 8 || got[7] != "Task four, having seen 7 messages" {
+		t.Errorf("the researcher after the rewind and a turn: %q", got)
+	}
+	if n := agentItems(t, s); n != 9 {
+		t.Errorf("%d items of the researcher's conversation before the delete, want 9: its item and 8 messages", n)
+	}
+	r = httptest.NewRequestWithContext(t.Context(), http.MethodDelete, "/sessions/subs", nil)
+	if w := s.Serve(testkit.As(r, "alice")); w.Code != http.StatusNoContent {
+		t.Fatalf("DELETE: %d %s", w.Code, w.Body)
+	}
+	if w := getAs(t, s, "alice", "/sessions/subs?agent=researcher"); w.Code != http.StatusNotFound {
+		t.Errorf("the researcher after the delete: %d %s", w.Code, w.Body)
+	}
+	if n := agentItems(t, s); n != 0 {
+		t.Errorf("%d items of sub-agents' conversations left after the delete", n)
+	}
+}
+
+// agentItems counts the items of sub-agents' conversations in the
+// stack's table: those under a#<name># in a session's partition (see
+// ddbhistory's keyspace).
+func agentItems(t *testing.T, s *testkit.Stack) int {
+	t.Helper()
+	out, err := s.DDB.Client().Scan(t.Context(), &dynamodb.ScanInput{TableName: aws.String(s.Config.TableName)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, it := range out.Items {
+		if sk, ok := it[ddbhistory.SortKey].(*ddbtypes.AttributeValueMemberS); ok && strings.HasPrefix(sk.Value, "a#") {
+			n++
+		}
+	}
+	return n
+}
+
+// transcriptTexts is the text of each message of a session's transcript,
+// or of its sub-agent's when agent is not "", as owner reads it.
+func transcriptTexts(t *testing.T, s *testkit.Stack, owner, id, agent string) []string {
+	t.Helper()
+	path := "/sessions/" + id + "?limit=1000"
+	if agent != "" {
+		path += "&agent=" + agent
+	}
+	w := getAs(t, s, owner, path)
+	if w.Code != http.StatusOK {
+		t.Fatalf("GET %s: %d %s", path, w.Code, w.Body)
+	}
+	var page httpapi.SessionResponse
+	strictDecode(t, w.Body.Bytes(), &page)
+	texts := make([]string, len(page.Messages))
+	for i, m := range page.Messages {
+		texts[i] = m.Text()
+	}
+	return texts
+}
+
+// errorMessageOf is the message of an error answer.
+func errorMessageOf(t *testing.T, w *httptest.ResponseRecorder) string {
+	t.Helper()
+	var e struct {
+		Error httpapi.Error `json:"error"`
+	}
+	_ = json.Unmarshal(w.Body.Bytes(), &e)
+	return e.Error.Message
 }

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -14,11 +16,17 @@ import (
 
 // A session document is a whole session as one self-describing JSON
 // document: Export writes it, and Import creates a session from it, for
-// the caller, whoever exported it. A session longer than one page is
-// exported in pages (see Document.NextCursor), whose messages a client
-// concatenates into one document to import, or imports page by page
-// (ImportPage). Import checks the document strictly before anything is
-// written, and never overwrites a session.
+// the caller, whoever exported it. It holds the main agent's conversation
+// and the conversations the session keeps for its sub-agents
+// (Document.Agents). A session longer than one page is exported in pages
+// (see Document.NextCursor), whose messages a client concatenates into
+// one document to import, or imports page by page (ImportPage). Import
+// checks the document strictly before anything is written, and never
+// overwrites a session.
+//
+// Adding Agents kept the format's version: a document without it is a
+// session whose sub-agents have nothing stored, as before, and one with
+// it is refused by a service that does not know it (an unknown field).
 
 // The format a session document declares.
 const (
@@ -55,21 +63,54 @@ type Document struct {
 	// export's next page. A document to import carries none, unless it is
 	// the first page of an import in pages.
 	NextCursor string `json:"next_cursor,omitempty"`
-	// Messages is the whole transcript, oldest first. It comes last, after
-	// the session's header.
+	// Messages is the whole transcript, oldest first. It comes after the
+	// session's header.
+	Messages []agent.Message `json:"messages"`
+	// Agents are the conversations the session keeps for its sub-agents,
+	// by name: those that have messages stored. On an export's first
+	// page, each has its header and its first messages, if any; later
+	// pages continue them, after the main agent's messages.
+	Agents map[string]*AgentDocument `json:"agents,omitempty"`
+}
+
+// AgentDocument is the conversation a session keeps for one of its
+// sub-agents: its messages, and what a delegation starts from beside
+// them. It has what the session's own conversation has, but a title and
+// pending interrupts: a sub-agent never waits for a person.
+type AgentDocument struct {
+	// MessageCount is how many messages the conversation holds: the
+	// length of Messages once every page is in.
+	MessageCount int `json:"message_count"`
+	// State is the sub-agent's state, and Window its conversation
+	// manager's.
+	State  map[string]json.RawMessage `json:"state"`
+	Window agent.WindowState          `json:"window"`
+	// Messages are the conversation's messages, oldest first.
 	Messages []agent.Message `json:"messages"`
 }
 
-// DocumentPage continues an exported Document: more of its messages, and
-// the cursor of the next page, if any.
+// DocumentPage continues an exported Document: more of its messages, of
+// the main agent's conversation and of its sub-agents', and the cursor of
+// the next page, if any.
 type DocumentPage struct {
 	Format        string `json:"format"`
 	FormatVersion int    `json:"format_version"`
 	SessionID     string `json:"session_id"`
-	// First is the index of the page's first message.
-	First      *int            `json:"first"`
+	// First is the index of the page's first message of the main
+	// agent's conversation; absent when the page has none.
+	First      *int            `json:"first,omitempty"`
 	NextCursor string          `json:"next_cursor,omitempty"`
 	Messages   []agent.Message `json:"messages"`
+	// Agents continue the sub-agents' conversations of the document's
+	// Agents, by name.
+	Agents map[string]*AgentPart `json:"agents,omitempty"`
+}
+
+// AgentPart is a page's messages of a sub-agent's conversation.
+type AgentPart struct {
+	// First is the index of the first of Messages in the conversation.
+	First    *int            `json:"first"`
+	Messages []agent.Message `json:"messages"`
 }
 
 // Errors of a session document, each the Kind of a *DocumentError.
@@ -123,42 +164,118 @@ type documentChecks struct {
 }
 
 // document checks a session document to import, whole or the first page
-// of one (with next_cursor), and returns its state compacted, as the store
-// keeps it.
-func (c documentChecks) document(d *Document) (map[string]json.RawMessage, error) {
+// of one (with next_cursor), whose sub-agents must be among agents, and
+// returns its state, and each sub-agent's, compacted, as the store keeps
+// them.
+func (c documentChecks) document(d *Document, agents []string) (map[string]json.RawMessage, map[string]map[string]json.RawMessage, error) {
 	if err := checkFormat(d.Format, d.FormatVersion); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	switch paged := d.NextCursor != ""; {
+	paged := d.NextCursor != ""
+	total := len(d.Messages)
+	for _, a := range d.Agents {
+		if a != nil {
+			total += len(a.Messages)
+		}
+	}
+	switch {
 	case !paged && d.MessageCount != len(d.Messages):
-		return nil, invalidDocument("message_count is %d, but messages holds %d; a document in pages goes with its next_cursor, and its pages follow it (see POST /sessions/{sessionId}/import)", d.MessageCount, len(d.Messages))
-	case paged && d.MessageCount <= len(d.Messages):
-		return nil, invalidDocument("next_cursor is set, but message_count %d says that messages, %d of them, holds them all", d.MessageCount, len(d.Messages))
+		return nil, nil, invalidDocument("message_count is %d, but messages holds %d; a document in pages goes with its next_cursor, and its pages follow it (see POST /sessions/{sessionId}/import)", d.MessageCount, len(d.Messages))
+	case paged && d.MessageCount < len(d.Messages):
+		return nil, nil, invalidDocument("message_count is %d, but messages holds %d", d.MessageCount, len(d.Messages))
 	case paged && len(d.Messages) == 0:
-		return nil, invalidDocument("messages is empty; the first page of a document holds its first messages")
-	}
-	if len(d.Messages) > MaxImportMessages {
-		return nil, documentTooLarge("messages holds %d messages; one request may import at most %d: send the document in pages, as its export comes (see POST /sessions/{sessionId}/import)", len(d.Messages), MaxImportMessages)
+		return nil, nil, invalidDocument("messages is empty; the first page of a document holds its first messages")
+	case paged && d.complete():
+		return nil, nil, invalidDocument("next_cursor is set, but message_count %d says that messages, %d of them, holds them all, and so does each agent's", d.MessageCount, len(d.Messages))
+	case total > MaxImportMessages:
+		return nil, nil, documentTooLarge("the document holds %d messages, its agents' included; one request may import at most %d: send the document in pages, as its export comes (see POST /sessions/{sessionId}/import)", total, MaxImportMessages)
 	}
 	state, err := c.state(d.State)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := checkWindow(d.Window, d.MessageCount); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := checkSessionItem(d); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	if err := checkPart(d, nil, 0, d.Messages); err != nil {
-		return nil, err
+	if err := checkPart(d.Window, nil, 0, d.Messages); err != nil {
+		return nil, nil, err
 	}
 	if d.NextCursor == "" {
 		if err := checkDocumentPending(d.Pending, d.Messages, len(d.Messages)); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
-	return state, nil
+	states, err := c.agents(d.Agents, agents, paged)
+	if err != nil {
+		return nil, nil, err
+	}
+	return state, states, nil
+}
+
+// complete reports whether the document holds every message of every
+// conversation.
+func (d *Document) complete() bool {
+	for _, a := range d.Agents {
+		if a != nil && a.MessageCount > len(a.Messages) {
+			return false
+		}
+	}
+	return d.MessageCount <= len(d.Messages)
+}
+
+// agents checks the sub-agents' conversations of a document, each as
+// strictly as the session's own, by their place in the document
+// (agents.NAME...): their names must be among known, and their messages
+// all there unless the document is paged. It returns their states,
+// compacted.
+func (c documentChecks) agents(in map[string]*AgentDocument, known []string, paged bool) (map[string]map[string]json.RawMessage, error) {
+	if len(in) == 0 {
+		return nil, nil
+	}
+	states := make(map[string]map[string]json.RawMessage, len(in))
+	for _, name := range slices.Sorted(maps.Keys(in)) {
+		a, at := in[name], "agents."+name
+		switch {
+		case !slices.Contains(known, name):
+			return nil, invalidDocument("%s: %s", at, &UnknownAgentError{Name: name, Agents: known})
+		case a == nil:
+			return nil, invalidDocument("%s is null; leave out a sub-agent that has no conversation", at)
+		case a.MessageCount < 1:
+			return nil, invalidDocument("%s.message_count is %d; a sub-agent's conversation holds at least one message: leave out one that has none", at, a.MessageCount)
+		case !paged && a.MessageCount != len(a.Messages):
+			return nil, invalidDocument("%s.message_count is %d, but %s.messages holds %d; a document in pages goes with its next_cursor, and its pages follow it", at, a.MessageCount, at, len(a.Messages))
+		case paged && a.MessageCount < len(a.Messages):
+			return nil, invalidDocument("%s.message_count is %d, but %s.messages holds %d", at, a.MessageCount, at, len(a.Messages))
+		}
+		state, err := c.state(a.State)
+		if err == nil {
+			err = checkWindow(a.Window, a.MessageCount)
+		}
+		if err == nil {
+			err = checkPart(a.Window, nil, 0, a.Messages)
+		}
+		if err != nil {
+			return nil, placed(at, err)
+		}
+		if err := checkAgentItem(at, a); err != nil {
+			return nil, err
+		}
+		states[name] = state
+	}
+	return states, nil
+}
+
+// placed puts a *DocumentError of a part of the document at its place:
+// at, then the path the error names.
+func placed(at string, err error) error {
+	var de *DocumentError
+	if errors.As(err, &de) {
+		return &DocumentError{Kind: de.Kind, Reason: at + "." + de.Reason}
+	}
+	return err
 }
 
 // page checks a later page of an import in pages, before it is placed.
@@ -166,11 +283,19 @@ func (documentChecks) page(p *DocumentPage) error {
 	if err := checkFormat(p.Format, p.FormatVersion); err != nil {
 		return err
 	}
+	total := len(p.Messages)
+	for _, name := range slices.Sorted(maps.Keys(p.Agents)) {
+		a := p.Agents[name]
+		if a == nil || a.First == nil || len(a.Messages) == 0 {
+			return invalidDocument("agents.%s needs first, the index of its first message, and messages, as GET /sessions/{id}/export?cursor= returns them", name)
+		}
+		total += len(a.Messages)
+	}
 	switch {
-	case p.First == nil || len(p.Messages) == 0:
-		return invalidDocument("a page needs first, the index of its first message, and messages, as GET /sessions/{id}/export?cursor= returns them")
-	case len(p.Messages) > MaxImportMessages:
-		return documentTooLarge("the page holds %d messages; a page may hold at most %d", len(p.Messages), MaxImportMessages)
+	case total == 0 || p.First == nil && len(p.Messages) > 0:
+		return invalidDocument("a page needs first, the index of its first message, and messages, or agents, as GET /sessions/{id}/export?cursor= returns them")
+	case total > MaxImportMessages:
+		return documentTooLarge("the page holds %d messages, its agents' included; a page may hold at most %d", total, MaxImportMessages)
 	}
 	return nil
 }
@@ -193,6 +318,24 @@ func checkSessionItem(d *Document) error {
 	return nil
 }
 
+// checkAgentItem refuses a sub-agent's conversation, at at in the
+// document, whose window and state could not fit its conversation item,
+// before any of it is written.
+func checkAgentItem(at string, a *AgentDocument) error {
+	n := 0
+	for _, v := range []any{a.Window, a.State} {
+		raw, err := json.Marshal(v)
+		if err != nil {
+			return invalidDocument("%v", err)
+		}
+		n += len(raw)
+	}
+	if limit := ddbhistory.MaxItemBytes - 16<<10; n > limit {
+		return documentTooLarge("%s: window and state are %d bytes of JSON together; a sub-agent's conversation item holds at most %d of them", at, n, limit)
+	}
+	return nil
+}
+
 // checkFormat checks a document's or a page's format and version.
 func checkFormat(format string, version int) error {
 	switch {
@@ -204,10 +347,10 @@ func checkFormat(format string, version int) error {
 	return nil
 }
 
-// checkPart checks messages first, first+1 and on of the document d, which
-// follow prev: the history's rules, their sizes, and the window's start
-// when it is among them.
-func checkPart(d *Document, prev *agent.Message, first int, msgs []agent.Message) error {
+// checkPart checks messages first, first+1 and on of a conversation
+// whose window is window, which follow prev: the history's rules, their
+// sizes, and the window's start when it is among them.
+func checkPart(window agent.WindowState, prev *agent.Message, first int, msgs []agent.Message) error {
 	if err := agent.ValidateHistoryPart(prev, first, msgs); err != nil {
 		return invalidDocument("%v", err)
 	}
@@ -220,7 +363,7 @@ func checkPart(d *Document, prev *agent.Message, first int, msgs []agent.Message
 		if len(raw) > MaxMessageJSON {
 			return invalidDocument("messages[%d] is %d bytes of JSON; a message may be at most %d, which one export page can carry", i, len(raw), MaxMessageJSON)
 		}
-		if i == d.Window.Removed && i > 0 && !agent.IsTurnStart(m) {
+		if i == window.Removed && i > 0 && !agent.IsTurnStart(m) {
 			return invalidDocument("window.removed is %d, but messages[%d] is not the start of a turn (a user message without toolResult blocks), where a window must begin", i, i)
 		}
 	}

@@ -96,6 +96,8 @@ type staging struct {
 	header   json.RawMessage
 	title    string
 	messages []agent.Message
+	// agents are the messages staged for sub-agents, by name.
+	agents map[string][]agent.Message
 }
 
 var _ turn.Store = (*fakeStore)(nil)
@@ -289,7 +291,11 @@ func (f *fakeStore) checkTurn(sess *ddbhistory.Session, t ddbhistory.Turn) error
 		if err := validAgentName(at.Name); err != nil {
 			return err
 		}
-		if count := at.First + len(at.Messages); seen[at.Name] || at.First < 0 || sess.Version == 0 && at.First != 0 || at.Window.Removed < 0 || at.Window.Removed > count {
+		staged := 0 // the messages of a new session's are staged ones
+		if t.Staging != nil {
+			staged = t.Staging.Agents[at.Name].Count
+		}
+		if count := at.First + len(at.Messages); seen[at.Name] || at.First < 0 || sess.Version == 0 && at.First != staged || at.Window.Removed < 0 || at.Window.Removed > count {
 			return invalid("agent %s's turn", at.Name)
 		}
 		seen[at.Name] = true
@@ -320,6 +326,11 @@ func (f *fakeStore) Commit(ctx context.Context, sess *ddbhistory.Session, t ddbh
 		if st != nil || staged == nil || staged.token != t.Staging.Token || len(staged.messages) != t.Staging.Count {
 			return ddbhistory.ErrConflict
 		}
+		for _, at := range t.Agents {
+			if len(staged.agents[at.Name]) != t.Staging.Agents[at.Name].Count {
+				return ddbhistory.ErrConflict // the staging is not as it was read
+			}
+		}
 	case sess.Version == 0 && st != nil, sess.Version != 0 && (st == nil || st.version != sess.Version):
 		return ddbhistory.ErrConflict
 	}
@@ -342,6 +353,16 @@ func (f *fakeStore) Commit(ctx context.Context, sess *ddbhistory.Session, t ddbh
 		if staged != nil {
 			st.title, st.messages = staged.title, staged.messages
 			st.written = slices.Repeat([]int64{1}, len(staged.messages))
+			// A sub-agent's staged messages come before its turn's, which
+			// makes them visible; others stay staged, unseen.
+			for _, at := range t.Agents {
+				if msgs := staged.agents[at.Name]; len(msgs) > 0 {
+					if st.agents == nil {
+						st.agents = map[string]*storedAgent{}
+					}
+					st.agents[at.Name] = &storedAgent{messages: msgs}
+				}
+			}
 		}
 		delete(f.stagings, sess.Key) // a session replaces a staging under its key
 		f.sessions[sess.Key] = st
@@ -442,6 +463,42 @@ func (f *fakeStore) Transcript(_ context.Context, key ddbhistory.Key, cursor str
 	if end := min(from+limit, len(st.messages)); from < end {
 		page.Messages = copyOf(st.messages[from:end])
 		if end < len(st.messages) {
+			page.NextCursor = ddbhistory.CursorAt(end)
+		}
+	}
+	return page, nil
+}
+
+func (f *fakeStore) AgentTranscript(_ context.Context, key ddbhistory.Key, name, cursor string, limit int) (*ddbhistory.Page, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := validAgentName(name); err != nil {
+		return nil, err
+	}
+	if err := validKey(key); err != nil {
+		return nil, err
+	}
+	if limit < 1 || limit > ddbhistory.MaxPageSize {
+		return nil, invalid("limit %d is not between 1 and %d", limit, ddbhistory.MaxPageSize)
+	}
+	from, err := cursorIndex(cursor)
+	if err != nil {
+		return nil, err
+	}
+	st := f.sessions[key]
+	if st == nil {
+		return nil, ddbhistory.ErrNotFound
+	}
+	page := &ddbhistory.Page{Session: st.session(key), First: from, Agent: &ddbhistory.AgentConversation{Name: name}}
+	a := st.agents[name]
+	if a == nil {
+		return page, nil
+	}
+	page.Agent.Count = len(a.messages)
+	page.Agent.Conversation = agent.Conversation{Window: a.window, State: copyOf(a.state)}
+	if end := min(from+limit, len(a.messages)); from < end {
+		page.Messages = copyOf(a.messages[from:end])
+		if end < len(a.messages) {
 			page.NextCursor = ddbhistory.CursorAt(end)
 		}
 	}
@@ -593,6 +650,32 @@ func (f *fakeStore) Stage(_ context.Context, key ddbhistory.Key, token string, f
 	return sg.staging(), nil
 }
 
+func (f *fakeStore) StageAgent(_ context.Context, key ddbhistory.Key, token, name string, first int, msgs []agent.Message) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := validKey(key); err != nil {
+		return err
+	}
+	if err := validAgentName(name); err != nil {
+		return err
+	}
+	if token == "" || first < 0 || len(msgs) == 0 {
+		return invalid("staging %q: agent %s's messages %d to %d", token, name, first, first+len(msgs))
+	}
+	sg := f.stagings[key]
+	switch {
+	case sg == nil || sg.token != token:
+		return ddbhistory.ErrNotFound
+	case len(sg.agents[name]) != first:
+		return fmt.Errorf("%w: %d messages of agent %s are staged, and a part starts at %d", ddbhistory.ErrConflict, len(sg.agents[name]), name, first)
+	}
+	if sg.agents == nil {
+		sg.agents = map[string][]agent.Message{}
+	}
+	sg.agents[name] = append(sg.agents[name], copyOf(msgs)...)
+	return nil
+}
+
 func (f *fakeStore) Staged(_ context.Context, key ddbhistory.Key, token string) (*ddbhistory.Staging, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -612,6 +695,13 @@ func (sg *staging) staging() *ddbhistory.Staging {
 	if n := len(sg.messages); n > 0 {
 		last := copyOf(sg.messages[n-1])
 		st.Last = &last
+	}
+	for name, msgs := range sg.agents {
+		if st.Agents == nil {
+			st.Agents = map[string]ddbhistory.StagedAgent{}
+		}
+		last := copyOf(msgs[len(msgs)-1])
+		st.Agents[name] = ddbhistory.StagedAgent{Count: len(msgs), Last: &last}
 	}
 	return st
 }

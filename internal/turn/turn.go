@@ -43,6 +43,8 @@ type Store interface {
 	Transcript(ctx context.Context, key ddbhistory.Key, cursor string, limit int) (*ddbhistory.Page, error)
 	// Tail reads a session's last n messages, at most.
 	Tail(ctx context.Context, key ddbhistory.Key, n int) (*ddbhistory.Page, error)
+	// AgentTranscript reads stored messages of a sub-agent's conversation.
+	AgentTranscript(ctx context.Context, key ddbhistory.Key, name, cursor string, limit int) (*ddbhistory.Page, error)
 	// WindowBefore reads the window a rewind restarts with, when it
 	// discards messages a summary covered.
 	WindowBefore(ctx context.Context, sess *ddbhistory.Session, from, to int) ([]agent.Message, int, error)
@@ -53,6 +55,9 @@ type Store interface {
 	// reader looks, until the commit of its last makes them visible.
 	Stage(ctx context.Context, key ddbhistory.Key, token string, first int, msgs []agent.Message, header json.RawMessage) (*ddbhistory.Staging, error)
 	Staged(ctx context.Context, key ddbhistory.Key, token string) (*ddbhistory.Staging, error)
+	// StageAgent keeps a staged session's messages of a sub-agent's
+	// conversation, as Stage keeps its own.
+	StageAgent(ctx context.Context, key ddbhistory.Key, token, name string, first int, msgs []agent.Message) error
 }
 
 // Agent runs turns. *agent.Agent implements it. It must be safe for

@@ -52,11 +52,13 @@ func Run(t *testing.T, newStore func(t *testing.T) turn.Store) {
 		{"Transcript", testTranscript},
 		{"Tail", testTail},
 		{"Agents", testAgents},
+		{"AgentTranscript", testAgentTranscript},
 		{"WindowBefore", testWindowBefore},
 		{"List", testList},
 		{"Delete", testDelete},
 		{"Stage", testStage},
 		{"StagingReplaced", testStagingReplaced},
+		{"StageAgents", testStageAgents},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.run(t, newStore(t)) })
@@ -685,6 +687,72 @@ func testAgents(t *testing.T, s turn.Store) {
 	}
 }
 
+// testAgentTranscript: a sub-agent's transcript reads in pages, as the
+// main agent's does, with the sub-agent's count, window and state beside
+// the session item; one with nothing stored has no messages; another
+// owner's session, and a missing one, are ErrNotFound; a name that cannot
+// name a sub-agent, a malformed cursor or limit, an *ArgumentError.
+func testAgentTranscript(t *testing.T, s turn.Store) {
+	want := exchanges(100, 6)
+	state := map[string]json.RawMessage{"n": json.RawMessage(`1`)}
+	window := agent.WindowState{Removed: 4, Summary: "two tasks"}
+	sess := ddbhistory.NewSession(alice)
+	commit(t, s, sess, ddbhistory.Turn{Messages: exchange(0), Agents: []ddbhistory.AgentTurn{{Name: "helper", Messages: want[:8]}}})
+	commit(t, s, sess, ddbhistory.Turn{Messages: exchange(1), Agents: []ddbhistory.AgentTurn{{Name: "helper", First: 8, Messages: want[8:], Window: window, State: state}}})
+
+	var got []agent.Message
+	cursor := ""
+	for i, first := range []int{0, 5, 10} {
+		page, err := s.AgentTranscript(t.Context(), alice, "helper", cursor, 5)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, page.Messages...)
+		if page.First != first || len(page.Messages) != min(5, 12-first) || (page.NextCursor == "") != (i == 2) {
+			t.Errorf("page %d: first %d, %d messages, next cursor %q", i, page.First, len(page.Messages), page.NextCursor)
+		}
+		if a := page.Agent; a == nil || a.Name != "helper" || a.Count != 12 || !cmp.Equal(window, a.Conversation.Window) || !cmp.Equal(state, a.Conversation.State) {
+			t.Errorf("page %d: the agent's conversation %+v", i, a)
+		}
+		if ps := page.Session; ps.ID != alice.ID || ps.Count != 4 || ps.Title != "question 0" || ps.Version != 2 {
+			t.Errorf("page %d: the session: id %s, count %d, title %q, version %d", i, ps.ID, ps.Count, ps.Title, ps.Version)
+		}
+		cursor = page.NextCursor
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("the pages (-want +got):\n%s", diff)
+	}
+	if page, err := s.AgentTranscript(t.Context(), alice, "helper", ddbhistory.CursorAt(7), 2); err != nil || page.First != 7 || !cmp.Equal(want[7:9], page.Messages) {
+		t.Errorf("a page at CursorAt(7): %+v, %v", page, err)
+	}
+	if diff := cmp.Diff(exchanges(0, 2), transcript(t, s, alice)); diff != "" {
+		t.Errorf("the main transcript (-want +got):\n%s", diff)
+	}
+	page, err := s.AgentTranscript(t.Context(), alice, "other", "", 10)
+	if err != nil || len(page.Messages) != 0 || page.NextCursor != "" || page.Agent == nil || page.Agent.Count != 0 || page.Session.Title != "question 0" {
+		t.Errorf("an agent with nothing stored: %+v, %v", page, err)
+	}
+	for _, key := range []ddbhistory.Key{bob, {Owner: alice.Owner, ID: "none"}} {
+		_, err := s.AgentTranscript(t.Context(), key, "helper", "", 10)
+		wantErr(t, fmt.Sprintf("the agent transcript of %+v", key), err, ddbhistory.ErrNotFound)
+	}
+	for _, name := range []string{"main", "a#b", ""} {
+		_, err := s.AgentTranscript(t.Context(), alice, name, "", 10)
+		wantArgumentError(t, "AgentTranscript "+name, err)
+	}
+	_, err = s.AgentTranscript(t.Context(), alice, "helper", "!!", 10)
+	wantArgumentError(t, "a malformed cursor", err)
+	for _, limit := range []int{0, ddbhistory.MaxPageSize + 1} {
+		_, err := s.AgentTranscript(t.Context(), alice, "helper", "", limit)
+		wantArgumentError(t, fmt.Sprintf("limit %d", limit), err)
+	}
+	if err := s.Delete(t.Context(), alice); err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.AgentTranscript(t.Context(), alice, "helper", "", 10)
+	wantErr(t, "the agent transcript of a deleted session", err, ddbhistory.ErrNotFound)
+}
+
 // testTail: a tail is the transcript's last n messages, at most, with the
 // session item.
 func testTail(t *testing.T, s turn.Store) {
@@ -1021,4 +1089,94 @@ func testStagingReplaced(t *testing.T, s turn.Store) {
 	}
 	commit(t, s, ddbhistory.NewSession(alice), ddbhistory.Turn{Messages: msgs[4:], Staging: st})
 	checkMessages(t, s, alice, msgs)
+}
+
+// testStageAgents: an import in pages stages its sub-agents' messages
+// too, each conversation part by part, where no reader sees them; the
+// commit that names the staging makes each visible with its agent's
+// turn, which starts where the staged messages end, and only while the
+// staging is as it was read.
+func testStageAgents(t *testing.T, s turn.Store) {
+	msgs, helper, other := exchanges(0, 2), exchanges(100, 4), exchanges(200, 1)
+	if _, err := s.Stage(t.Context(), alice, "tok", 0, msgs[:2], json.RawMessage(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	stageAgent := func(name string, first int, part []agent.Message) {
+		t.Helper()
+		if err := s.StageAgent(t.Context(), alice, "tok", name, first, part); err != nil {
+			t.Fatalf("StageAgent %s from %d: %v", name, first, err)
+		}
+	}
+	stageAgent("helper", 0, helper[:4])
+	wantErr(t, "a part that does not start at the agent's end", s.StageAgent(t.Context(), alice, "tok", "helper", 2, helper[2:6]), ddbhistory.ErrConflict)
+	wantErr(t, "a part past the agent's end", s.StageAgent(t.Context(), alice, "tok", "helper", 5, helper[5:6]), ddbhistory.ErrConflict)
+	wantErr(t, "a part under an unknown token", s.StageAgent(t.Context(), alice, "nope", "helper", 4, helper[4:6]), ddbhistory.ErrNotFound)
+	wantErr(t, "another owner's part", s.StageAgent(t.Context(), bob, "tok", "helper", 4, helper[4:6]), ddbhistory.ErrNotFound)
+	for _, name := range []string{"main", "a#b", ""} {
+		wantArgumentError(t, "StageAgent "+name, s.StageAgent(t.Context(), alice, "tok", name, 0, helper[:2]))
+	}
+	stageAgent("helper", 4, helper[4:6])
+	stageAgent("other", 0, other)
+	st, err := s.Staged(t.Context(), alice, "tok")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]ddbhistory.StagedAgent{"helper": {Count: 6, Last: &helper[5]}, "other": {Count: 2, Last: &other[1]}}
+	if diff := cmp.Diff(want, st.Agents); diff != "" || st.Count != 2 {
+		t.Errorf("the staging: %d messages; its agents (-want +got):\n%s", st.Count, diff)
+	}
+	_, err = s.Load(t.Context(), alice, "")
+	wantErr(t, "a load of the staging", err, ddbhistory.ErrNotFound)
+	_, err = s.AgentTranscript(t.Context(), alice, "helper", "", 10)
+	wantErr(t, "an agent transcript of the staging", err, ddbhistory.ErrNotFound)
+
+	// A commit of the staging as it was before a later part conflicts.
+	stageAgent("helper", 6, helper[6:7])
+	window := agent.WindowState{Removed: 4}
+	state := map[string]json.RawMessage{"n": json.RawMessage(`1`)}
+	stale := ddbhistory.Turn{Messages: msgs[2:], Staging: st, Agents: []ddbhistory.AgentTurn{{Name: "helper", First: 6, Messages: helper[6:], Window: window, State: state}, {Name: "other", First: 2}}}
+	wantErr(t, "a commit of a staging as it was before an agent's part", s.Commit(t.Context(), ddbhistory.NewSession(alice), stale), ddbhistory.ErrConflict)
+	if st, err = s.Staged(t.Context(), alice, "tok"); err != nil {
+		t.Fatal(err)
+	}
+	bad := ddbhistory.Turn{Messages: msgs[2:], Staging: st, Agents: []ddbhistory.AgentTurn{{Name: "helper", First: 0, Messages: helper}}}
+	wantArgumentError(t, "an agent's turn that does not start after its staged messages", s.Commit(t.Context(), ddbhistory.NewSession(alice), bad))
+
+	sess := ddbhistory.NewSession(alice)
+	commit(t, s, sess, ddbhistory.Turn{Messages: msgs[2:], Staging: st, Agents: []ddbhistory.AgentTurn{
+		{Name: "helper", First: 7, Messages: helper[7:], Window: window, State: state},
+		{Name: "other", First: 2},
+		{Name: "fresh", Messages: exchange(300)},
+	}})
+	checkMessages(t, s, alice, msgs)
+	for name, want := range map[string][]agent.Message{"helper": helper, "other": other, "fresh": exchange(300)} {
+		page, err := s.AgentTranscript(t.Context(), alice, name, "", 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(want, page.Messages); diff != "" || page.Agent.Count != len(want) {
+			t.Errorf("%s: count %d (-want +got):\n%s", name, page.Agent.Count, diff)
+		}
+	}
+	c, err := s.LoadAgent(t.Context(), sess, "helper")
+	if err != nil || c.Count != 8 || !cmp.Equal(helper[4:], c.Conversation.Messages) || !cmp.Equal(state, c.Conversation.State) {
+		t.Errorf("the helper's conversation, loaded: %+v, %v", c, err)
+	}
+
+	// A new staging under a key starts with no agent's messages.
+	key := ddbhistory.Key{Owner: alice.Owner, ID: "chat-2"}
+	for _, tok := range []string{"one", "two"} {
+		if _, err := s.Stage(t.Context(), key, tok, 0, msgs[:2], json.RawMessage(`{}`)); err != nil {
+			t.Fatal(err)
+		}
+		if tok == "one" {
+			if err := s.StageAgent(t.Context(), key, tok, "helper", 0, helper[:2]); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if st, err := s.Staged(t.Context(), key, "two"); err != nil || len(st.Agents) != 0 {
+		t.Errorf("a staging that replaced one with an agent's messages: %+v, %v", st, err)
+	}
+	wantErr(t, "a part of the replaced staging", s.StageAgent(t.Context(), key, "one", "helper", 2, helper[2:4]), ddbhistory.ErrNotFound)
 }
