@@ -340,21 +340,29 @@ func (t *turn) answer(ctx, work context.Context, responses []Response) (*Result,
 			t.send(Event{ToolResult: r})
 		}
 	}
-	if len(waiting) > 0 || len(resumed) > 0 {
-		p := &Pending{Interrupts: waiting, Resumed: resumed}
+	stop := StopToolUse // nobody waits: Continue goes on
+	if len(waiting) > 0 {
+		stop = StopInterrupt
+	}
+	return t.settle(ctx, uses, results, &Pending{Interrupts: waiting, Resumed: resumed}, stop), nil
+}
+
+// settle ends a step of the turn of a paused answer, whose uses have the
+// results so far: while p holds interrupts that wait, or sub-agents that
+// go on, with stop and p, which keeps those results; else with the user
+// message that answers every use, one without a result as interrupted.
+// The results were admitted when they were made.
+func (t *turn) settle(ctx context.Context, uses []*ToolUseBlock, results map[string]*ToolResultBlock, p *Pending, stop StopReason) *Result {
+	if len(p.Interrupts)+len(p.Resumed) > 0 {
 		for _, u := range uses {
 			if r := results[u.ToolUseID]; r != nil {
 				p.Results = append(p.Results, r)
 			}
 		}
 		t.conv.Pending = p
-		stop := StopToolUse // nobody waits: Continue goes on
-		if len(waiting) > 0 {
-			stop = StopInterrupt
-		}
 		res := t.finish(stop, "")
 		res.Pending = p
-		return res, nil
+		return res
 	}
 	m := Message{Role: RoleUser}
 	for _, u := range uses {
@@ -362,11 +370,11 @@ func (t *turn) answer(ctx, work context.Context, responses []Response) (*Result,
 		if r == nil {
 			r = TextResult(u.ToolUseID, ToolError, interruptedText)
 		}
-		m.Content = append(m.Content, ContentBlock{ToolResult: r}) // admitted above, or by runTools
+		m.Content = append(m.Content, ContentBlock{ToolResult: r})
 	}
 	t.conv.Pending = nil
 	t.add(ctx, m)
-	return t.finish(StopToolUse, ""), nil
+	return t.finish(StopToolUse, "")
 }
 
 // Continue runs the loop of a turn whose last message is the user's, such as
@@ -445,32 +453,10 @@ func (t *turn) finishResumed(ctx, work context.Context) (*Result, error) {
 		}
 		waiting = append(waiting, held...)
 	}
-	if len(waiting) > 0 {
-		p := &Pending{Interrupts: waiting}
-		for _, u := range uses {
-			if r := results[u.ToolUseID]; r != nil {
-				p.Results = append(p.Results, r)
-			}
-		}
-		for i := range waiting {
-			t.send(Event{Interrupt: &waiting[i]})
-		}
-		t.conv.Pending = p
-		res := t.finish(StopInterrupt, "")
-		res.Pending = p
-		return res, nil
+	for i := range waiting {
+		t.send(Event{Interrupt: &waiting[i]})
 	}
-	m := Message{Role: RoleUser}
-	for _, u := range uses {
-		r := results[u.ToolUseID]
-		if r == nil {
-			r = TextResult(u.ToolUseID, ToolError, interruptedText)
-		}
-		m.Content = append(m.Content, ContentBlock{ToolResult: r})
-	}
-	t.conv.Pending = nil
-	t.add(ctx, m)
-	return t.finish(StopToolUse, ""), nil
+	return t.settle(ctx, uses, results, &Pending{Interrupts: waiting}, StopInterrupt), nil
 }
 
 // pausedUses returns the tool uses that conv's pending interrupts hold
