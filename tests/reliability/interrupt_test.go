@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"slices"
 	"strconv"
 	"strings"
@@ -180,6 +181,47 @@ func resumable(t testing.TB, msgs []agent.Message) {
 	}
 }
 
+// raceTwo sends req twice at once, and returns the two replies: in even
+// rounds both are held at DynamoDB's UpdateItem, the claim, until both
+// reached it (met counts the rounds in which they did), and in odd ones the
+// second starts at a random moment of the first.
+func (s *system) raceTwo(t *testing.T, round int, req request, rng *rand.Rand, met *atomic.Int32) []reply {
+	atClaim := round%2 == 0
+	var delay time.Duration
+	if atClaim {
+		var claims atomic.Int32
+		both := make(chan struct{})
+		s.faults.setHold(func(op string) {
+			if op != "UpdateItem" {
+				return
+			}
+			if claims.Add(1) == 2 {
+				close(both)
+				met.Add(1)
+			}
+			select {
+			case <-both:
+			case <-time.After(2 * time.Second):
+			}
+		})
+	} else {
+		delay = time.Duration(rng.IntN(40)) * time.Millisecond
+	}
+	answers := make([]reply, 2)
+	var wg sync.WaitGroup
+	for i := range answers {
+		wg.Go(func() {
+			if i == 1 {
+				time.Sleep(delay)
+			}
+			answers[i] = s.serve(t, req, 30*time.Second)
+		})
+	}
+	wg.Wait()
+	s.faults.setHold(nil)
+	return answers
+}
+
 // TestResumesRacing sends two resumes of one paused turn at once, with the
 // same approval and no Idempotency-Key, round after round. Exactly one
 // answers 200 and the other 409, and the approved tool runs once. In half
@@ -197,39 +239,7 @@ func TestResumesRacing(t *testing.T) {
 		id := fmt.Sprintf("r%d", round)
 		s.pause(t, "alice", "race", id)
 		s.Model.Enqueue(conversetest.Text("answered " + id).WithDelay(20 * time.Millisecond))
-		atClaim := round%2 == 0
-		var delay time.Duration
-		if atClaim {
-			var claims atomic.Int32
-			both := make(chan struct{})
-			s.faults.setHold(func(op string) {
-				if op != "UpdateItem" {
-					return
-				}
-				if claims.Add(1) == 2 {
-					close(both)
-					met.Add(1)
-				}
-				select {
-				case <-both:
-				case <-time.After(2 * time.Second):
-				}
-			})
-		} else {
-			delay = time.Duration(rng.IntN(40)) * time.Millisecond
-		}
-		answers := make([]reply, 2)
-		var wg sync.WaitGroup
-		for i := range answers {
-			wg.Go(func() {
-				if i == 1 {
-					time.Sleep(delay)
-				}
-				answers[i] = s.serve(t, approve("alice", "race", id, true), 30*time.Second)
-			})
-		}
-		wg.Wait()
-		s.faults.setHold(nil)
+		answers := s.raceTwo(t, round, approve("alice", "race", id, true), rng, &met)
 		ok, refused := 0, 0
 		for _, r := range answers {
 			switch {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -243,39 +242,7 @@ func TestSubAgentResumesRacing(t *testing.T) {
 	for round := range rounds {
 		id := fmt.Sprintf("r%d", round)
 		s.pauseInResearcher(t, "alice", "race", id)
-		atClaim := round%2 == 0
-		var delay time.Duration
-		if atClaim {
-			var claims atomic.Int32
-			both := make(chan struct{})
-			s.faults.setHold(func(op string) {
-				if op != "UpdateItem" {
-					return
-				}
-				if claims.Add(1) == 2 {
-					close(both)
-					met.Add(1)
-				}
-				select {
-				case <-both:
-				case <-time.After(2 * time.Second):
-				}
-			})
-		} else {
-			delay = time.Duration(rng.IntN(40)) * time.Millisecond
-		}
-		answers := make([]reply, 2)
-		var wg sync.WaitGroup
-		for i := range answers {
-			wg.Go(func() {
-				if i == 1 {
-					time.Sleep(delay)
-				}
-				answers[i] = s.serve(t, approve("alice", "race", id, true), 30*time.Second)
-			})
-		}
-		wg.Wait()
-		s.faults.setHold(nil)
+		answers := s.raceTwo(t, round, approve("alice", "race", id, true), rng, &met)
 		ok, refused := 0, 0
 		for _, r := range answers {
 			switch {
