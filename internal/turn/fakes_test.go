@@ -445,27 +445,12 @@ func (f *fakeStore) ReleaseClaim(_ context.Context, sess *ddbhistory.Session) er
 func (f *fakeStore) Transcript(_ context.Context, key ddbhistory.Key, cursor string, limit int) (*ddbhistory.Page, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if err := validKey(key); err != nil {
-		return nil, err
-	}
-	if limit < 1 || limit > ddbhistory.MaxPageSize {
-		return nil, invalid("limit %d is not between 1 and %d", limit, ddbhistory.MaxPageSize)
-	}
-	from, err := cursorIndex(cursor)
+	st, from, err := f.pageOf(key, cursor, limit)
 	if err != nil {
 		return nil, err
 	}
-	st := f.sessions[key]
-	if st == nil {
-		return nil, ddbhistory.ErrNotFound
-	}
 	page := &ddbhistory.Page{Session: st.session(key), First: from}
-	if end := min(from+limit, len(st.messages)); from < end {
-		page.Messages = copyOf(st.messages[from:end])
-		if end < len(st.messages) {
-			page.NextCursor = ddbhistory.CursorAt(end)
-		}
-	}
+	page.Messages, page.NextCursor = pageFrom(st.messages, from, limit)
 	return page, nil
 }
 
@@ -475,19 +460,9 @@ func (f *fakeStore) AgentTranscript(_ context.Context, key ddbhistory.Key, name,
 	if err := validAgentName(name); err != nil {
 		return nil, err
 	}
-	if err := validKey(key); err != nil {
-		return nil, err
-	}
-	if limit < 1 || limit > ddbhistory.MaxPageSize {
-		return nil, invalid("limit %d is not between 1 and %d", limit, ddbhistory.MaxPageSize)
-	}
-	from, err := cursorIndex(cursor)
+	st, from, err := f.pageOf(key, cursor, limit)
 	if err != nil {
 		return nil, err
-	}
-	st := f.sessions[key]
-	if st == nil {
-		return nil, ddbhistory.ErrNotFound
 	}
 	page := &ddbhistory.Page{Session: st.session(key), First: from, Agent: &ddbhistory.AgentConversation{Name: name}}
 	a := st.agents[name]
@@ -496,13 +471,42 @@ func (f *fakeStore) AgentTranscript(_ context.Context, key ddbhistory.Key, name,
 	}
 	page.Agent.Count = len(a.messages)
 	page.Agent.Conversation = agent.Conversation{Window: a.window, State: copyOf(a.state)}
-	if end := min(from+limit, len(a.messages)); from < end {
-		page.Messages = copyOf(a.messages[from:end])
-		if end < len(a.messages) {
-			page.NextCursor = ddbhistory.CursorAt(end)
-		}
-	}
+	page.Messages, page.NextCursor = pageFrom(a.messages, from, limit)
 	return page, nil
+}
+
+// pageOf checks a transcript page's arguments, as ddbhistory does, and
+// returns the session and the index the page starts at. f.mu is held.
+func (f *fakeStore) pageOf(key ddbhistory.Key, cursor string, limit int) (*stored, int, error) {
+	if err := validKey(key); err != nil {
+		return nil, 0, err
+	}
+	if limit < 1 || limit > ddbhistory.MaxPageSize {
+		return nil, 0, invalid("limit %d is not between 1 and %d", limit, ddbhistory.MaxPageSize)
+	}
+	from, err := cursorIndex(cursor)
+	if err != nil {
+		return nil, 0, err
+	}
+	st := f.sessions[key]
+	if st == nil {
+		return nil, 0, ddbhistory.ErrNotFound
+	}
+	return st, from, nil
+}
+
+// pageFrom returns the messages of a page of msgs from index from, at most
+// limit, and the cursor of the next page.
+func pageFrom(msgs []agent.Message, from, limit int) ([]agent.Message, string) {
+	end := min(from+limit, len(msgs))
+	if from >= end {
+		return nil, ""
+	}
+	next := ""
+	if end < len(msgs) {
+		next = ddbhistory.CursorAt(end)
+	}
+	return copyOf(msgs[from:end]), next
 }
 
 func (f *fakeStore) Tail(ctx context.Context, key ddbhistory.Key, n int) (*ddbhistory.Page, error) {
