@@ -542,26 +542,30 @@ func TestResumeAfterTheWindowMoved(t *testing.T) {
 		fmt.Sprintf("%d resumes (half approved, half denied) under %d managers (sliding windows of 2 to 5, summarizing past 4 and 5 messages), with %d requests to the strict stand-in", resumes, len(managers), requests), lost)
 }
 
+// waitForExpiry waits until the first interrupt of each paused turn of rs
+// expired, and fails t when one would expire later than a TTL of 1 s and
+// a second's rounding allow.
+func waitForExpiry(t *testing.T, rs ...reply) {
+	t.Helper()
+	for _, r := range rs {
+		at, err := time.Parse(time.RFC3339, r.body["interrupts"].([]any)[0].(map[string]any)["expires_at"].(string))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := time.Until(at); d > 2*time.Second {
+			t.Fatalf("the interrupt expires in %s, past its TTL of 1s and a second's rounding", d)
+		}
+		waitFor(t, "the interrupt's expiry", func() bool { return !time.Now().Before(at) })
+	}
+}
+
 // TestExpiredInterrupts lets interrupts expire (INTERRUPT_TTL=1s). They then
 // count as denied: a message needs no deny_pending, a late approval runs
 // nothing, and the stored history says the use expired.
 func TestExpiredInterrupts(t *testing.T) {
 	s, runs := newApprovalSystem(t, map[string]string{"INTERRUPT_TTL": "1s"})
 	wrong := 0
-	// wait waits until the interrupts of the paused turns rs expired.
-	wait := func(rs ...reply) {
-		t.Helper()
-		for _, r := range rs {
-			at, err := time.Parse(time.RFC3339, r.body["interrupts"].([]any)[0].(map[string]any)["expires_at"].(string))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if d := time.Until(at); d > 2*time.Second {
-				t.Fatalf("the interrupt expires in %s, past its TTL of 1s and a second's rounding", d)
-			}
-			waitFor(t, "the interrupt's expiry", func() bool { return !time.Now().Before(at) })
-		}
-	}
+	wait := func(rs ...reply) { t.Helper(); waitForExpiry(t, rs...) }
 	expired := func(what, session, id string) {
 		t.Helper()
 		st := s.stored(t, "alice", session)
