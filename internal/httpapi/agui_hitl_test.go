@@ -365,3 +365,31 @@ func TestAGUIExpiredInterrupt(t *testing.T) {
 		t.Errorf("the expired approval's result %v", r)
 	}
 }
+
+// TestAGUIClientToolAfterAnApproval: a run that resolves an approval
+// offers the client's tools to the rest of its turn, whose model may call
+// one: the run ends with its call pending. The resume's first step, its
+// commit, once dropped the request's tools before the model was called
+// again, and the call came back as a tool the agent does not have.
+func TestAGUIClientToolAfterAnApproval(t *testing.T) {
+	s := testkit.Start(t, hitl)
+	c := &client{t: t, s: s, thread: "approval-then-chart", tools: []agui.Tool{chart}}
+	s.Model.Enqueue(conversetest.ToolUse("calc-1", "calculator", map[string]string{"expression": "6*7"}))
+	events := c.run(nil, userMessage("u-1", "Compute, then chart it"))
+	if out := outcomeOf(events); out["type"] != "interrupt" {
+		t.Fatalf("outcome %v", out)
+	}
+	s.Model.Enqueue(conversetest.ToolUse("chart-1", "show_chart", map[string]string{"symbol": "AMZN"}))
+	events = c.run([]agui.ResumeEntry{{InterruptID: "calc-1", Status: "resolved"}})
+	if out := outcomeOf(events); out["type"] != "success" || fmt.Sprint(out["pendingToolCallIds"]) != "[chart-1]" {
+		t.Errorf("the resumed run's outcome %v: %s", out, types(events))
+	}
+	reqs := s.Model.Requests()
+	offered := false
+	for _, tool := range reqs[len(reqs)-1].ToolConfig.Tools {
+		offered = offered || tool.ToolSpec != nil && tool.ToolSpec.Name == "show_chart"
+	}
+	if !offered {
+		t.Error("the resumed turn's model call was not offered the client's tool")
+	}
+}
