@@ -2,7 +2,6 @@ package agent
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 )
 
@@ -112,27 +111,19 @@ func (r *Result) Include(earlier *Result) {
 	if earlier.AgentUsage != nil || r.AgentUsage != nil {
 		sum := map[string]Usage{}
 		for _, x := range []*Result{earlier, r} {
-			byAgent := x.AgentUsage
-			if byAgent == nil { // it delegated nothing
-				byAgent = map[string]Usage{MainAgent: x.Usage}
-			}
-			for name, u := range byAgent {
-				s := sum[name]
-				s.add(u)
-				sum[name] = s
+			if x.AgentUsage == nil { // it delegated nothing
+				addUsages(sum, map[string]Usage{MainAgent: x.Usage})
+			} else {
+				addUsages(sum, x.AgentUsage)
 			}
 		}
 		r.AgentUsage = sum
 	}
 	r.Usage.add(earlier.Usage)
-	m, e := &r.Metrics, earlier.Metrics
-	m.ModelCalls += e.ModelCalls
-	m.ToolCalls += e.ToolCalls
-	m.Retries += e.Retries
-	m.Throttles += e.Throttles
-	m.Reductions += e.Reductions
-	m.ModelLatency += e.ModelLatency
-	m.ModelLatencies = append(slices.Clip(e.ModelLatencies), m.ModelLatencies...)
-	m.Tools = append(slices.Clip(e.Tools), m.Tools...)
-	m.Duration += e.Duration
+	m := earlier.Metrics // its work first
+	m.addWork(r.Metrics)
+	m.Cycles = r.Metrics.Cycles
+	m.Reductions += r.Metrics.Reductions
+	m.Duration += r.Metrics.Duration
+	r.Metrics = m
 }

@@ -516,19 +516,30 @@ func (t *turn) merge(c *turn) {
 	if d.byAgent == nil {
 		d.byAgent = map[string]Usage{}
 	}
-	for name, u := range byAgent {
-		sum := d.byAgent[name]
+	addUsages(d.byAgent, byAgent)
+	d.metrics.addWork(cm)
+}
+
+// addUsages adds the usages of src to those of dst, by agent.
+func addUsages(dst, src map[string]Usage) {
+	for name, u := range src {
+		sum := dst[name]
 		sum.add(u)
-		d.byAgent[name] = sum
+		dst[name] = sum
 	}
-	m := &d.metrics
-	m.ModelCalls += cm.ModelCalls
-	m.ToolCalls += cm.ToolCalls
-	m.Retries += cm.Retries
-	m.Throttles += cm.Throttles
-	m.ModelLatency += cm.ModelLatency
-	m.ModelLatencies = append(m.ModelLatencies, cm.ModelLatencies...)
-	m.Tools = append(m.Tools, cm.Tools...)
+}
+
+// addWork adds to m the model and tool calls of o, other work of the same
+// turn, with their retries and throttles, and their latencies and runs
+// after m's; Cycles, Reductions and Duration stay m's.
+func (m *Metrics) addWork(o Metrics) {
+	m.ModelCalls += o.ModelCalls
+	m.ToolCalls += o.ToolCalls
+	m.Retries += o.Retries
+	m.Throttles += o.Throttles
+	m.ModelLatency += o.ModelLatency
+	m.ModelLatencies = append(slices.Clip(m.ModelLatencies), o.ModelLatencies...)
+	m.Tools = append(slices.Clip(m.Tools), o.Tools...)
 }
 
 // totalUsage is the usage of t's model calls and its delegations'.
@@ -567,12 +578,6 @@ func (t *turn) totalMetrics() Metrics {
 	if t.delegated.byAgent == nil {
 		return m // nothing delegated
 	}
-	m.ModelCalls += d.ModelCalls
-	m.ToolCalls += d.ToolCalls
-	m.Retries += d.Retries
-	m.Throttles += d.Throttles
-	m.ModelLatency += d.ModelLatency
-	m.ModelLatencies = append(append([]time.Duration(nil), m.ModelLatencies...), d.ModelLatencies...)
-	m.Tools = append(append([]ToolRun(nil), m.Tools...), d.Tools...)
+	m.addWork(d)
 	return m
 }
