@@ -95,7 +95,9 @@ var ErrOutcomeUnknown = errors.New("the write's outcome is unknown")
 // stores (agent state past 400 KB, say) before anything is written, and
 // ErrOutcomeUnknown when ctx ended while the write that makes the
 // turn visible was under way. On success it updates sess to the committed
-// state.
+// state: its conversation's window, state and pending interrupts, without
+// its messages; what the caller set on it that the store does not keep
+// (client tools, context, the sub-agents' loader) stays.
 func (s *Store) Commit(ctx context.Context, sess *Session, turn Turn) error {
 	if err := sess.validate(); err != nil {
 		return err
@@ -370,7 +372,10 @@ func (c *commit) committed(turn Turn, now time.Time) {
 	sess.claimedUntil = c.claimedUntil
 	sess.Count = c.first + len(turn.Messages)
 	sess.rewound, sess.rewoundTo = c.rewound, c.rewoundTo
-	sess.Conversation = agent.Conversation{Window: turn.Window, State: turn.State, Pending: turn.Pending}
+	// What the caller brought to the turn (client tools, context, the
+	// sub-agents' loader) stays; the messages are not loaded.
+	conv := &sess.Conversation
+	conv.Messages, conv.Window, conv.State, conv.Pending = nil, turn.Window, turn.State, turn.Pending
 	sess.Resuming = turn.Resuming
 	sess.CreatedAt, sess.UpdatedAt = time.UnixMilli(c.created.UnixMilli()), time.UnixMilli(now.UnixMilli())
 	sess.ExpiresAt = time.Time{}

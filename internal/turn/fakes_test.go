@@ -402,7 +402,8 @@ func (f *fakeStore) Commit(ctx context.Context, sess *ddbhistory.Session, t ddbh
 
 	// The session moves on, as ddbhistory's does: without its messages.
 	sess.Version, sess.Count = st.version, len(st.messages)
-	sess.Conversation = agent.Conversation{Window: t.Window, State: t.State, Pending: t.Pending}
+	conv := &sess.Conversation // what the caller brought stays, as in ddbhistory
+	conv.Messages, conv.Window, conv.State, conv.Pending = nil, t.Window, t.State, t.Pending
 	sess.Resuming, sess.Title, sess.CreatedAt, sess.UpdatedAt, sess.Replay = t.Resuming, st.title, st.created, st.updated, nil
 	return f.commitErr // an unknown outcome that in fact landed
 }

@@ -95,14 +95,12 @@ func (s *Service) resume(ctx context.Context, c Chat, client func(*agent.Convers
 				// before any model call, so that no approved tool that ran
 				// runs again.
 				window := append(conv.Messages, first.Messages...)
-				kept := *conv // what the commit does not store, for Continue
 				err = s.store.Commit(storeCtx, sess, ddbhistory.Turn{Messages: first.Messages, Window: first.Window, State: first.State, Pending: first.Pending, Agents: agentTurns(first), Resuming: true})
 				if err != nil {
 					return nil, &CommitError{Result: first, Err: err}
 				}
 				checkpointed = true
-				conv.Messages, conv.Pending = window, first.Pending
-				conv.ClientTools, conv.Context, conv.Agents = kept.ClientTools, kept.Context, kept.Agents
+				conv.Messages = window // the commit left the client's tools and context, and the loader
 				earlier, answering = first.Messages, first
 			case !answered(conv.Messages, c.Responses):
 				return nil, ErrNothingPending

@@ -29,7 +29,9 @@ type Store interface {
 	LoadAgent(ctx context.Context, sess *ddbhistory.Session, name string) (*ddbhistory.AgentConversation, error)
 	// Begin holds an idempotency key for the turn about to run on sess.
 	Begin(ctx context.Context, sess *ddbhistory.Session, idempotencyKey, fingerprint string) (*ddbhistory.Hold, error)
-	// Commit stores a turn, replacing its hold with the key's record.
+	// Commit stores a turn, replacing its hold with the key's record,
+	// and moves sess on to it, leaving what the caller set on its
+	// conversation that the store does not keep.
 	Commit(ctx context.Context, sess *ddbhistory.Session, turn ddbhistory.Turn) error
 	// Release frees the hold of a turn that did not commit.
 	Release(ctx context.Context, hold *ddbhistory.Hold) error

@@ -14,6 +14,7 @@
 package storetest
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -679,6 +680,16 @@ func testAgents(t *testing.T, s turn.Store) {
 		wantArgumentError(t, "LoadAgent "+name, err)
 		wantArgumentError(t, "a commit to agent "+name, s.Commit(t.Context(), sess, ddbhistory.Turn{Messages: exchange(3), Agents: []ddbhistory.AgentTurn{{Name: name, Messages: exchange(3)}}}))
 	}
+	// A commit leaves what the caller set on the session that the store
+	// does not keep, such as the sub-agents' loader: the next step of a
+	// resume goes on with it.
+	sess.Conversation.Context = []agent.ContextEntry{{Description: "page", Value: "orders"}}
+	sess.Conversation.Agents = func(context.Context, string) (*agent.Conversation, int, error) { return nil, 0, nil }
+	commit(t, s, sess, ddbhistory.Turn{Messages: exchange(6), Window: agent.WindowState{LastInputTokens: 13}})
+	if c := sess.Conversation; c.Messages != nil || c.Window.LastInputTokens != 13 || len(c.Context) != 1 || c.Agents == nil {
+		t.Errorf("the session after a commit: %d messages, window %+v, context %v, a loader %v; want none, the commit's, and the caller's", len(c.Messages), c.Window, c.Context, c.Agents != nil)
+	}
+
 	if err := s.Delete(t.Context(), alice); err != nil {
 		t.Fatal(err)
 	}
