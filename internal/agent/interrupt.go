@@ -562,10 +562,8 @@ func pendingResult(p *Pending, id string, now time.Time) *ToolResultBlock {
 	if p == nil {
 		return nil
 	}
-	for _, r := range p.Results {
-		if r.ToolUseID == id {
-			return r
-		}
+	if r := keptResult(p, id); r != nil {
+		return r
 	}
 	for _, in := range p.Interrupts {
 		if in.heldUse() == id {

@@ -937,3 +937,15 @@ func (a *fakeAgent) CallTool(_ context.Context, conv *agent.Conversation, call a
 }
 
 func (a *fakeAgent) CheckClientTools(context.Context, *agent.ClientTools) error { return nil }
+
+// Cancel denies what waits, as Answer does without responses, and ends
+// the turn with a note.
+func (a *fakeAgent) Cancel(ctx context.Context, conv *agent.Conversation) (*agent.Result, error) {
+	res, err := a.Answer(ctx, conv, nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	res.Messages = append(res.Messages, agent.AssistantText("canceled"))
+	res.Text, res.StopReason, res.Pending = "canceled", agent.StopEndTurn, nil
+	return res, nil
+}

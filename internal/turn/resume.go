@@ -129,6 +129,39 @@ func (s *Service) resume(ctx context.Context, c Chat, client func(*agent.Convers
 	})
 }
 
+// Cancel ends the turn that a session's pending interrupts paused, with
+// nothing run that they hold back and no model call (agent.Agent.Cancel):
+// a task given up while it waited for a person. A session whose live
+// interrupts are none is ErrNothingPending; one whose interrupts another
+// request is answering, ErrResuming. A claim taken after the session was
+// read makes the commit fail with ddbhistory.ErrConflict.
+type Cancel struct {
+	Request
+}
+
+// Cancel ends a paused turn (see Cancel).
+func (s *Service) Cancel(ctx context.Context, c Cancel) (*Outcome[ChatAnswer], error) {
+	return run(ctx, s, c.Request, job[ChatAnswer]{
+		run: func(ctx, _ context.Context, sess *ddbhistory.Session) (*done[ChatAnswer], error) {
+			switch {
+			case sess.Version == 0:
+				return nil, ddbhistory.ErrNotFound
+			case sess.Resuming:
+				return nil, ErrResuming
+			case len(sess.Conversation.Pending.Live(time.Now())) == 0:
+				return nil, ErrNothingPending
+			}
+			res, err := s.agent.Cancel(ctx, &sess.Conversation)
+			if err != nil {
+				return nil, err
+			}
+			return &done[ChatAnswer]{Result: res, Answer: s.chatAnswer(sess.ID, res)}, nil
+		},
+		stored: storedChat,
+		replay: s.replayChat,
+	})
+}
+
 // resumedBy reports whether p holds back only the turns of sub-agents that
 // took responses already, and responses name those interrupts alone: a
 // retry of a resume whose first step was stored.

@@ -33,8 +33,11 @@ type Page struct {
 	State map[string]json.RawMessage
 	// Window is the conversation manager's state; Pending what the last
 	// turn waits for.
-	Window    agent.WindowState
-	Pending   *agent.Pending
+	Window  agent.WindowState
+	Pending *agent.Pending
+	// Resuming says that a request is answering Pending: it claimed the
+	// interrupts, and the rest of their turn runs.
+	Resuming  bool
 	CreatedAt time.Time
 	UpdatedAt time.Time
 	// ExpiresAt is zero for a session that never expires.
@@ -63,11 +66,11 @@ func pageOf(p *ddbhistory.Page) *Page {
 	sess := p.Session
 	out := &Page{
 		SessionID: sess.ID, Title: sess.Title, First: p.First, Messages: p.Messages, Count: sess.Count,
-		State: sess.Conversation.State, Window: sess.Conversation.Window, Pending: sess.Conversation.Pending,
+		State: sess.Conversation.State, Window: sess.Conversation.Window, Pending: sess.Conversation.Pending, Resuming: sess.Resuming,
 		CreatedAt: sess.CreatedAt, UpdatedAt: sess.UpdatedAt, ExpiresAt: sess.ExpiresAt, NextCursor: p.NextCursor,
 	}
 	if a := p.Agent; a != nil {
-		out.Agent, out.Count, out.State, out.Window, out.Pending = a.Name, a.Count, a.Conversation.State, a.Conversation.Window, nil
+		out.Agent, out.Count, out.State, out.Window, out.Pending, out.Resuming = a.Name, a.Count, a.Conversation.State, a.Conversation.Window, nil, false
 	}
 	return out
 }

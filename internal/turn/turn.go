@@ -71,6 +71,7 @@ type Agent interface {
 	Structured(ctx context.Context, conv *agent.Conversation, req agent.StructuredRequest) (*agent.StructuredResult, error)
 	Answer(ctx context.Context, conv *agent.Conversation, responses []agent.Response, emit func(agent.Event)) (*agent.Result, error)
 	Continue(ctx context.Context, conv *agent.Conversation, emit func(agent.Event)) (*agent.Result, error)
+	Cancel(ctx context.Context, conv *agent.Conversation) (*agent.Result, error)
 	CallTool(ctx context.Context, conv *agent.Conversation, call agent.DirectCall) (*agent.DirectResult, error)
 	// CheckClientTools refuses client tools named like the agent's own.
 	CheckClientTools(ctx context.Context, tools *agent.ClientTools) error
