@@ -55,3 +55,10 @@ func keptResult(p *Pending, id string) *ToolResultBlock {
 	}
 	return p.Results[i]
 }
+
+// Unanswered reports whether m is the note a turn begins with when the
+// history before it ended with the user's message, the results of a
+// resume whose answer never came: it belongs to the turn it precedes.
+func Unanswered(m Message) bool {
+	return m.Role == RoleAssistant && len(m.Content) == 1 && m.Content[0].Text == unansweredText
+}

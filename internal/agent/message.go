@@ -2,6 +2,7 @@ package agent
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"unicode/utf8"
 )
@@ -172,6 +173,13 @@ func (m Message) HasToolResults() bool {
 func (m Message) clone() Message {
 	m.Content = append([]ContentBlock(nil), m.Content...)
 	return m
+}
+
+// StartsTurn reports whether m is the message that starts a turn: the
+// user's, with content of the user's own, besides the tool results that a
+// message which moved on from pending interrupts carries first.
+func StartsTurn(m Message) bool {
+	return m.Role == RoleUser && slices.ContainsFunc(m.Content, func(b ContentBlock) bool { return b.ToolResult == nil })
 }
 
 // IsTurnStart reports whether a window may begin at m: a user message that

@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	"github.com/aws/aws-sdk-go-v2/service/ssm/types"
+	"github.com/lambda-agent/lambda-agent/internal/remote"
 )
 
 // ParametersByPath is the part of *ssm.Client that reads AGENTS from a
@@ -45,6 +46,30 @@ func agentsPath(v string) (string, error) {
 // ssmTimeout bounds each reading of SSM at init: MCP servers' secrets,
 // and the agents of an AGENTS path.
 const ssmTimeout = 5 * time.Second
+
+// MaxSystemPrompt bounds a system prompt read from SSM: SSM's advanced
+// parameters hold 8 KB, and a prompt takes that much of every request.
+const MaxSystemPrompt = 8 << 10
+
+// LoadSystemPrompt reads the system prompt from cfg.SystemPromptParam,
+// when it is set, decrypted: one GetParameter at init.
+func LoadSystemPrompt(ctx context.Context, client remote.ParameterGetter, cfg *Config) error {
+	if cfg.SystemPromptParam == "" {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, ssmTimeout)
+	defer cancel()
+	out, err := client.GetParameter(ctx, &ssm.GetParameterInput{Name: aws.String(cfg.SystemPromptParam), WithDecryption: aws.Bool(true)})
+	if err != nil {
+		return fmt.Errorf("configuration: SYSTEM_PROMPT: read the parameter %s: %w", cfg.SystemPromptParam, err)
+	}
+	v := aws.ToString(out.Parameter.Value)
+	if strings.TrimSpace(v) == "" || len(v) > MaxSystemPrompt {
+		return fmt.Errorf("configuration: SYSTEM_PROMPT: the parameter %s holds %d bytes; want a prompt of 1 to %d that is not blank", cfg.SystemPromptParam, len(v), MaxSystemPrompt)
+	}
+	cfg.SystemPrompt = v
+	return nil
+}
 
 // LoadAgents reads the agents of cfg.AgentsPath into cfg.Agents, when it
 // is set: one a parameter directly under the path, each a JSON object as

@@ -204,3 +204,55 @@ func TestAgentsFromSSMAtInit(t *testing.T) {
 		t.Errorf("%d reads of SSM, want one, at init", params.Calls())
 	}
 }
+
+// TestSystemPromptFromSSMAtInit: SYSTEM_PROMPT=ssm:/name makes every
+// function, the structured one too, read the prompt once at init,
+// decrypted, through the SSM client that AWS_ENDPOINT_URL_SSM points at;
+// the model gets it as the system prompt. A parameter that is missing or
+// blank fails init, naming it, and a malformed name fails the
+// configuration.
+func TestSystemPromptFromSSMAtInit(t *testing.T) {
+	long := "You are the support agent. " + strings.Repeat("Be kind. ", 200)
+	params := agentsServer(t, [2]string{"/app/prompt-secret", long}, [2]string{"/app/blank", " "})
+	backends := testkit.StartBackends(t, testkit.BackendOptions{})
+	vars := map[string]string{"AWS_ENDPOINT_URL_SSM": params.URL, "MODEL_ID": "m", "SYSTEM_PROMPT": "ssm:/app/prompt-secret"}
+	for _, kv := range backends.Env {
+		k, v, _ := strings.Cut(kv, "=")
+		vars[k] = v
+	}
+	testkit.DefaultAWSConfig(t, "us-east-1", vars)
+	var calls, prompted int
+	backends.Model.Responder = func(req *conversetest.Request) conversetest.Reply {
+		calls++
+		if systemIs(req, long) {
+			prompted++
+		}
+		return conversetest.Text("hello")
+	}
+	for _, routes := range []httpapi.Routes{httpapi.StructuredRoutes, httpapi.ChatRoutes} {
+		a, err := app.NewFromEnv(t.Context(), os.Getenv, app.Options{Routes: routes})
+		if err != nil || a.Config.SystemPrompt != long {
+			t.Fatalf("routes %d: %v, prompt %q", routes, err, a.Config.SystemPrompt)
+		}
+	}
+	if params.Calls() != 2 {
+		t.Errorf("%d reads of SSM, want one per function", params.Calls())
+	}
+	a, _ := app.NewFromEnv(t.Context(), os.Getenv, app.Options{Routes: httpapi.ChatRoutes})
+	r := httptest.NewRequest(http.MethodPost, "/chat", strings.NewReader(`{"message":"hi"}`))
+	r.Header.Set("Content-Type", "application/json")
+	w := httptest.NewRecorder()
+	a.Handler.ServeHTTP(w, r)
+	if w.Code != http.StatusOK || calls != 1 || prompted != 1 {
+		t.Fatalf("%d %s; %d model calls, %d with the prompt", w.Code, w.Body, calls, prompted)
+	}
+	for _, v := range []string{"ssm:/app/missing", "ssm:/app/blank"} {
+		t.Setenv("SYSTEM_PROMPT", v)
+		if _, err := app.NewFromEnv(t.Context(), os.Getenv, app.Options{Routes: httpapi.ChatRoutes}); err == nil || !strings.Contains(err.Error(), "SYSTEM_PROMPT") || !strings.Contains(err.Error(), strings.TrimPrefix(v, "ssm:")) {
+			t.Errorf("SYSTEM_PROMPT=%s: %v", v, err)
+		}
+	}
+	if _, err := configWith(t, map[string]string{"SYSTEM_PROMPT": "ssm:/app/"}); err == nil || !strings.Contains(err.Error(), "not an SSM parameter name") {
+		t.Errorf("a path: %v", err)
+	}
+}

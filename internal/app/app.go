@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/lambda-agent/lambda-agent/internal/a2a"
 	"io"
 	"log/slog"
 	"net/http"
@@ -118,6 +119,7 @@ func New(cfg *Config, converse bedrock.ConverseAPI, ddb ddbhistory.DynamoDBAPI, 
 		RequireAuth:     cfg.RequireAuth,
 		MaxMessageBytes: cfg.MaxMessageBytes,
 		ModelID:         cfg.ModelID,
+		Card:            cardOf(cfg),
 		Logger:          opts.Logger,
 		Record: func(ctx context.Context, r telemetry.Request) {
 			metrics.Record(ctx, r)
@@ -129,6 +131,24 @@ func New(cfg *Config, converse bedrock.ConverseAPI, ddb ddbhistory.DynamoDBAPI, 
 		return nil, err
 	}
 	return &App{Config: cfg, Agent: a, Store: store, Turns: turns, Handler: tracing.Handler(h), Tracing: tracing}, nil
+}
+
+// cardOf is what the A2A agent card says of cfg's agent.
+func cardOf(cfg *Config) a2a.CardConfig {
+	card := a2a.CardConfig{
+		Name: cfg.A2A.Name, Description: cfg.A2A.Description, Version: "1",
+		PublicURL: cfg.A2A.PublicURL,
+		Tools:     slices.Clone(cfg.Tools),
+	}
+	for _, t := range cfg.LambdaTools {
+		if len(t.Agents) == 0 {
+			card.Tools = append(card.Tools, t.Name)
+		}
+	}
+	for _, s := range cfg.Agents {
+		card.Agents = append(card.Agents, a2a.Skill{Name: s.Name, Description: s.Description})
+	}
+	return card
 }
 
 // pricesOf returns the prices of cfg's model: MODEL_PRICES, or else the
@@ -536,11 +556,14 @@ func NewFromEnv(ctx context.Context, getenv func(string) string, opts Options) (
 		opts.Remote.Lambda = lambda.NewFromConfig(awsCfg)
 	}
 	var params *ssm.Client
-	if (len(cfg.MCPServers) > 0 || cfg.AgentsPath != "") && runsTools(opts) {
+	if ((len(cfg.MCPServers) > 0 || cfg.AgentsPath != "") && runsTools(opts)) || cfg.SystemPromptParam != "" {
 		params = ssm.NewFromConfig(awsCfg)
-		if opts.Remote.SSM == nil {
+		if opts.Remote.SSM == nil && runsTools(opts) {
 			opts.Remote.SSM = params
 		}
+	}
+	if err := LoadSystemPrompt(ctx, params, cfg); err != nil {
+		return nil, err
 	}
 	// The agents of an AGENTS path are read only by the functions that
 	// run tools: the structured function offers the model none, so it

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"slices"
 	"strconv"
@@ -21,10 +22,14 @@ import (
 // Config is the functions' configuration, read from the environment. Every
 // field has a documented default except TableName and ModelID.
 type Config struct {
-	TableName    string // TABLE_NAME, required
-	ModelID      string // MODEL_ID, required
-	SystemPrompt string // SYSTEM_PROMPT
-	MaxTokens    int    // MAX_TOKENS; 0 leaves the model's default
+	TableName string // TABLE_NAME, required
+	ModelID   string // MODEL_ID, required
+	// SystemPrompt is SYSTEM_PROMPT; or, for one that names an SSM
+	// parameter as ssm:/a/name, that parameter's value, which
+	// LoadSystemPrompt reads from SystemPromptParam.
+	SystemPrompt      string
+	SystemPromptParam string
+	MaxTokens         int // MAX_TOKENS; 0 leaves the model's default
 	// Temperature is TEMPERATURE in [0, 1]; nil leaves the model's default.
 	Temperature *float64
 	// Manager is CONVERSATION_MANAGER: sliding (default), summarizing or none.
@@ -117,10 +122,33 @@ type Config struct {
 	// MetricsNamespace is METRICS_NAMESPACE, default
 	// telemetry.DefaultNamespace: the CloudWatch namespace of the metrics.
 	MetricsNamespace string
+	// A2A is what the A2A agent card says of the agent: A2A_NAME,
+	// A2A_DESCRIPTION and A2A_PUBLIC_URL (docs/a2a.md).
+	A2A A2AConfig
 	// Tracing is read from OpenTelemetry's standard variables (see
 	// telemetry.TracingConfigFromEnv); unset, nothing is traced.
 	Tracing telemetry.TracingConfig
 }
+
+// A2AConfig is what the A2A agent card says of the agent.
+type A2AConfig struct {
+	// Name is A2A_NAME, default "lambda-agent", at most 64 bytes.
+	Name string
+	// Description is A2A_DESCRIPTION, at most 512 bytes, with a default.
+	Description string
+	// PublicURL is A2A_PUBLIC_URL: the URL of POST /a2a that the card
+	// names, such as a custom domain's; unset, it is where the request
+	// for the card came.
+	PublicURL string
+}
+
+// Bounds and defaults of A2AConfig.
+const (
+	DefaultA2AName        = "lambda-agent"
+	DefaultA2ADescription = "A conversational agent on AWS Lambda and Amazon Bedrock, which keeps each context's conversation."
+	maxA2AName            = 64
+	maxA2ADescription     = 512
+)
 
 // validNamespace says whether ns may be METRICS_NAMESPACE: 1 to 255 of
 // CloudWatch's characters, and not one of the AWS/ namespaces, which are
@@ -172,7 +200,7 @@ func ConfigFromEnv(getenv func(string) string) (*Config, error) {
 	c := &Config{
 		TableName:           p.required("TABLE_NAME"),
 		ModelID:             p.required("MODEL_ID"),
-		SystemPrompt:        getenv("SYSTEM_PROMPT"),
+		SystemPrompt:        p.systemPrompt("SYSTEM_PROMPT"),
 		MaxTokens:           p.integer("MAX_TOKENS", 0, 1, 1<<20),
 		Temperature:         p.fraction("TEMPERATURE", 0, 1),
 		Manager:             p.choice("CONVERSATION_MANAGER", "sliding", managers...),
@@ -243,6 +271,12 @@ func ConfigFromEnv(getenv func(string) string) (*Config, error) {
 	if !validNamespace(c.MetricsNamespace) {
 		p.fail("METRICS_NAMESPACE=%q: want 1 to 255 letters, digits and ._#:/- characters, not beginning with AWS/", c.MetricsNamespace)
 	}
+	c.SystemPromptParam = p.param
+	c.A2A = A2AConfig{
+		Name:        p.text("A2A_NAME", DefaultA2AName, maxA2AName),
+		Description: p.text("A2A_DESCRIPTION", DefaultA2ADescription, maxA2ADescription),
+		PublicURL:   p.absoluteURL("A2A_PUBLIC_URL"),
+	}
 	tracing, err := telemetry.TracingConfigFromEnv(getenv)
 	if err != nil {
 		p.errs = append(p.errs, err)
@@ -258,6 +292,8 @@ func ConfigFromEnv(getenv func(string) string) (*Config, error) {
 type parser struct {
 	getenv func(string) string
 	errs   []error
+	// param is the SSM parameter that SYSTEM_PROMPT names, if any.
+	param string
 }
 
 func (p *parser) fail(format string, args ...any) {
@@ -282,6 +318,38 @@ func (p *parser) text(name, def string, max int) string {
 	case strings.TrimSpace(v) == "" || len(v) > max:
 		p.fail("%s: want a text of 1 to %d bytes that is not blank", name, max)
 		return def
+	}
+	return v
+}
+
+// systemPrompt reads SYSTEM_PROMPT: the prompt itself, or, for ssm:/a/name,
+// nothing yet, and the parameter's name in SystemPromptParam.
+func (p *parser) systemPrompt(name string) string {
+	v := p.getenv(name)
+	if !strings.HasPrefix(v, agentsPathPrefix) {
+		return v
+	}
+	param, err := agentsPath(v)
+	if err != nil || strings.HasSuffix(param, "/") {
+		p.fail("%s: %q is not an SSM parameter name: want ssm:/a/name, of letters, digits and _ . -", name, v)
+		return ""
+	}
+	p.param = param
+	return ""
+}
+
+// absoluteURL reads an https URL, or an http one to a loopback host, as a
+// local run's; "" when unset.
+func (p *parser) absoluteURL(name string) string {
+	v := p.getenv(name)
+	if v == "" {
+		return ""
+	}
+	u, err := url.Parse(v)
+	local := u != nil && u.Scheme == "http" && (u.Hostname() == "localhost" || net.ParseIP(u.Hostname()).IsLoopback())
+	if err != nil || u.Host == "" || u.User != nil || (u.Scheme != "https" && !local) || len(v) > 2048 {
+		p.fail("%s=%q: want an absolute https URL (http only to localhost)", name, v)
+		return ""
 	}
 	return v
 }

@@ -25,6 +25,7 @@ func TestConfigFromEnvDefaults(t *testing.T) {
 		MaxToolResultBytes: 65536, MaxToolResultMediaBytes: 3_750_000,
 		InterruptTTL: 24 * time.Hour, TrimTurns: 3, PromptCache: true, GuardrailRedactedInput: "[User input redacted.]",
 		FunctionName: "local", MetricsNamespace: "LambdaAgent", Tracing: telemetry.TracingConfig{ServiceName: "lambda-agent"},
+		A2A: A2AConfig{Name: DefaultA2AName, Description: DefaultA2ADescription},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("defaults (-want +got):\n%s", diff)
@@ -47,6 +48,7 @@ func TestConfigFromEnvReadsEverything(t *testing.T) {
 		"OTEL_EXPORTER_OTLP_TIMEOUT": "2500", "OTEL_RESOURCE_ATTRIBUTES": "deployment.environment.name=prod",
 		"OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "true", "DIRECT_TOOLS": "recall,orders_refresh",
 		"ALLOWED_ORIGINS": "https://chat.example.com,http://localhost:3000",
+		"A2A_NAME":        "support", "A2A_DESCRIPTION": "Answers support questions.", "A2A_PUBLIC_URL": "https://agents.example.com/support/a2a",
 	}))
 	if err != nil {
 		t.Fatal(err)
@@ -60,6 +62,7 @@ func TestConfigFromEnvReadsEverything(t *testing.T) {
 		MaxMessageBytes: 65536, MaxToolResultBytes: 200000, MaxToolResultMediaBytes: 1_000_000, GuardrailID: "g1", GuardrailVersion: "3", GuardrailRedactedInput: "[Entfernt.]", RequireAuth: true,
 		FunctionName: "chat-fn", MetricsNamespace: "Team/Agents", DirectTools: []string{"recall", "orders_refresh"}, Region: "eu-west-1",
 		AllowedOrigins: []string{"https://chat.example.com", "http://localhost:3000"},
+		A2A:            A2AConfig{Name: "support", Description: "Answers support questions.", PublicURL: "https://agents.example.com/support/a2a"},
 		Tracing: telemetry.TracingConfig{
 			Endpoint: "http://localhost:4318/v1/traces", Headers: map[string]string{"x-api-key": "a b", "tenant": "7"},
 			Gzip: true, Timeout: 2500 * time.Millisecond, ServiceName: "chat-fn", CaptureContent: true,
@@ -103,6 +106,7 @@ func TestConfigFromEnvReportsEveryProblem(t *testing.T) {
 		"OTEL_TRACES_EXPORTER": "console", "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "sometimes",
 		"DIRECT_TOOLS": "calculator,rm -rf", "GUARDRAIL_REDACTED_INPUT": " \n ",
 		"ALLOWED_ORIGINS": "https://ok.example.com,https://chat.example.com/app",
+		"A2A_NAME":        strings.Repeat("n", 65), "A2A_DESCRIPTION": " ", "A2A_PUBLIC_URL": "http://agents.example.com/a2a",
 	}))
 	if err == nil {
 		t.Fatal("ConfigFromEnv accepted a broken environment")
@@ -118,6 +122,7 @@ func TestConfigFromEnvReportsEveryProblem(t *testing.T) {
 		"OTEL_EXPORTER_OTLP_COMPRESSION", "OTEL_EXPORTER_OTLP_TIMEOUT", "OTEL_TRACES_EXPORTER",
 		"OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", `DIRECT_TOOLS: "rm -rf" is not a tool name`,
 		"GUARDRAIL_REDACTED_INPUT", `ALLOWED_ORIGINS: "https://chat.example.com/app" is not an origin`,
+		"A2A_NAME", "A2A_DESCRIPTION", `A2A_PUBLIC_URL="http://agents.example.com/a2a"`,
 	} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("the error does not mention %s:\n%v", want, err)

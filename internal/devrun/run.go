@@ -243,6 +243,7 @@ func Routes(h http.Handler, info Info) http.Handler {
 	mux.Handle("GET /static/{name}", Page())
 	mux.Handle("GET "+InfoPath, info)
 	mux.Handle(httpapi.RouteChatStream, withDeadline(StreamTimeout, Authorize(h)))
+	mux.Handle(httpapi.RouteA2A, withDeadline(StreamTimeout, Authorize(h)))
 	mux.Handle("/", api)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !httpapi.CleanPath(r.URL) {

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lambda-agent/lambda-agent/internal/a2a"
 	"github.com/lambda-agent/lambda-agent/internal/agent"
 	"github.com/lambda-agent/lambda-agent/internal/telemetry"
 	"github.com/lambda-agent/lambda-agent/internal/turn"
@@ -35,6 +36,7 @@ type Service interface {
 	Export(ctx context.Context, owner, id, cursor string) (*turn.Export, error)
 	List(ctx context.Context, owner, cursor string, limit int) (*turn.SessionList, error)
 	Delete(ctx context.Context, owner, id string) error
+	Cancel(ctx context.Context, c turn.Cancel) (*turn.Outcome[turn.ChatAnswer], error)
 }
 
 var _ Service = (*turn.Service)(nil)
@@ -100,6 +102,9 @@ type Config struct {
 	MaxMessageBytes int
 	// ModelID is the model the turns run on, which AG-UI's usage names.
 	ModelID string
+	// Card is what the A2A agent card says of the agent (internal/a2a),
+	// which the stream routes serve with A2A's JSON-RPC endpoint.
+	Card a2a.CardConfig
 	// Logger gets one line per request; nil means slog.Default().
 	Logger *slog.Logger
 	// Record, when set, is told of each request once it is answered, after
@@ -118,6 +123,7 @@ const DefaultMaxMessageBytes = 256 << 10
 type Handler struct {
 	cfg Config
 	mux *http.ServeMux
+	a2a http.Handler // POST /a2a's
 }
 
 var _ http.Handler = (*Handler)(nil)
@@ -160,6 +166,13 @@ func New(cfg Config) (*Handler, error) {
 	}
 	if cfg.Routes&(StreamRoutes|FunctionURLRoutes) != 0 {
 		h.mux.HandleFunc(RouteAGUI, h.aguiRun)
+		a, err := h.newA2A()
+		if err != nil {
+			return nil, err
+		}
+		h.a2a = a
+		h.handle(RouteAgentCard, h.agentCard)
+		h.mux.HandleFunc(RouteA2A, h.a2aRun)
 	}
 	h.handle("/", h.noRoute)
 	return h, nil
@@ -372,7 +385,7 @@ func (h *Handler) log(r *http.Request, status int, rec *record, d time.Duration)
 	if h.cfg.Record != nil {
 		req := telemetry.Request{
 			Method: r.Method, Status: effective, Code: rec.outcome, SessionID: rec.sessionID,
-			Turn:   route == RouteChat || route == RouteChatStream || route == RouteStructured,
+			Turn:   route == RouteChat || route == RouteChatStream || route == RouteStructured || (route == RouteA2A && rec.result != nil),
 			Result: rec.result, Replayed: rec.replayed, Duration: d,
 		}
 		if matched { // a path that matched no route is the caller's, of any length

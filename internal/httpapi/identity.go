@@ -60,11 +60,13 @@ func proxyAuthorizer(ev *events.APIGatewayProxyRequest) *events.APIGatewayV2HTTP
 	if claims, ok := a["claims"]; ok {
 		m, _ := claims.(map[string]any)
 		sub, _ := m["sub"].(string)
-		return jwtSubject(sub)
+		iss, _ := m["iss"].(string)
+		return jwtSubject(sub, iss)
 	}
 	if _, ok := a["principalId"]; ok {
 		sub, _ := a["sub"].(string)
-		return jwtSubject(sub)
+		iss, _ := a["iss"].(string)
+		return jwtSubject(sub, iss)
 	}
 	if id := ev.RequestContext.Identity; id.UserArn != "" || id.AccessKey != "" || id.Caller != "" {
 		return &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{
@@ -77,8 +79,12 @@ func proxyAuthorizer(ev *events.APIGatewayProxyRequest) *events.APIGatewayV2HTTP
 	return nil
 }
 
-func jwtSubject(sub string) *events.APIGatewayV2HTTPRequestContextAuthorizerDescription {
+func jwtSubject(sub, iss string) *events.APIGatewayV2HTTPRequestContextAuthorizerDescription {
+	claims := map[string]string{"sub": sub}
+	if iss != "" {
+		claims["iss"] = iss
+	}
 	return &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{
-		JWT: &events.APIGatewayV2HTTPRequestContextAuthorizerJWTDescription{Claims: map[string]string{"sub": sub}},
+		JWT: &events.APIGatewayV2HTTPRequestContextAuthorizerJWTDescription{Claims: claims},
 	}
 }

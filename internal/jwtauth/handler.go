@@ -48,7 +48,7 @@ func Handler(v *Verifier, logger *slog.Logger) func(context.Context, events.APIG
 					Resource: []string{ev.MethodArn},
 				}},
 			},
-			Context: map[string]any{"sub": claims.Subject},
+			Context: map[string]any{"sub": claims.Subject, "iss": claims.Issuer},
 		}, nil
 	}
 }

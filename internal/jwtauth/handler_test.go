@@ -32,7 +32,7 @@ func TestHandlerAllows(t *testing.T) {
 			Version:   "2012-10-17",
 			Statement: []events.IAMPolicyStatement{{Action: []string{"execute-api:Invoke"}, Effect: "Allow", Resource: []string{methodArn}}},
 		},
-		Context: map[string]any{"sub": "user-42"},
+		Context: map[string]any{"sub": "user-42", "iss": is.url},
 	}
 	if diff := cmp.Diff(want, resp); diff != "" {
 		t.Errorf("response (-want +got):\n%s", diff)

@@ -290,10 +290,10 @@ func (s *Service) Chat(ctx context.Context, c Chat) (*Outcome[ChatAnswer], error
 				return nil, err
 			}
 			if c.MessageID != "" {
-				// The caller's message is the turn's first that answers no
-				// tool use (a denial of pending interrupts may come before).
+				// The caller's message starts the turn (a denial of pending
+				// interrupts may come before it, or within it).
 				for i, m := range res.Messages {
-					if agent.IsTurnStart(m) {
+					if agent.StartsTurn(m) {
 						res.Messages[i].ID = c.MessageID
 						break
 					}

@@ -2,6 +2,7 @@ package deploy
 
 import (
 	"encoding/json"
+	"fmt"
 	"maps"
 	"os/exec"
 	"regexp"
@@ -10,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 )
 
 // The streaming REST API: its stage, and its one method, which the stream
@@ -108,7 +110,17 @@ func TestStreamRestApi(t *testing.T) {
 		"ResponseTransferMode": "RESPONSE_STREAM",
 		"TimeoutInMillis":      "120000",
 	}}
-	if diff := cmp.Diff(map[string]any{"Agui": wantEvent}, events); diff != "" {
+	// A2A's JSON-RPC endpoint streams as POST /agui does; its card is a
+	// plain GET.
+	wantA2A := map[string]any{"Type": "Api", "Properties": map[string]any{
+		"RestApiId": ref(restAPI), "Path": "/a2a", "Method": "POST",
+		"ResponseTransferMode": "RESPONSE_STREAM",
+		"TimeoutInMillis":      "120000",
+	}}
+	wantCard := map[string]any{"Type": "Api", "Properties": map[string]any{
+		"RestApiId": ref(restAPI), "Path": "/.well-known/agent-card.json", "Method": "GET",
+	}}
+	if diff := cmp.Diff(map[string]any{"Agui": wantEvent, "A2a": wantA2A, "AgentCard": wantCard}, events); diff != "" {
 		t.Errorf("the stream function's events (-want +got):\n%s", diff)
 	}
 	// The integration may last as long as the function: the stream ends
@@ -119,8 +131,13 @@ func TestStreamRestApi(t *testing.T) {
 	// Every method of the definition is the event's or the preflight's.
 	r := newResolver(t, tp, map[string]string{"ApiAllowedOrigins": "https://chat.example.com"})
 	paths, _ := restBody(t, r)["paths"].(map[string]any)
-	if got := slices.Sorted(maps.Keys(paths)); !slices.Equal(got, []string{restPath}) {
-		t.Errorf("paths %v, want [%s]", got, restPath)
+	if got := slices.Sorted(maps.Keys(paths)); !slices.Equal(got, []string{"/.well-known/agent-card.json", "/a2a", restPath}) {
+		t.Errorf("paths %v, want A2A's and %s", got, restPath)
+	}
+	for path, method := range map[string]string{"/a2a": "post", "/.well-known/agent-card.json": "get"} {
+		if got := slices.Sorted(maps.Keys(paths[path].(map[string]any))); !slices.Equal(got, []string{method}) {
+			t.Errorf("methods of %s: %v, want %s", path, got, method)
+		}
 	}
 	if got := slices.Sorted(maps.Keys(paths[restPath].(map[string]any))); !slices.Equal(got, []string{"options", "post"}) {
 		t.Errorf("methods of %s: %v, want options and post", restPath, got)
@@ -153,6 +170,13 @@ func TestStreamRestApiAuthorizers(t *testing.T) {
 			r.deployable(t)
 			if got := restAuth(t, r); got != tt.want {
 				t.Fatalf("POST %s requires %q, want %q", restPath, got, tt.want)
+			}
+			// A2A's endpoint and card require the same.
+			body := restBody(t, r)
+			for _, at := range [][2]string{{"/a2a", "post"}, {"/.well-known/agent-card.json", "get"}} {
+				if diff := cmp.Diff(get(body, "paths", restPath, "post", "security"), get(body, "paths", at[0], at[1], "security")); diff != "" {
+					t.Errorf("%s %s requires other than POST %s (-agui +a2a):\n%s", at[1], at[0], restPath, diff)
+				}
 			}
 			schemes, _ := get(restBody(t, r), "components", "securitySchemes").(map[string]any)
 			wantSchemes := []string{"sigv4"}
@@ -426,11 +450,14 @@ func TestStreamRestApiTransformed(t *testing.T) {
 	if len(stages) != 1 || len(deployments) != 1 {
 		t.Errorf("stages %v, deployments %v; want one each", stages, deployments)
 	}
-	wantPerm := map[string]any{"Fn::Sub": []any{
-		"arn:aws:execute-api:${AWS::Region}:${AWS::AccountId}:${__ApiId__}/${__Stage__}/POST" + restPath,
-		map[string]any{"__ApiId__": ref(restAPI), "__Stage__": "*"},
-	}}
-	if diff := cmp.Diff([]any{wantPerm}, permissions); diff != "" {
+	perm := func(route string) any {
+		return map[string]any{"Fn::Sub": []any{
+			"arn:aws:execute-api:${AWS::Region}:${AWS::AccountId}:${__ApiId__}/${__Stage__}/" + route,
+			map[string]any{"__ApiId__": ref(restAPI), "__Stage__": "*"},
+		}}
+	}
+	wantPerms := []any{perm("POST" + restPath), perm("POST/a2a"), perm("GET/.well-known/agent-card.json")}
+	if diff := cmp.Diff(wantPerms, permissions, cmpopts.SortSlices(func(a, b any) bool { return fmt.Sprint(a) < fmt.Sprint(b) })); diff != "" {
 		t.Errorf("API Gateway's permissions on the stream function (-want +got):\n%s", diff)
 	}
 

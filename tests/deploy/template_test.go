@@ -204,9 +204,13 @@ func TestTableMatchesStore(t *testing.T) {
 
 func TestEnvironment(t *testing.T) {
 	tp := loadTemplate(t)
-	want := slices.Sorted(slices.Values(envVars))
 	for id := range functions {
 		t.Run(id, func(t *testing.T) {
+			want := slices.Clone(envVars)
+			if id == "ChatStreamFunction" { // it alone serves A2A
+				want = append(want, "A2A_NAME", "A2A_DESCRIPTION", "A2A_PUBLIC_URL")
+			}
+			slices.Sort(want)
 			vars, _ := get(tp.functionProperties(id), "Environment", "Variables").(map[string]any)
 			var got []string
 			for k := range vars {
@@ -280,7 +284,7 @@ func TestFunctions(t *testing.T) {
 			// the stream function's event (see TestStreamRestApi).
 			wantEvents := 0
 			if id == "ChatStreamFunction" {
-				wantEvents = 1
+				wantEvents = 3 // POST /agui, and A2A's POST /a2a and card
 			}
 			if ev, _ := props["Events"].(map[string]any); len(ev) != wantEvents {
 				t.Errorf("Events = %v; want %d", ev, wantEvents)
@@ -399,9 +403,16 @@ func TestLeastPrivilege(t *testing.T) {
 		"arn:${AWS::Partition}:ssm:${AWS::Region}:${AWS::AccountId}:parameter/${Path}",
 		map[string]any{"Path": map[string]any{"Fn::Select": []any{"1", map[string]any{"Fn::Split": []any{"ssm:/", map[string]any{"Fn::Join": []any{"", []any{ref("Agents"), "ssm:/"}}}}}}}},
 	}}
-	wantRemote := map[string]map[string]any{
-		"ChatFunction":       {"lambda:InvokeFunction": ref("LambdaToolArns"), "ssm:GetParameter": ref("McpSecretParameterArns"), "ssm:GetParametersByPath": agentsPath},
-		"ChatStreamFunction": {"lambda:InvokeFunction": ref("LambdaToolArns"), "ssm:GetParameter": ref("McpSecretParameterArns"), "ssm:GetParametersByPath": agentsPath},
+	// The system prompt's parameter, after ssm:/, which every function
+	// reads.
+	promptName := map[string]any{"Fn::Sub": []any{
+		"arn:${AWS::Partition}:ssm:${AWS::Region}:${AWS::AccountId}:parameter/${Name}",
+		map[string]any{"Name": map[string]any{"Fn::Select": []any{"1", map[string]any{"Fn::Split": []any{"ssm:/", map[string]any{"Fn::Join": []any{"", []any{ref("SystemPrompt"), "ssm:/"}}}}}}}},
+	}}
+	wantRemote := map[string]map[string][]any{
+		"ChatFunction":       {"lambda:InvokeFunction": {ref("LambdaToolArns")}, "ssm:GetParameter": {ref("McpSecretParameterArns"), promptName}, "ssm:GetParametersByPath": {agentsPath}},
+		"ChatStreamFunction": {"lambda:InvokeFunction": {ref("LambdaToolArns")}, "ssm:GetParameter": {ref("McpSecretParameterArns"), promptName}, "ssm:GetParametersByPath": {agentsPath}},
+		"StructuredFunction": {"ssm:GetParameter": {promptName}},
 	}
 
 	// The other models (AdditionalModelArns), exactly as listed, and only
@@ -413,7 +424,7 @@ func TestLeastPrivilege(t *testing.T) {
 		t.Run(id, func(t *testing.T) {
 			var dynamo, dynamoHolds, bedrock, invokeResources, guardrailResources []string
 			queriesIndex, additional := false, false
-			remote := map[string]any{}
+			remote := map[string][]any{}
 			for _, s := range tp.statements(t, id) {
 				service := ""
 				for _, a := range s.Actions {
@@ -484,12 +495,12 @@ func TestLeastPrivilege(t *testing.T) {
 						t.Errorf("remote tools' grant %v on %v, condition %v; want one action on one list", s.Actions, s.Resources, s.Condition)
 						continue
 					}
-					remote[s.Actions[0]] = s.Resources[0]
+					remote[s.Actions[0]] = append(remote[s.Actions[0]], s.Resources[0])
 				default:
 					t.Errorf("unexpected actions %v", s.Actions)
 				}
 			}
-			if diff := cmp.Diff(wantRemote[id], remote, cmpopts.EquateEmpty()); diff != "" {
+			if diff := cmp.Diff(wantRemote[id], remote, cmpopts.EquateEmpty(), cmpopts.SortSlices(func(a, b any) bool { return fmt.Sprint(a) < fmt.Sprint(b) })); diff != "" {
 				t.Errorf("remote tools' grants (-want +got):\n%s", diff)
 			}
 			if !additional {
