@@ -67,8 +67,9 @@ var _ agent.ToolSet = (*A2A)(nil)
 
 // NewA2A returns the tool set of agents, whose secret headers are resolved
 // already (see ResolveA2ASecrets). It makes no request: Start, the first
-// turn or Client fetches the cards. An agent whose card URL is the Lambda
-// Runtime API is left out now, with a warning.
+// turn or Client fetches the cards. An agent that can never be used, its
+// card URL the Lambda Runtime API, or its auth aws_iam without
+// Credentials or a region, is left out now, with a warning.
 func NewA2A(agents []A2AAgent, opts A2AOptions) *A2A {
 	opts.Logger = cmp.Or(opts.Logger, slog.Default())
 	if opts.Getenv == nil {
@@ -93,6 +94,9 @@ func NewA2A(agents []A2AAgent, opts A2AOptions) *A2A {
 		if err == nil && cfg.Auth == A2AAuthIAM {
 			signer = &iamSigner{creds: opts.Credentials, signer: v4.NewSigner(), now: opts.Now}
 			signer.region, err = signingRegion(u.Hostname(), opts.Getenv)
+			if opts.Credentials == nil {
+				err = fmt.Errorf("auth %s: no AWS credentials to sign with", A2AAuthIAM)
+			}
 		}
 		if err != nil {
 			a.broken = fmt.Errorf("A2A agent %s: %w", cfg.Name, err)

@@ -171,6 +171,8 @@ func TestSigningRegion(t *testing.T) {
 		{"abcdefghij0123456789.lambda-url.eu-west-1.on.aws", "us-east-1", "eu-west-1"},
 		{"agent.example.com", "us-east-1", "us-east-1"},
 		{"abc.lambda-url.eu-west-1.on.aws.evil.example", "us-east-1", "us-east-1"},
+		{"abc.lambda-url.on.aws", "us-east-1", "us-east-1"},
+		{".lambda-url.eu-west-1.on.aws", "us-east-1", "us-east-1"},
 	} {
 		got, err := signingRegion(tt.host, env(tt.env))
 		if err != nil || got != tt.want {

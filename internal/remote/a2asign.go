@@ -8,7 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"regexp"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -24,15 +24,12 @@ type iamSigner struct {
 	now    func() time.Time
 }
 
-// functionURLHost is the host of a Lambda function URL, whose second
-// group is its region.
-var functionURLHost = regexp.MustCompile(`^[a-z0-9]+\.lambda-url\.([a-z0-9-]+)\.on\.aws$`)
-
-// signingRegion is the region to sign for: the function URL's, or
-// AWS_REGION's for another host.
+// signingRegion is the region to sign for: the function URL's, whose
+// host is <id>.lambda-url.<region>.on.aws, or AWS_REGION's for another
+// host.
 func signingRegion(host string, getenv func(string) string) (string, error) {
-	if m := functionURLHost.FindStringSubmatch(host); m != nil {
-		return m[1], nil
+	if l := strings.Split(strings.ToLower(host), "."); len(l) == 5 && l[0] != "" && l[1] == "lambda-url" && l[2] != "" && l[3] == "on" && l[4] == "aws" {
+		return l[2], nil
 	}
 	if r := getenv("AWS_REGION"); r != "" {
 		return r, nil

@@ -137,8 +137,11 @@ func TestA2AIAMSignsForTheOriginOnly(t *testing.T) {
 
 	ok := startAgent(t, serverOpts{})
 	set, logs := newA2A(t, remote.A2AOptions{Getenv: getenv}, remote.A2AAgent{Name: "weather", CardURL: ok.CardURL, Auth: remote.A2AAuthIAM})
+	if !strings.Contains(logs.String(), "A2A agent left out") || !strings.Contains(logs.String(), "no AWS credentials") {
+		t.Errorf("no warning at NewA2A:\n%s", logs)
+	}
 	if _, err := set.Client(t.Context(), "weather"); err == nil || !strings.Contains(err.Error(), "no AWS credentials") {
-		t.Errorf("without credentials: %v\n%s", err, logs)
+		t.Errorf("without credentials: %v", err)
 	}
 	if got := ok.Requests(); len(got) != 0 {
 		t.Errorf("%d requests sent unsigned", len(got))
