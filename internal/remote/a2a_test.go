@@ -421,11 +421,13 @@ func TestA2AFailures(t *testing.T) {
 		{name: "HTTP error", opts: serverOpts{rpc: func(w http.ResponseWriter, r *http.Request) { http.Error(w, "down", http.StatusBadGateway) }}, says: "502"},
 		{name: "huge", opts: serverOpts{rpc: huge}, is: remote.ErrTooLarge},
 		{name: "huge stream", opts: serverOpts{streaming: true, rpc: func(w http.ResponseWriter, r *http.Request) {
-			// Events of 1 MiB each, which the SDK reads one by one.
+			// An event, then comments of 1 MiB each, which the SDK's
+			// parser reads line by line and skips.
 			w.Header().Set("Content-Type", "text/event-stream")
-			event := fmt.Sprintf(`data: {"jsonrpc":"2.0","id":"1","result":{"statusUpdate":{"taskId":"t","contextId":"c","status":{"state":"TASK_STATE_WORKING","message":{"messageId":"m","role":"ROLE_AGENT","parts":[{"text":"%s"}]}}}}}`+"\n\n", strings.Repeat("x", 1<<20))
+			_, _ = fmt.Fprint(w, `data: {"jsonrpc":"2.0","id":"1","result":{"task":{"id":"t","contextId":"c","status":{"state":"TASK_STATE_WORKING"}}}}`+"\n\n")
+			comment := ": " + strings.Repeat("x", 1<<20) + "\n"
 			for range (remote.MaxResponseBytes >> 20) + 2 {
-				if _, err := fmt.Fprint(w, event); err != nil {
+				if _, err := fmt.Fprint(w, comment); err != nil {
 					return
 				}
 			}
