@@ -92,22 +92,7 @@ func ParseMCPServers(v string) ([]MCPServer, error) {
 		if err := checkURL(s.URL); err != nil {
 			fail("url: %v", err)
 		}
-		for k, v := range s.Headers {
-			if !headerNamePattern.MatchString(k) || strings.ContainsAny(v, "\r\n") {
-				fail("header %q is not a valid HTTP header", k)
-			}
-		}
-		for k, p := range s.SecretHeaders {
-			if !headerNamePattern.MatchString(k) {
-				fail("secret header %q is not a valid HTTP header name", k)
-			}
-			if _, dup := s.Headers[k]; dup {
-				fail("header %q is set both as is and from a secret", k)
-			}
-			if p == "" {
-				fail("secret header %q names no SSM parameter", k)
-			}
-		}
+		checkHeaders(s.Headers, s.SecretHeaders, fail)
 		if p := s.ToolPrefix(); p != "" && !agent.ValidToolName(p) {
 			fail("prefix %q may hold only letters, digits, _ and -", p)
 		}
@@ -116,6 +101,27 @@ func ParseMCPServers(v string) ([]MCPServer, error) {
 		return nil, err
 	}
 	return servers, nil
+}
+
+// checkHeaders reports, through fail, the headers and secret headers of
+// an entry that are not valid HTTP headers, or set twice.
+func checkHeaders(headers, secretHeaders map[string]string, fail func(format string, args ...any)) {
+	for k, v := range headers {
+		if !headerNamePattern.MatchString(k) || strings.ContainsAny(v, "\r\n") {
+			fail("header %q is not a valid HTTP header", k)
+		}
+	}
+	for k, p := range secretHeaders {
+		if !headerNamePattern.MatchString(k) {
+			fail("secret header %q is not a valid HTTP header name", k)
+		}
+		if _, dup := headers[k]; dup {
+			fail("header %q is set both as is and from a secret", k)
+		}
+		if p == "" {
+			fail("secret header %q names no SSM parameter", k)
+		}
+	}
 }
 
 // checkURL accepts https, and http to a loopback address, where nothing

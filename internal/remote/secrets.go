@@ -19,33 +19,52 @@ type ParameterGetter interface {
 // their Headers. A server whose secret cannot be read is left out, and its
 // error returned: without its credentials, its tools cannot work.
 func ResolveSecrets(ctx context.Context, client ParameterGetter, servers []MCPServer) ([]MCPServer, []error) {
+	return resolveSecrets(ctx, client, servers, func(s *MCPServer) (string, *map[string]string, map[string]string) {
+		return "MCP server " + s.Name, &s.Headers, s.SecretHeaders
+	})
+}
+
+// ResolveA2ASecrets is ResolveSecrets for A2A agents: it returns the agents
+// with the values of their SecretHeaders in their Headers, and leaves out
+// an agent whose secret cannot be read, with its error.
+func ResolveA2ASecrets(ctx context.Context, client ParameterGetter, agents []A2AAgent) ([]A2AAgent, []error) {
+	return resolveSecrets(ctx, client, agents, func(a *A2AAgent) (string, *map[string]string, map[string]string) {
+		return "A2A agent " + a.Name, &a.Headers, a.SecretHeaders
+	})
+}
+
+// resolveSecrets is ResolveSecrets for any entry that has headers and
+// secret headers: fields gives an entry's name for errors, where its
+// headers are, and its secret headers.
+func resolveSecrets[T any](ctx context.Context, client ParameterGetter, entries []T, fields func(*T) (name string, headers *map[string]string, secrets map[string]string)) ([]T, []error) {
 	values := map[string]string{}
-	var out []MCPServer
+	var out []T
 	var errs []error
-	for _, s := range servers {
-		if len(s.SecretHeaders) == 0 {
-			out = append(out, s)
+	for _, e := range entries {
+		name, headers, secrets := fields(&e)
+		if len(secrets) == 0 {
+			out = append(out, e)
 			continue
 		}
-		h := maps.Clone(s.Headers)
+		h := maps.Clone(*headers)
 		if h == nil {
 			h = map[string]string{}
 		}
 		var failed error
-		for header, name := range s.SecretHeaders {
-			v, ok := values[name]
+		for header, param := range secrets {
+			v, ok := values[param]
 			if !ok {
-				p, err := client.GetParameter(ctx, &ssm.GetParameterInput{Name: aws.String(name), WithDecryption: aws.Bool(true)})
+				p, err := client.GetParameter(ctx, &ssm.GetParameterInput{Name: aws.String(param), WithDecryption: aws.Bool(true)})
 				if err != nil {
-					failed = fmt.Errorf("MCP server %s: read the SSM parameter %s for the header %s: %w", s.Name, name, header, err)
+					failed = fmt.Errorf("%s: read the SSM parameter %s for the header %s: %w", name, param, header, err)
 					break
 				}
 				if p.Parameter == nil || p.Parameter.Value == nil {
-					failed = fmt.Errorf("MCP server %s: the SSM parameter %s has no value", s.Name, name)
+					failed = fmt.Errorf("%s: the SSM parameter %s has no value", name, param)
 					break
 				}
 				v = *p.Parameter.Value
-				values[name] = v
+				values[param] = v
 			}
 			h[header] = v
 		}
@@ -53,8 +72,8 @@ func ResolveSecrets(ctx context.Context, client ParameterGetter, servers []MCPSe
 			errs = append(errs, failed)
 			continue
 		}
-		s.Headers = h
-		out = append(out, s)
+		*headers = h
+		out = append(out, e)
 	}
 	return out, errs
 }
