@@ -46,18 +46,25 @@ func main() {
 	quick := flag.Bool("quick", false, "fewer runs: a look, not a measurement")
 	out := flag.String("o", "BENCHMARKS.md", "file to write the results into, between its bench markers; empty to only print")
 	before := flag.String("stream-before", "", "the stream function's bootstrap built from an earlier commit, whose cold start to time in turn with this tree's (docs/testing.md)")
+	chatBefore := flag.String("chat-before", "", "the chat function's bootstrap built from an earlier commit, timed in turn with this tree's, as -stream-before")
 	flag.Parse()
 	cfg := config{coldRuns: 25, warmTurns: 200, costTurns: 20}
 	if *quick {
 		cfg = config{coldRuns: 5, warmTurns: 30, costTurns: 6}
 	}
-	if *before != "" {
-		abs, err := filepath.Abs(*before)
+	for _, b := range []struct {
+		flag string
+		to   *string
+	}{{*before, &cfg.streamBefore}, {*chatBefore, &cfg.chatBefore}} {
+		if b.flag == "" {
+			continue
+		}
+		abs, err := filepath.Abs(b.flag)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "bench:", err)
 			os.Exit(2)
 		}
-		cfg.streamBefore = abs
+		*b.to = abs
 	}
 	ctx := context.Background()
 	report, err := run(ctx, cfg)
@@ -77,9 +84,9 @@ func main() {
 
 type config struct {
 	coldRuns, warmTurns, costTurns int
-	// streamBefore is a build of the stream function to time against this
-	// tree's; empty for none.
-	streamBefore string
+	// streamBefore and chatBefore are builds of the stream and chat
+	// functions to time against this tree's; empty for none.
+	streamBefore, chatBefore string
 }
 
 func run(ctx context.Context, cfg config) (string, error) {

@@ -27,18 +27,20 @@ func main() {
 	off := flag.Bool("offline", false, "use the offline model even when AWS credentials are found")
 	var mcp endpoints
 	flag.Var(&mcp, "mcp", "the URL of an MCP server (streamable HTTP) whose tools the agent may use; repeat for more")
+	var a2a endpoints
+	flag.Var(&a2a, "a2a", "the URL of a remote agent's A2A card (or its base URL) that the agent may call as a tool; repeat for more")
 	otel := flag.String("otel", "", "an OTLP/HTTP endpoint, such as http://localhost:4318, to send traces to")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	err := devrun.Run(ctx, devrun.Options{Addr: *addr, Offline: *off, Getenv: os.Getenv, Out: os.Stderr, MCP: mcp, OTel: *otel})
+	err := devrun.Run(ctx, devrun.Options{Addr: *addr, Offline: *off, Getenv: os.Getenv, Out: os.Stderr, MCP: mcp, A2A: a2a, OTel: *otel})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "local:", err)
 		os.Exit(1)
 	}
 }
 
-// endpoints collects the -mcp flags.
+// endpoints collects the -mcp and -a2a flags.
 type endpoints []string
 
 func (e *endpoints) String() string { return strings.Join(*e, ",") }

@@ -196,6 +196,13 @@ func checkAudiences(c *Config) []error {
 	for i, s := range c.MCPServers {
 		check("MCP_SERVERS", i, s.Name, s.Agents)
 	}
+	for i, a := range c.A2AAgents {
+		check("A2A_AGENTS", i, a.Name, a.Agents)
+		if slices.Contains(c.Tools, a.Name) || slices.ContainsFunc(c.LambdaTools, func(t remote.LambdaTool) bool { return t.Name == a.Name }) ||
+			slices.ContainsFunc(c.Agents, func(s SubAgent) bool { return s.Name == a.Name }) {
+			errs = append(errs, fmt.Errorf("A2A_AGENTS: [%d] %s: another tool, Lambda tool or sub-agent has this name; name the remote agent otherwise", i, a.Name))
+		}
+	}
 	for i, t := range c.LambdaTools {
 		check("LAMBDA_TOOLS", i, t.Name, t.Agents)
 		if len(t.Agents) > 0 && slices.Contains(c.ApprovalTools, t.Name) && !slices.ContainsFunc(t.Agents, func(n string) bool { return !fresh[n] }) {

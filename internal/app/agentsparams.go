@@ -71,6 +71,66 @@ func LoadSystemPrompt(ctx context.Context, client remote.ParameterGetter, cfg *C
 	return nil
 }
 
+// parametersUnder reads the parameters directly under path, decrypted,
+// through every page, in the order of their names: at least one, at most
+// limit, each an entry (a what) of the variable that names the path.
+func parametersUnder(ctx context.Context, client ParametersByPath, variable, path string, limit int, what string) ([]types.Parameter, error) {
+	ctx, cancel := context.WithTimeout(ctx, ssmTimeout)
+	defer cancel()
+	var params []types.Parameter
+	pages := ssm.NewGetParametersByPathPaginator(client, &ssm.GetParametersByPathInput{
+		Path:           aws.String(path),
+		Recursive:      aws.Bool(false),
+		WithDecryption: aws.Bool(true),
+	})
+	for pages.HasMorePages() {
+		out, err := pages.NextPage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("configuration: %s: read the parameters under %s: %w", variable, path, err)
+		}
+		if params = append(params, out.Parameters...); len(params) > limit {
+			return nil, fmt.Errorf("configuration: %s: more than %d parameters under %s; at most %d %ss", variable, limit, path, limit, what)
+		}
+	}
+	if len(params) == 0 {
+		return nil, fmt.Errorf("configuration: %s: no parameters under %s: each %s is one, a JSON object", variable, path, what)
+	}
+	slices.SortFunc(params, func(a, b types.Parameter) int { return cmp.Compare(aws.ToString(a.Name), aws.ToString(b.Name)) })
+	return params, nil
+}
+
+// MaxA2AAgents bounds the remote agents of an A2A_AGENTS path.
+const MaxA2AAgents = 20
+
+// LoadA2AAgents reads the remote agents of cfg.A2AAgentsPath into
+// cfg.A2AAgents, when it is set: one a parameter directly under the path,
+// each a JSON object as an entry of the inline list, checked as the list
+// is (in the order of the parameters' names), and against the tools and
+// sub-agents.
+func LoadA2AAgents(ctx context.Context, client ParametersByPath, cfg *Config) error {
+	if cfg.A2AAgentsPath == "" {
+		return nil
+	}
+	params, err := parametersUnder(ctx, client, "A2A_AGENTS", cfg.A2AAgentsPath, MaxA2AAgents, "agent")
+	if err != nil {
+		return err
+	}
+	values := make([]string, len(params))
+	for i, p := range params {
+		values[i] = aws.ToString(p.Value)
+	}
+	agents, err := remote.ParseA2AAgents("[" + strings.Join(values, ",") + "]")
+	if err == nil {
+		cfg.A2AAgents = agents
+		err = errors.Join(checkAudiences(cfg)...)
+	}
+	if err != nil {
+		cfg.A2AAgents = nil
+		return fmt.Errorf("configuration: A2A_AGENTS: %s (its parameters in name order): %w", agentsPathPrefix+cfg.A2AAgentsPath, err)
+	}
+	return nil
+}
+
 // LoadAgents reads the agents of cfg.AgentsPath into cfg.Agents, when it
 // is set: one a parameter directly under the path, each a JSON object as
 // an entry of the inline list, read decrypted with GetParametersByPath,
@@ -82,27 +142,10 @@ func LoadAgents(ctx context.Context, client ParametersByPath, cfg *Config) error
 	if cfg.AgentsPath == "" {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, ssmTimeout)
-	defer cancel()
-	var params []types.Parameter
-	pages := ssm.NewGetParametersByPathPaginator(client, &ssm.GetParametersByPathInput{
-		Path:           aws.String(cfg.AgentsPath),
-		Recursive:      aws.Bool(false),
-		WithDecryption: aws.Bool(true),
-	})
-	for pages.HasMorePages() {
-		out, err := pages.NextPage(ctx)
-		if err != nil {
-			return fmt.Errorf("configuration: AGENTS: read the parameters under %s: %w", cfg.AgentsPath, err)
-		}
-		if params = append(params, out.Parameters...); len(params) > MaxSubAgents {
-			return fmt.Errorf("configuration: AGENTS: more than %d parameters under %s; at most %d agents", MaxSubAgents, cfg.AgentsPath, MaxSubAgents)
-		}
+	params, err := parametersUnder(ctx, client, "AGENTS", cfg.AgentsPath, MaxSubAgents, "agent")
+	if err != nil {
+		return err
 	}
-	if len(params) == 0 {
-		return fmt.Errorf("configuration: AGENTS: no parameters under %s: each agent is one, a JSON object", cfg.AgentsPath)
-	}
-	slices.SortFunc(params, func(a, b types.Parameter) int { return cmp.Compare(aws.ToString(a.Name), aws.ToString(b.Name)) })
 	agents := make([]SubAgent, len(params))
 	where := make([]string, len(params))
 	var errs []error

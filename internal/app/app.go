@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/lambda-agent/lambda-agent/internal/a2a"
 	"io"
 	"log/slog"
@@ -65,6 +66,9 @@ type Remote struct {
 	// HTTP makes MCP requests; nil means an http.Client with the
 	// defaults of remote.MCP.
 	HTTP *http.Client
+	// Credentials sign the requests to A2A_AGENTS' agents whose auth is
+	// aws_iam: the function's role's.
+	Credentials aws.CredentialsProvider
 }
 
 // App is what New built: the handler, and the parts it is made of, which
@@ -239,6 +243,17 @@ func newAgent(cfg *Config, client bedrock.ConverseAPI, opts Options, tracing *te
 	sets, agentSets, err := mcpTools(cfg, opts, names)
 	if err != nil {
 		return nil, err
+	}
+	a2aSet, a2aAgentSets, err := a2aTools(cfg, opts)
+	if err != nil {
+		return nil, err
+	}
+	sets = append(sets, a2aSet...)
+	if agentSets == nil {
+		agentSets = map[string][]agent.ToolSet{}
+	}
+	for name, s := range a2aAgentSets {
+		agentSets[name] = append(agentSets[name], s...)
 	}
 	delegations, err := subAgents(cfg, builtins, func(sa SubAgent, tools []agent.Tool) (*agent.Agent, error) {
 		model, err := w.model(cmp.Or(sa.ModelID, cfg.ModelID))
@@ -501,6 +516,51 @@ func mcpTools(cfg *Config, opts Options, taken []string) (main []agent.ToolSet, 
 	return main, byAgent, nil
 }
 
+// a2aTools returns the tool sets of cfg's remote A2A agents, whose cards
+// are being fetched: the main agent's, of the agents whose entries name no
+// sub-agents, and each sub-agent's, of those that name it. An agent whose
+// secrets cannot be read is left out, with an error in the log, as an MCP
+// server is.
+func a2aTools(cfg *Config, opts Options) (main []agent.ToolSet, byAgent map[string][]agent.ToolSet, err error) {
+	byAgent = map[string][]agent.ToolSet{}
+	if len(cfg.A2AAgents) == 0 || !runsTools(opts) {
+		return nil, byAgent, nil
+	}
+	logger := cmp.Or(opts.Logger, slog.Default())
+	agents := cfg.A2AAgents
+	if slices.ContainsFunc(agents, func(a remote.A2AAgent) bool { return len(a.SecretHeaders) > 0 }) {
+		if opts.Remote.SSM == nil {
+			return nil, nil, errors.New("app: A2A_AGENTS names secret headers, and no SSM client was given")
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), ssmTimeout)
+		defer cancel()
+		var errs []error
+		agents, errs = remote.ResolveA2ASecrets(ctx, opts.Remote.SSM, agents)
+		for _, err := range errs {
+			logger.Error("A2A agent left out", "error", err.Error())
+		}
+	}
+	set := remote.NewA2A(agents, remote.A2AOptions{Logger: logger, Credentials: opts.Remote.Credentials, Approval: cfg.ApprovalTools})
+	set.Start()
+	var shared []string
+	audiences := map[string][]string{}
+	for _, a := range agents {
+		if a.Agents == nil {
+			shared = append(shared, a.Name)
+		}
+		for _, sub := range a.Agents {
+			audiences[sub] = append(audiences[sub], a.Name)
+		}
+	}
+	if len(shared) > 0 {
+		main = []agent.ToolSet{set.Only(shared...)}
+	}
+	for sub, names := range audiences {
+		byAgent[sub] = []agent.ToolSet{set.Only(names...)}
+	}
+	return main, byAgent, nil
+}
+
 // logToolErrors returns a hook that logs each tool run whose result is an
 // error, at warning level. The model gets the error and the turn goes on, so
 // without this line a failing tool, or one that panics, is invisible to an
@@ -555,8 +615,11 @@ func NewFromEnv(ctx context.Context, getenv func(string) string, opts Options) (
 	if len(cfg.LambdaTools) > 0 && runsTools(opts) && opts.Remote.Lambda == nil {
 		opts.Remote.Lambda = lambda.NewFromConfig(awsCfg)
 	}
+	if len(cfg.A2AAgents) > 0 || cfg.A2AAgentsPath != "" {
+		opts.Remote.Credentials = cmp.Or(opts.Remote.Credentials, awsCfg.Credentials)
+	}
 	var params *ssm.Client
-	if ((len(cfg.MCPServers) > 0 || cfg.AgentsPath != "") && runsTools(opts)) || cfg.SystemPromptParam != "" {
+	if ((len(cfg.MCPServers) > 0 || cfg.AgentsPath != "" || cfg.A2AAgentsPath != "" || len(cfg.A2AAgents) > 0) && runsTools(opts)) || cfg.SystemPromptParam != "" {
 		params = ssm.NewFromConfig(awsCfg)
 		if opts.Remote.SSM == nil && runsTools(opts) {
 			opts.Remote.SSM = params
@@ -570,6 +633,11 @@ func NewFromEnv(ctx context.Context, getenv func(string) string, opts Options) (
 	// needs no agents, and its role may not read them.
 	if cfg.AgentsPath != "" && runsTools(opts) {
 		if err := LoadAgents(ctx, params, cfg); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.A2AAgentsPath != "" && runsTools(opts) {
+		if err := LoadA2AAgents(ctx, params, cfg); err != nil {
 			return nil, err
 		}
 	}

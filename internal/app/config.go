@@ -78,6 +78,14 @@ type Config struct {
 	// LambdaTools is LAMBDA_TOOLS, a JSON list of the Lambda functions the
 	// agent may call as tools.
 	LambdaTools []remote.LambdaTool
+	// A2AAgents is A2A_AGENTS, a JSON list of the remote agents, reached
+	// over A2A, that the agent may call as tools (docs/a2a.md), or those
+	// read from A2AAgentsPath.
+	A2AAgents []remote.A2AAgent
+	// A2AAgentsPath is the SSM parameter path that A2A_AGENTS names as
+	// ssm:/a/path, under which each remote agent is a parameter:
+	// LoadA2AAgents reads them into A2AAgents.
+	A2AAgentsPath string
 	// Agents is AGENTS, a JSON list of the sub-agents the main agent may
 	// delegate tasks to (docs/subagents.md), or those read from AgentsPath.
 	Agents []SubAgent
@@ -239,6 +247,13 @@ func ConfigFromEnv(getenv func(string) string) (*Config, error) {
 		if slices.Contains(c.Tools, t.Name) {
 			p.fail("LAMBDA_TOOLS: %q is the name of a built-in tool that TOOLS enables; name the function's tool otherwise", t.Name)
 		}
+	}
+	if v := strings.TrimSpace(getenv("A2A_AGENTS")); strings.HasPrefix(v, agentsPathPrefix) {
+		if c.A2AAgentsPath, err = agentsPath(v); err != nil {
+			p.fail("A2A_AGENTS: %v", err)
+		}
+	} else {
+		c.A2AAgents = jsonList(p, "A2A_AGENTS", remote.ParseA2AAgents)
 	}
 	c.ApprovalTools = p.approvalTools("APPROVAL_TOOLS", c)
 	c.DirectTools = p.toolNames("DIRECT_TOOLS")
@@ -454,6 +469,9 @@ func (p *parser) approvalTools(name string, c *Config) []string {
 	enabled := slices.Clone(c.Tools)
 	for _, t := range c.LambdaTools {
 		enabled = append(enabled, t.Name)
+	}
+	for _, a := range c.A2AAgents {
+		enabled = append(enabled, a.Name)
 	}
 	names := list(p.getenv(name))
 	for _, n := range names {

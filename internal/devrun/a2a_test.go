@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"net/http"
 	"regexp"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2aclient"
 	"github.com/a2aproject/a2a-go/v2/a2aclient/agentcard"
+	"github.com/lambda-agent/lambda-agent/internal/devrun"
 	"github.com/lambda-agent/lambda-agent/internal/testkit"
 )
 
@@ -25,11 +27,15 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 	return http.DefaultTransport.RoundTrip(r)
 }
 
-// a2aClient discovers the local run's card as sub, and returns a client
-// built from it by the official SDK, which calls the URL the card names.
+// a2aClient discovers the local run's card as sub ("" for the anonymous
+// caller), and returns a client built from it by the official SDK, which
+// calls the URL the card names.
 func a2aClient(t *testing.T, url, sub string) (*a2aclient.Client, *a2a.AgentCard) {
 	t.Helper()
-	hc := &http.Client{Transport: bearer{sub}}
+	hc := http.DefaultClient
+	if sub != "" {
+		hc = &http.Client{Transport: bearer{sub}}
+	}
 	card, err := agentcard.NewResolver(hc).Resolve(t.Context(), url)
 	if err != nil {
 		t.Fatal(err)
@@ -347,4 +353,35 @@ func answersShown(section string) [][]string {
 		}
 	}
 	return out
+}
+
+// TestA2AAgentCallsAnother: one local run calls another as a tool of its
+// own, named in A2A_AGENTS by its card, or by the -a2a flag with its base
+// URL: the model's call reaches the other agent through the official
+// SDK's client, and its answer comes back as the tool's result, which the
+// first agent's answer reports. The other agent keeps the conversation.
+func TestA2AAgentCallsAnother(t *testing.T) {
+	helper := start(t, map[string]string{"A2A_NAME": "helper", "A2A_DESCRIPTION": "Echoes what it is told."})
+	byEnv := start(t, map[string]string{
+		"A2A_AGENTS": `[{"name":"helper","card_url":"` + helper + `/.well-known/agent-card.json"}]`,
+	})
+	byFlag, out := startRun(t, devrun.Options{A2A: []string{helper}, Getenv: func(string) string { return "" }})
+	if !strings.Contains(out.String(), "the tool a2a calls the agent whose card is "+helper+"/.well-known/agent-card.json") {
+		t.Errorf("the local run does not say it calls the helper:\n%s", out.String())
+	}
+	for i, run := range []struct{ url, tool string }{{byEnv, "helper"}, {byFlag, "a2a"}} {
+		c, _ := a2aClient(t, run.url, "alice")
+		text := fmt.Sprintf("ping %d from alice", i)
+		task := send(t, c, a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart(`/tool `+run.tool+` {"message":"`+text+`"}`)))
+		if task.Status.State != a2a.TaskStateCompleted || !strings.Contains(lastArtifact(task), text) {
+			t.Fatalf("%s: task %s, answer %q", run.tool, task.Status.State, lastArtifact(task))
+		}
+	}
+	// The helper holds the conversations it was sent, under the caller's
+	// anonymous owner there.
+	other, _ := a2aClient(t, helper, "")
+	list, err := other.ListTasks(t.Context(), &a2a.ListTasksRequest{IncludeArtifacts: true})
+	if err != nil || len(list.Tasks) != 2 {
+		t.Fatalf("the helper's tasks: %v, %+v", err, list)
+	}
 }

@@ -60,6 +60,11 @@ type Options struct {
 	// beside those MCP_SERVERS names: each is a server named mcp, mcp2 and
 	// on, whose tools' names start with that name and _.
 	MCP []string
+	// A2A are remote agents the agent may call as tools, beside those
+	// A2A_AGENTS names: each a card's URL, or the base URL of an agent
+	// whose card is at /.well-known/agent-card.json, named a2a, a2a2 and
+	// on.
+	A2A []string
 	// OTel, when set, is an OTLP/HTTP endpoint, such as a local Jaeger's
 	// http://localhost:4318, that the turns' traces are sent to, as
 	// OTEL_EXPORTER_OTLP_ENDPOINT would.
@@ -168,9 +173,15 @@ func Run(ctx context.Context, opts Options) error {
 	if cfg.MCPServers, err = withMCP(cfg.MCPServers, opts.MCP); err != nil {
 		return err
 	}
-	if cfg.AgentsPath != "" { // AGENTS=ssm:/a/path, read from SSM as a function does
+	if cfg.A2AAgents, err = withA2A(cfg.A2AAgents, opts.A2A); err != nil {
+		return err
+	}
+	if cfg.AgentsPath != "" || cfg.A2AAgentsPath != "" { // ssm:/a/path, read from SSM as a function does
 		client := ssm.NewFromConfig(awsCfg, func(o *ssm.Options) { localCredentials(ctx, awsCfg, &o.Credentials) })
 		if err := app.LoadAgents(ctx, client, cfg); err != nil {
+			return err
+		}
+		if err := app.LoadA2AAgents(ctx, client, cfg); err != nil {
 			return err
 		}
 	}
@@ -202,6 +213,10 @@ func Run(ctx context.Context, opts Options) error {
 	for _, s := range cfg.MCPServers {
 		fmt.Fprintf(opts.Out, "  mcp:      %s at %s, tools named %s* (listed in the background; /tool NAME {JSON} calls one offline)\n", s.Name, s.URL, s.ToolPrefix())
 	}
+	for _, a := range cfg.A2AAgents {
+		fmt.Fprintf(opts.Out, "  a2a:      the tool %s calls the agent whose card is %s (/tool %[1]s {\"message\": \"...\"} calls it offline)\n", a.Name, a.CardURL)
+	}
+	fmt.Fprintf(opts.Out, "  a2a card: %s/.well-known/agent-card.json, JSON-RPC at %[1]s/a2a\n", url)
 	if a.Tracing.On() {
 		fmt.Fprintf(opts.Out, "  traces:   OTLP/HTTP to %s, service %s\n", cfg.Tracing.Endpoint, cfg.Tracing.ServiceName)
 		defer func() { _ = a.Tracing.Shutdown(context.Background()) }() // each request's spans were sent already
@@ -338,6 +353,34 @@ func withMCP(servers []remote.MCPServer, endpoints []string) ([]remote.MCPServer
 	return all, nil
 }
 
+// withA2A adds to agents one for each card URL, named a2a, a2a2 and on,
+// checked as A2A_AGENTS is: a URL that is not a card's is taken for the
+// base of an agent whose card is at the well-known path.
+func withA2A(agents []remote.A2AAgent, cards []string) ([]remote.A2AAgent, error) {
+	if len(cards) == 0 {
+		return agents, nil
+	}
+	all := slices.Clone(agents)
+	for i, card := range cards {
+		name := "a2a"
+		if i > 0 {
+			name = fmt.Sprintf("a2a%d", i+1)
+		}
+		if !strings.HasSuffix(card, ".json") {
+			card = strings.TrimSuffix(card, "/") + "/.well-known/agent-card.json"
+		}
+		all = append(all, remote.A2AAgent{Name: name, CardURL: card})
+	}
+	raw, err := json.Marshal(all)
+	if err != nil {
+		return nil, err
+	}
+	if all, err = remote.ParseA2AAgents(string(raw)); err != nil {
+		return nil, fmt.Errorf("-a2a: %w", err)
+	}
+	return all, nil
+}
+
 // remoteClients returns the clients of the remote tools cfg names, on the
 // SDK's settings: AWS_ENDPOINT_URL_LAMBDA and AWS_ENDPOINT_URL_SSM reach
 // stand-ins, with placeholder credentials when there are none.
@@ -346,8 +389,12 @@ func remoteClients(ctx context.Context, cfg *app.Config, awsCfg aws.Config) app.
 	if len(cfg.LambdaTools) > 0 {
 		r.Lambda = lambda.NewFromConfig(awsCfg, func(o *lambda.Options) { localCredentials(ctx, awsCfg, &o.Credentials) })
 	}
-	if slices.ContainsFunc(cfg.MCPServers, func(s remote.MCPServer) bool { return len(s.SecretHeaders) > 0 }) {
+	if slices.ContainsFunc(cfg.MCPServers, func(s remote.MCPServer) bool { return len(s.SecretHeaders) > 0 }) ||
+		slices.ContainsFunc(cfg.A2AAgents, func(a remote.A2AAgent) bool { return len(a.SecretHeaders) > 0 }) {
 		r.SSM = ssm.NewFromConfig(awsCfg, func(o *ssm.Options) { localCredentials(ctx, awsCfg, &o.Credentials) })
+	}
+	if slices.ContainsFunc(cfg.A2AAgents, func(a remote.A2AAgent) bool { return a.Auth == remote.A2AAuthIAM }) && hasCredentials(ctx, awsCfg) {
+		r.Credentials = awsCfg.Credentials // a deployed agent's URL checks real signatures
 	}
 	return r
 }

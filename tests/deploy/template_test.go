@@ -52,6 +52,7 @@ var envVars = []string{
 	"MCP_SERVERS",
 	"LAMBDA_TOOLS",
 	"AGENTS",
+	"A2A_AGENTS",
 	"SESSION_TTL_DAYS",
 	"MAX_MESSAGE_BYTES",
 	"MAX_TOOL_RESULT_BYTES",
@@ -409,9 +410,24 @@ func TestLeastPrivilege(t *testing.T) {
 		"arn:${AWS::Partition}:ssm:${AWS::Region}:${AWS::AccountId}:parameter/${Name}",
 		map[string]any{"Name": map[string]any{"Fn::Select": []any{"1", map[string]any{"Fn::Split": []any{"ssm:/", map[string]any{"Fn::Join": []any{"", []any{ref("SystemPrompt"), "ssm:/"}}}}}}}},
 	}}
+	// The path of an A2aAgents that names one, as Agents'.
+	a2aPath := map[string]any{"Fn::Sub": []any{
+		"arn:${AWS::Partition}:ssm:${AWS::Region}:${AWS::AccountId}:parameter/${Path}",
+		map[string]any{"Path": map[string]any{"Fn::Select": []any{"1", map[string]any{"Fn::Split": []any{"ssm:/", map[string]any{"Fn::Join": []any{"", []any{ref("A2aAgents"), "ssm:/"}}}}}}}},
+	}}
+	// The functions that run tools may call the Lambda tools, and the
+	// remote A2A agents' functions through their URLs, read the MCP
+	// servers' and A2A agents' secrets and the paths of AGENTS and
+	// A2A_AGENTS; every function, the system prompt.
+	runsTools := map[string][]any{
+		"lambda:InvokeFunction":    {ref("LambdaToolArns"), ref("A2aAgentFunctionArns")},
+		"lambda:InvokeFunctionUrl": {ref("A2aAgentFunctionArns")},
+		"ssm:GetParameter":         {ref("McpSecretParameterArns"), ref("A2aSecretParameterArns"), promptName},
+		"ssm:GetParametersByPath":  {agentsPath, a2aPath},
+	}
 	wantRemote := map[string]map[string][]any{
-		"ChatFunction":       {"lambda:InvokeFunction": {ref("LambdaToolArns")}, "ssm:GetParameter": {ref("McpSecretParameterArns"), promptName}, "ssm:GetParametersByPath": {agentsPath}},
-		"ChatStreamFunction": {"lambda:InvokeFunction": {ref("LambdaToolArns")}, "ssm:GetParameter": {ref("McpSecretParameterArns"), promptName}, "ssm:GetParametersByPath": {agentsPath}},
+		"ChatFunction":       runsTools,
+		"ChatStreamFunction": runsTools,
 		"StructuredFunction": {"ssm:GetParameter": {promptName}},
 	}
 
