@@ -369,6 +369,7 @@ func TestA2AAgentCallsAnother(t *testing.T) {
 	if !strings.Contains(out.String(), "the tool a2a calls the agent whose card is "+helper+"/.well-known/agent-card.json") {
 		t.Errorf("the local run does not say it calls the helper:\n%s", out.String())
 	}
+	var contextID string
 	for i, run := range []struct{ url, tool string }{{byEnv, "helper"}, {byFlag, "a2a"}} {
 		c, _ := a2aClient(t, run.url, "alice")
 		text := fmt.Sprintf("ping %d from alice", i)
@@ -376,12 +377,30 @@ func TestA2AAgentCallsAnother(t *testing.T) {
 		if task.Status.State != a2a.TaskStateCompleted || !strings.Contains(lastArtifact(task), text) {
 			t.Fatalf("%s: task %s, answer %q", run.tool, task.Status.State, lastArtifact(task))
 		}
+		if i == 0 {
+			// A follow-up in the same session goes on with the helper's
+			// conversation, whose context the session keeps.
+			next := a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart(`/tool helper {"message":"and again"}`))
+			next.ContextID = task.ContextID
+			if again := send(t, c, next); !strings.Contains(lastArtifact(again), "and again") {
+				t.Fatalf("the follow-up: %q", lastArtifact(again))
+			}
+		}
 	}
 	// The helper holds the conversations it was sent, under the caller's
-	// anonymous owner there.
+	// anonymous owner there: the first two in one context.
 	other, _ := a2aClient(t, helper, "")
 	list, err := other.ListTasks(t.Context(), &a2a.ListTasksRequest{IncludeArtifacts: true})
 	if err != nil || len(list.Tasks) != 2 {
-		t.Fatalf("the helper's tasks: %v, %+v", err, list)
+		t.Fatalf("the helper's sessions: %v, %+v", err, list)
+	}
+	for _, task := range list.Tasks {
+		if strings.Contains(lastArtifact(task), "and again") {
+			contextID = task.ContextID
+		}
+	}
+	tasks, err := other.ListTasks(t.Context(), &a2a.ListTasksRequest{ContextID: contextID})
+	if err != nil || len(tasks.Tasks) != 2 {
+		t.Fatalf("the helper's tasks in the follow-up's context: %v, %+v", err, tasks)
 	}
 }

@@ -321,32 +321,87 @@ func (t *A2ATool) CompiledSchema() *agent.ToolSchema { return a2aSchema() }
 // Client returns the client the tool sends with.
 func (t *A2ATool) Client() *A2AClient { return t.client }
 
+// A2AConversation is what a session keeps of its conversation with a
+// remote agent, in the agent's state under A2AStateKey: the remote
+// context, so that the next call goes on with the same conversation, and
+// the task that waits for input, which the next call answers.
+type A2AConversation struct {
+	ContextID string `json:"context_id"`
+	TaskID    string `json:"task_id,omitempty"`
+}
+
+// A2AStateKey is the state key of the conversation with the remote agent
+// named name.
+func A2AStateKey(name string) string { return "a2a:" + name }
+
+// maxRemoteID bounds a context or task id that a remote agent gives,
+// which the session keeps: one past it, or not printable, is not kept.
+const maxRemoteID = 256
+
+// keepable reports whether a remote agent's id may be kept in a session.
+func keepable(id string) bool {
+	if id == "" || len(id) > maxRemoteID {
+		return false
+	}
+	for _, r := range id {
+		if r < 0x21 || r > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
 // Run sends the message, streaming when the card says the agent can, and
-// returns the agent's answer, or its question when it needs more. A
-// failure, a timeout, or a task that failed, was rejected or canceled is
-// an error naming the agent, which the model receives as an error result.
+// returns the agent's answer, or its question when it needs more. The
+// message goes on with the conversation the session keeps with the agent
+// (A2AConversation), and answers the task that waits for input, if one
+// does. A failure, a timeout, or a task that failed, was rejected or
+// canceled is an error naming the agent, which the model receives as an
+// error result.
 func (t *A2ATool) Run(ctx context.Context, call *agent.ToolCall) ([]agent.ToolResultContent, error) {
 	var in a2aInput
 	if err := json.Unmarshal(call.Input, &in); err != nil {
 		return nil, fmt.Errorf("decode input: %w", err)
 	}
+	name := t.client.name
+	var conv A2AConversation
+	if call.State != nil {
+		if _, err := call.State.Get(A2AStateKey(name), &conv); err != nil {
+			conv = A2AConversation{} // a value the session cannot read starts afresh
+		}
+	}
+	send := SendInput{Text: in.Message, ContextID: conv.ContextID, TaskID: conv.TaskID}
 	var out *A2AOutcome
 	var err error
 	if t.client.streaming {
-		out, err = t.client.SendStreaming(ctx, SendInput{Text: in.Message}, nil)
+		out, err = t.client.SendStreaming(ctx, send, nil)
 	} else {
-		out, err = t.client.Send(ctx, SendInput{Text: in.Message})
+		out, err = t.client.Send(ctx, send)
+	}
+	if call.State != nil {
+		// The next call goes on in the context the agent answered in;
+		// a task that waits is answered by it, and one that failed is
+		// not sent to again.
+		next := A2AConversation{ContextID: conv.ContextID}
+		if err == nil && keepable(out.ContextID) {
+			next.ContextID = out.ContextID
+			if (out.State == a2a.TaskStateInputRequired || out.State == a2a.TaskStateAuthRequired) && keepable(string(out.TaskID)) {
+				next.TaskID = string(out.TaskID)
+			}
+		}
+		if next != conv {
+			_ = call.State.Set(A2AStateKey(name), next) // a full state only loses the thread, not the answer
+		}
 	}
 	if err != nil {
 		return nil, err
 	}
-	name := t.client.name
 	var text string
 	switch out.State {
 	case a2a.TaskStateCompleted:
 		text = cmp.Or(out.Text, fmt.Sprintf("The agent %s finished without an answer.", name))
 	case a2a.TaskStateInputRequired:
-		text = fmt.Sprintf("The agent %s needs more from you before it can go on: %s", name, cmp.Or(out.Question, "(it did not say what)"))
+		text = fmt.Sprintf("The agent %s needs more from you before it can go on: %s (Your next call of %[1]s answers it.)", name, cmp.Or(out.Question, "(it did not say what)"))
 	case a2a.TaskStateAuthRequired:
 		text = fmt.Sprintf("The agent %s needs an authorization this agent cannot give: %s", name, cmp.Or(out.Question, "(it did not say which)"))
 	case a2a.TaskStateFailed, a2a.TaskStateRejected, a2a.TaskStateCanceled:

@@ -347,10 +347,70 @@ func TestA2AInputRequired(t *testing.T) {
 
 			// The tool gives the model the question.
 			out, err := run(t, t.Context(), set.Tools(t.Context())[0], `{"message":"weather?"}`)
-			if err != nil || len(out) != 1 || !strings.Contains(out[0].Text, "needs more from you") || !strings.HasSuffix(out[0].Text, "Which city?") {
+			if err != nil || len(out) != 1 || !strings.Contains(out[0].Text, "needs more from you") || !strings.Contains(out[0].Text, "Which city?") {
 				t.Errorf("the tool: %v %+v", err, out)
 			}
 		})
+	}
+}
+
+// TestA2AToolKeepsTheConversation: the tool keeps the remote context in
+// the session's state, so that the next call goes on with the same
+// conversation, and the task that waits for input, so that the next call
+// answers it; a call in a session that keeps nothing starts afresh, and
+// ids the remote agent should not have sent are not kept.
+func TestA2AToolKeepsTheConversation(t *testing.T) {
+	srv := startAgent(t, serverOpts{})
+	set, _ := newA2A(t, remote.A2AOptions{}, remote.A2AAgent{Name: "weather", CardURL: srv.CardURL})
+	tool := set.Tools(t.Context())[0]
+	state := agent.NewState(nil)
+	call := func(message string) string {
+		t.Helper()
+		out, err := tool.Run(t.Context(), &agent.ToolCall{ID: "u", Name: "weather", Input: json.RawMessage(`{"message":"` + message + `"}`), State: state})
+		if err != nil || len(out) != 1 {
+			t.Fatalf("%s: %v %+v", message, err, out)
+		}
+		return out[0].Text
+	}
+	kept := func() remote.A2AConversation {
+		t.Helper()
+		var c remote.A2AConversation
+		if ok, err := state.Get(remote.A2AStateKey("weather"), &c); !ok || err != nil {
+			t.Fatalf("nothing kept: %v", err)
+		}
+		return c
+	}
+	if got := call("one"); got != "Hello, one (message 1)" {
+		t.Fatalf("first answer %q", got)
+	}
+	first := kept()
+	if first.ContextID == "" || first.TaskID != "" {
+		t.Fatalf("kept %+v after an answer", first)
+	}
+	if got := call("weather?"); !strings.Contains(got, "Which city?") {
+		t.Fatalf("the question: %q", got)
+	}
+	asked := kept()
+	if asked.ContextID != first.ContextID || asked.TaskID == "" {
+		t.Fatalf("kept %+v after a question", asked)
+	}
+	if got := call("Paris"); got != "Sunny in Paris." {
+		t.Fatalf("the answer to the question: %q", got)
+	}
+	if after := kept(); after.ContextID != first.ContextID || after.TaskID != "" {
+		t.Fatalf("kept %+v after the task ended", after)
+	}
+	if got := call("two"); got != "Hello, two (message 4)" { // one, weather?, Paris, two
+		t.Errorf("a later message: %q", got)
+	}
+	// A stored id that is not the agent's, or not text, starts afresh.
+	_ = state.Set(remote.A2AStateKey("weather"), map[string]any{"context_id": 7})
+	if got := call("three"); got != "Hello, three (message 1)" {
+		t.Errorf("a message after an unreadable state: %q", got)
+	}
+	fresh := agent.NewState(nil)
+	if out, err := tool.Run(t.Context(), &agent.ToolCall{ID: "u", Name: "weather", Input: json.RawMessage(`{"message":"four"}`), State: fresh}); err != nil || out[0].Text != "Hello, four (message 1)" {
+		t.Errorf("another session: %v %+v", err, out)
 	}
 }
 
