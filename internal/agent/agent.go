@@ -390,6 +390,9 @@ type turn struct {
 	agents *agentConversations
 	// delegated is what its delegations used.
 	delegated delegated
+	// answers are the person's answers to Askers' questions, by tool
+	// use, which a resume passes to Answered in place of a run.
+	answers map[string]string
 }
 
 // send emits e when the turn streams.

@@ -287,6 +287,13 @@ func (t *turn) answer(ctx, work context.Context, responses []Response) (*Result,
 			results[in.ID] = r.Result
 		case in.Kind == KindClientTool:
 			results[in.ID] = TextResult(in.ID, ToolError, withMessage(notRunText, r.Message))
+		case in.Kind == KindQuestion && r.Approve == nil && in.Name == AskedName:
+			// An Asker's question: its tool takes the answer, and runs.
+			if t.answers == nil {
+				t.answers = map[string]string{}
+			}
+			t.answers[in.ID] = r.Answer
+			approved = append(approved, useOf(uses, in.ID))
 		case in.Kind == KindQuestion && r.Approve == nil:
 			results[in.ID] = TextResult(in.ID, ToolSuccess, r.Answer)
 		case in.Kind == KindQuestion:

@@ -190,7 +190,18 @@ func (t *turn) invoke(ctx context.Context, tool Tool, u *ToolUseBlock) (*ToolRes
 				done <- outcome{err: fmt.Errorf("%w: %v", errToolPanicked, v)}
 			}
 		}()
-		content, err := tool.Run(ctx, &ToolCall{ID: u.ToolUseID, Name: u.Name, Input: input, State: t.state, turn: t})
+		call := &ToolCall{ID: u.ToolUseID, Name: u.Name, Input: input, State: t.state, turn: t}
+		var content []ToolResultContent
+		var err error
+		if answer, ok := t.answers[u.ToolUseID]; ok {
+			if asker, isAsker := askerOf(tool); isAsker {
+				content, err = asker.Answered(ctx, call, answer)
+			} else { // the tool asked in an earlier invocation, and is another now
+				err = errors.New("the tool takes no answers any more")
+			}
+		} else {
+			content, err = tool.Run(ctx, call)
+		}
 		done <- outcome{content, err}
 	}()
 
@@ -201,6 +212,9 @@ func (t *turn) invoke(ctx context.Context, tool Tool, u *ToolUseBlock) (*ToolRes
 		o.err = ctx.Err()
 	}
 	var paused *pausedError
+	if in, ok := t.askedInterrupt(tool, u, o.err); ok {
+		return nil, []Interrupt{*in}
+	}
 	switch {
 	case errors.As(o.err, &paused):
 		return nil, paused.interrupts

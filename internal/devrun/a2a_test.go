@@ -404,3 +404,29 @@ func TestA2AAgentCallsAnother(t *testing.T) {
 		t.Fatalf("the helper's tasks in the follow-up's context: %v, %+v", err, tasks)
 	}
 }
+
+// TestA2ARemoteQuestionPausesTheTurn: a remote agent that needs more from
+// the person (its task is TASK_STATE_INPUT_REQUIRED) pauses the calling
+// agent's turn on a question that shows the remote question; the person's
+// answer, in a later request, goes back to the remote agent's task, whose
+// answer is the tool's result.
+func TestA2ARemoteQuestionPausesTheTurn(t *testing.T) {
+	helper := start(t, map[string]string{"TOOLS": "ask_user"})
+	url := start(t, map[string]string{"A2A_AGENTS": `[{"name":"helper","card_url":"` + helper + `/.well-known/agent-card.json"}]`})
+	c, _ := a2aClient(t, url, "alice")
+	task := send(t, c, a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart(`/tool helper {"message":"/tool ask_user {\"question\":\"Which account?\"}"}`)))
+	ins := interruptsOf(t, task)
+	if len(ins) != 1 || ins[0]["name"] != "asked" || ins[0]["kind"] != "question" || ins[0]["tool"] != "helper" || !strings.Contains(ins[0]["reason"].(string), "The agent helper asks: Which account?") {
+		t.Fatalf("interrupts %+v", ins)
+	}
+	done := send(t, c, a2a.NewMessageForTask(a2a.MessageRoleUser, task, a2a.NewTextPart("savings")))
+	if done.Status.State != a2a.TaskStateCompleted || !strings.Contains(lastArtifact(done), "savings") {
+		t.Fatalf("the answered task: %s %q", done.Status.State, lastArtifact(done))
+	}
+	// The helper's task took the answer, and completed.
+	other, _ := a2aClient(t, helper, "")
+	list, err := other.ListTasks(t.Context(), &a2a.ListTasksRequest{IncludeArtifacts: true})
+	if err != nil || len(list.Tasks) != 1 || list.Tasks[0].Status.State != a2a.TaskStateCompleted || !strings.Contains(lastArtifact(list.Tasks[0]), "savings") {
+		t.Fatalf("the helper's task: %v, %+v", err, list)
+	}
+}

@@ -352,10 +352,12 @@ func keepable(id string) bool {
 }
 
 // Run sends the message, streaming when the card says the agent can, and
-// returns the agent's answer, or its question when it needs more. The
-// message goes on with the conversation the session keeps with the agent
-// (A2AConversation), and answers the task that waits for input, if one
-// does. A failure, a timeout, or a task that failed, was rejected or
+// returns the agent's answer. The message goes on with the conversation
+// the session keeps with the agent (A2AConversation), and answers the
+// task that waits for input, if one does. When the agent needs more, its
+// question is the person's (agent.Ask): the turn pauses on it, and the
+// answer goes to the agent (Answered), in whichever invocation resumes
+// the turn. A failure, a timeout, or a task that failed, was rejected or
 // canceled is an error naming the agent, which the model receives as an
 // error result.
 func (t *A2ATool) Run(ctx context.Context, call *agent.ToolCall) ([]agent.ToolResultContent, error) {
@@ -363,6 +365,21 @@ func (t *A2ATool) Run(ctx context.Context, call *agent.ToolCall) ([]agent.ToolRe
 	if err := json.Unmarshal(call.Input, &in); err != nil {
 		return nil, fmt.Errorf("decode input: %w", err)
 	}
+	return t.send(ctx, call, in.Message)
+}
+
+// Answered sends the person's answer to the agent's question, in the task
+// that asked it, which the session keeps; the agent's answer is the
+// result, or its next question.
+func (t *A2ATool) Answered(ctx context.Context, call *agent.ToolCall, answer string) ([]agent.ToolResultContent, error) {
+	return t.send(ctx, call, answer)
+}
+
+var _ agent.Asker = (*A2ATool)(nil)
+
+// send sends text to the agent, in the conversation the session keeps
+// with it.
+func (t *A2ATool) send(ctx context.Context, call *agent.ToolCall, text string) ([]agent.ToolResultContent, error) {
 	name := t.client.name
 	var conv A2AConversation
 	if call.State != nil {
@@ -370,13 +387,13 @@ func (t *A2ATool) Run(ctx context.Context, call *agent.ToolCall) ([]agent.ToolRe
 			conv = A2AConversation{} // a value the session cannot read starts afresh
 		}
 	}
-	send := SendInput{Text: in.Message, ContextID: conv.ContextID, TaskID: conv.TaskID}
+	in := SendInput{Text: text, ContextID: conv.ContextID, TaskID: conv.TaskID}
 	var out *A2AOutcome
 	var err error
 	if t.client.streaming {
-		out, err = t.client.SendStreaming(ctx, send, nil)
+		out, err = t.client.SendStreaming(ctx, in, nil)
 	} else {
-		out, err = t.client.Send(ctx, send)
+		out, err = t.client.Send(ctx, in)
 	}
 	if call.State != nil {
 		// The next call goes on in the context the agent answered in;
@@ -396,20 +413,21 @@ func (t *A2ATool) Run(ctx context.Context, call *agent.ToolCall) ([]agent.ToolRe
 	if err != nil {
 		return nil, err
 	}
-	var text string
+	var answer string
 	switch out.State {
 	case a2a.TaskStateCompleted:
-		text = cmp.Or(out.Text, fmt.Sprintf("The agent %s finished without an answer.", name))
+		answer = cmp.Or(out.Text, fmt.Sprintf("The agent %s finished without an answer.", name))
 	case a2a.TaskStateInputRequired:
-		text = fmt.Sprintf("The agent %s needs more from you before it can go on: %s (Your next call of %[1]s answers it.)", name, cmp.Or(out.Question, "(it did not say what)"))
+		// The person answers, and the turn waits for it.
+		return nil, agent.Ask(fmt.Sprintf("The agent %s asks: %s", name, cmp.Or(out.Question, "(it did not say what it needs)")))
 	case a2a.TaskStateAuthRequired:
-		text = fmt.Sprintf("The agent %s needs an authorization this agent cannot give: %s", name, cmp.Or(out.Question, "(it did not say which)"))
+		answer = fmt.Sprintf("The agent %s needs an authorization this agent cannot give: %s", name, cmp.Or(out.Question, "(it did not say which)"))
 	case a2a.TaskStateFailed, a2a.TaskStateRejected, a2a.TaskStateCanceled:
 		return nil, fmt.Errorf("A2A agent %s: the task ended %s: %s", name, stateWord(out.State), cmp.Or(out.Text, "without a reason"))
 	default:
-		text = fmt.Sprintf("The agent %s has not finished (its task is %s): %s", name, stateWord(out.State), cmp.Or(out.Text, "no answer yet"))
+		answer = fmt.Sprintf("The agent %s has not finished (its task is %s): %s", name, stateWord(out.State), cmp.Or(out.Text, "no answer yet"))
 	}
-	return []agent.ToolResultContent{{Text: text}}, nil
+	return []agent.ToolResultContent{{Text: answer}}, nil
 }
 
 // stateWord is a task state as a word: failed, input required.
