@@ -198,6 +198,9 @@ func checkAudiences(c *Config) []error {
 	}
 	for i, a := range c.A2AAgents {
 		check("A2A_AGENTS", i, a.Name, a.Agents)
+		if len(a.Agents) > 0 && !slices.ContainsFunc(a.Agents, func(n string) bool { return !fresh[n] }) {
+			errs = append(errs, fmt.Errorf("A2A_AGENTS: [%d] %s: a remote agent may ask for a person's answer, and the agents it is offered to start fresh, which cannot wait", i, a.Name))
+		}
 		if slices.Contains(c.Tools, a.Name) || slices.ContainsFunc(c.LambdaTools, func(t remote.LambdaTool) bool { return t.Name == a.Name }) ||
 			slices.ContainsFunc(c.Agents, func(s SubAgent) bool { return s.Name == a.Name }) {
 			errs = append(errs, fmt.Errorf("A2A_AGENTS: [%d] %s: another tool, Lambda tool or sub-agent has this name; name the remote agent otherwise", i, a.Name))
@@ -214,7 +217,8 @@ func checkAudiences(c *Config) []error {
 
 // waitsForAPerson says whether tool n pauses a turn for a person.
 func waitsForAPerson(n string, c *Config) bool {
-	return n == agent.AskUserName || slices.Contains(c.ApprovalTools, n)
+	return n == agent.AskUserName || slices.Contains(c.ApprovalTools, n) ||
+		slices.ContainsFunc(c.A2AAgents, func(a remote.A2AAgent) bool { return a.Name == n }) // a remote agent may ask
 }
 
 // checkDelegations refuses a cycle of delegations, and a chain deeper

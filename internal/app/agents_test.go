@@ -256,6 +256,14 @@ func TestConfigEntriesForAgents(t *testing.T) {
 			"APPROVAL_TOOLS": "refund",
 			"AGENTS":         `[{"name":"clerk","description":"d","system_prompt":"p","fresh":true},{"name":"writer","description":"d","system_prompt":"p"}]`,
 		}, []string{`APPROVAL_TOOLS: "refund" waits for a person, and the agents that LAMBDA_TOOLS offers it to start fresh, which cannot wait`}},
+		{"remote agents for agents that start fresh, and named like others", map[string]string{
+			"AGENTS":     `[{"name":"clerk","description":"d","system_prompt":"p","fresh":true},{"name":"writer","description":"d","system_prompt":"p"}]`,
+			"A2A_AGENTS": `[{"name":"helper","card_url":"https://helper.example.com/.well-known/agent-card.json","agents":["clerk"]},{"name":"refund","card_url":"https://r.example.com/.well-known/agent-card.json"},{"name":"x","card_url":"https://x.example.com/card.json","agents":["ghost"]}]`,
+		}, []string{
+			"A2A_AGENTS: [0] helper: a remote agent may ask for a person's answer, and the agents it is offered to start fresh, which cannot wait",
+			"A2A_AGENTS: [1] refund: another tool, Lambda tool or sub-agent has this name",
+			`A2A_AGENTS: [2] x: agents: "ghost" is not an agent of AGENTS`,
+		}},
 		{"a question for an agent that starts fresh", map[string]string{
 			"TOOLS":  "calculator,ask_user",
 			"AGENTS": `[{"name":"clerk","description":"d","system_prompt":"p"},{"name":"writer","description":"d","system_prompt":"p","fresh":true,"tools":["ask_user"]}]`,
