@@ -14,14 +14,20 @@ var turnKinds = []struct {
 	name, message string
 	env           map[string]string
 	keyed         bool // each turn sends a new Idempotency-Key
+	remote        bool // A2A_AGENTS names a remote agent (remoteAgent)
 }{
-	{"plain", "Hello again", nil, false},
-	{"plain, Idempotency-Key", "Hello again", nil, true},
-	{"tool", "What is 25*48?", nil, false},
-	{"150 messages", longTurn, map[string]string{"MAX_CYCLES": "80"}, false},
-	{"summarizing", "Hello again", map[string]string{"CONVERSATION_MANAGER": "summarizing"}, false},
-	{"delegating", delegatingTurn, map[string]string{"AGENTS": helperAgent}, false},
+	{"plain", "Hello again", nil, false, false},
+	{"plain, Idempotency-Key", "Hello again", nil, true, false},
+	{"tool", "What is 25*48?", nil, false, false},
+	{"150 messages", longTurn, map[string]string{"MAX_CYCLES": "80"}, false, false},
+	{"summarizing", "Hello again", map[string]string{"CONVERSATION_MANAGER": "summarizing"}, false, false},
+	{"delegating", delegatingTurn, map[string]string{"AGENTS": helperAgent}, false, false},
+	{"remote agent (A2A)", remoteTurn, nil, false, true},
 }
+
+// remoteTurn calls the remote agent once, over A2A: the session keeps the
+// remote context in its state.
+const remoteTurn = "Ask the remote agent for 25*48"
 
 // delegatingTurn hands a calculation to helperAgent, a sub-agent with the
 // calculator, whose two model calls and tool call are the turn's too.
@@ -43,6 +49,9 @@ func respond(r *conversetest.Request) conversetest.Reply {
 			return conversetest.ToolUse(fmt.Sprintf("n%d", calls), "calculator", map[string]string{"expression": fmt.Sprintf("%d+1", calls)})
 		}
 		return conversetest.Text("Done adding.")
+	}
+	if last.Text() == remoteTurn {
+		return conversetest.ToolUse(fmt.Sprintf("r%d", len(r.Messages)), "remote", map[string]string{"message": "What is 25*48?"})
 	}
 	if last.Text() == delegatingTurn {
 		return conversetest.ToolUse(fmt.Sprintf("h%d", len(r.Messages)), "helper", map[string]string{"task": "What is 25*48?"})
@@ -74,12 +83,19 @@ func callsSince(msgs []conversetest.Message, prompt string) (int, bool) {
 // costs measures what each kind of turn costs in DynamoDB, against a store
 // that keeps the whole history in one item.
 func costs(ctx context.Context, cfg config, b *strings.Builder) error {
-	fmt.Fprintf(b, "### DynamoDB cost per turn\n\nAverages over %d turns of each kind, through the handler, counted on the wire by the client's transport (`dynamodbtest.Meter`). RCU is 1 per 4 KB read strongly consistently. WCU is 1 per KB written, doubled in a transaction. Every session has a window of 40 messages. A keyed turn sends a new `Idempotency-Key` each time. A turn of 150 messages is 74 calculator calls in a row (`MAX_CYCLES=80`), more than one transaction holds, so it is committed in parts. A summarizing turn uses `CONVERSATION_MANAGER=summarizing`, whose window summarizes past 40 messages. A delegating turn hands a calculation to a sub-agent (`AGENTS`), which calls the calculator: the turn reads the sub-agent's conversation, which the earlier turns on the session grew, with one Query more, and commits its four new messages and its conversation item in the turn's one transaction.\n\n", cfg.costTurns)
+	fmt.Fprintf(b, "### DynamoDB cost per turn\n\nAverages over %d turns of each kind, through the handler, counted on the wire by the client's transport (`dynamodbtest.Meter`). RCU is 1 per 4 KB read strongly consistently. WCU is 1 per KB written, doubled in a transaction. Every session has a window of 40 messages. A keyed turn sends a new `Idempotency-Key` each time. A turn of 150 messages is 74 calculator calls in a row (`MAX_CYCLES=80`), more than one transaction holds, so it is committed in parts. A summarizing turn uses `CONVERSATION_MANAGER=summarizing`, whose window summarizes past 40 messages. A delegating turn hands a calculation to a sub-agent (`AGENTS`), which calls the calculator: the turn reads the sub-agent's conversation, which the earlier turns on the session grew, with one Query more, and commits its four new messages and its conversation item in the turn's one transaction. A remote agent turn calls an agent over A2A (`A2A_AGENTS`, an a2a-go server in the bench process that answers at once): its tool result, and the remote context the session keeps in its state, are what it adds.\n\n", cfg.costTurns)
 	b.WriteString("| turn | stored messages | requests | sent | received | RCU | WCU |\n|---|---|---|---|---|---|---|\n")
 	plain := map[int]dynamodbtest.Usage{}
+	remote := startRemoteAgent()
+	defer remote.srv.Close()
+	var remoteTurns int64
 	for k, kind := range turnKinds {
 		for _, n := range sizes {
-			s, err := newStack(ctx, kind.env)
+			env := kind.env
+			if kind.remote {
+				env = map[string]string{"A2A_AGENTS": remote.agentsEnv()}
+			}
+			s, err := newStack(ctx, env)
 			if err != nil {
 				return err
 			}
@@ -110,6 +126,9 @@ func costs(ctx context.Context, cfg config, b *strings.Builder) error {
 			if kind.name == "plain" {
 				plain[n] = u
 			}
+			if kind.remote {
+				remoteTurns += int64(cfg.costTurns) + 1 // the warm-up's too
+			}
 		}
 	}
 	small, large := plain[sizes[0]], plain[sizes[len(sizes)-1]]
@@ -123,5 +142,9 @@ func costs(ctx context.Context, cfg config, b *strings.Builder) error {
 	}
 	fmt.Fprintf(b, "\nA plain turn makes **%.1f** requests (target ≤ 2: %s). Its bytes at 10,000 messages are **%.3f×** those at 40 (target ≤ 1.2×: %s).\n\n",
 		reqs, verdict(reqs <= 2), bytesRatio, verdict(bytesRatio <= 1.2))
+	if remoteTurns > 0 {
+		fmt.Fprintf(b, "The remote agent got **%.2f** HTTP requests per turn that called it (%d for %d turns, in %d stacks): one JSON-RPC `SendMessage` a turn, and the card once a stack, which init began to fetch.\n\n",
+			float64(remote.requests.Load())/float64(remoteTurns), remote.requests.Load(), remoteTurns, len(sizes))
+	}
 	return baselineCosts(ctx, cfg, b, plain)
 }
