@@ -79,6 +79,8 @@ func (s *stream) Event(e agent.Event) {
 	case e.ToolResult != nil:
 		s.inText = false
 		s.working(map[string]any{"tool_result": map[string]any{"id": e.ToolResult.ToolUseID, "status": e.ToolResult.Status}})
+	case e.ToolProgress != nil:
+		s.working(map[string]any{"tool_progress": map[string]any{"id": e.ToolProgress.ToolUseID, "name": e.ToolProgress.Name, "delta": e.ToolProgress.Text}})
 	case e.Delegation != nil:
 		d := e.Delegation
 		s.working(map[string]any{"delegation": map[string]any{"id": d.Run.ID, "agent": d.Run.Name, "path": d.Run.Path, "done": d.Done}})

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/lambda-agent/lambda-agent/internal/agent"
 	"github.com/lambda-agent/lambda-agent/internal/testkit/conversetest"
@@ -138,5 +139,77 @@ func TestDeclinedAskerQuestion(t *testing.T) {
 	}
 	if _, err := a.Answer(t.Context(), committed(t, conv, ans), []agent.Response{{InterruptID: "u1", Answer: "x"}}, nil); !errors.Is(err, agent.ErrNothingPending) && err == nil {
 		t.Errorf("an answer after the decline: %v", err)
+	}
+}
+
+// TestToolProgressIsStreamed: what a tool reports while it runs is
+// emitted between its use and its result, in order, when the turn
+// streams; an unstreamed turn drops it; and a run past its time reports
+// nothing after the turn, as Stream promises.
+func TestToolProgressIsStreamed(t *testing.T) {
+	late := make(chan struct{})
+	reported := make(chan struct{})
+	tool, err := agent.NewFuncTool("remote", "reports as it goes", func(ctx context.Context, call *agent.ToolCall, in struct {
+		Slow bool `json:"slow,omitempty"`
+	}) (string, error) {
+		if in.Slow {
+			<-ctx.Done() // past its time: it reports after the turn
+			go func() {
+				<-late
+				call.Progress("too late")
+				close(reported)
+			}()
+			return "", ctx.Err()
+		}
+		call.Progress("one, ")
+		call.Progress("two")
+		return "done", nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newServer(t)
+	s.Enqueue(conversetest.ToolUse("u1", "remote", map[string]any{}), conversetest.Text("OK."))
+	a := newAgent(t, s, agent.Config{Tools: []agent.Tool{tool}, ToolTimeout: 50 * time.Millisecond})
+	var events []string
+	var ended atomic.Bool
+	emit := func(e agent.Event) {
+		if ended.Load() {
+			t.Errorf("an event after the turn: %+v", e)
+		}
+		switch {
+		case e.ToolUse != nil:
+			events = append(events, "use")
+		case e.ToolProgress != nil:
+			if e.ToolProgress.ToolUseID != "u1" || e.ToolProgress.Name != "remote" {
+				t.Errorf("progress %+v", e.ToolProgress)
+			}
+			events = append(events, "progress:"+e.ToolProgress.Text)
+		case e.ToolResult != nil:
+			events = append(events, "result")
+		}
+	}
+	if _, err := a.Stream(t.Context(), &agent.Conversation{}, input("go"), emit); err != nil {
+		t.Fatal(err)
+	}
+	if want := "use progress:one,  progress:two result"; strings.Join(events, " ") != want {
+		t.Errorf("events %q; want %q", strings.Join(events, " "), want)
+	}
+
+	s.Enqueue(conversetest.ToolUse("u2", "remote", map[string]any{}), conversetest.Text("OK."))
+	if _, err := a.Run(t.Context(), &agent.Conversation{}, input("go")); err != nil {
+		t.Fatal(err)
+	}
+
+	s.Enqueue(conversetest.ToolUse("u3", "remote", map[string]any{"slow": true}), conversetest.Text("OK."))
+	events = nil
+	if _, err := a.Stream(t.Context(), &agent.Conversation{}, input("go"), emit); err != nil {
+		t.Fatal(err)
+	}
+	ended.Store(true)
+	close(late)
+	<-reported
+	if strings.Contains(strings.Join(events, " "), "too late") {
+		t.Errorf("a run past its time reported: %v", events)
 	}
 }

@@ -75,11 +75,22 @@ type Event struct {
 	ToolUse *ToolUseBlock
 	// ToolResult is a tool call's result, emitted when the tool finished.
 	ToolResult *ToolResultBlock
+	// ToolProgress is what a tool reports while it runs
+	// (ToolCall.Progress), between its ToolUse and its ToolResult.
+	ToolProgress *ToolProgress
 	// Interrupt is a tool use that waits for a person, emitted when the
 	// turn pauses.
 	Interrupt *Interrupt
 	// State is the agent state, emitted after tools changed it.
 	State map[string]json.RawMessage
+}
+
+// ToolProgress is a piece of what a tool reports while it runs, such as a
+// remote agent's answer as it streams.
+type ToolProgress struct {
+	ToolUseID string
+	Name      string
+	Text      string
 }
 
 // Stream runs a turn as Run does and calls emit with what happens as it

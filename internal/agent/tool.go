@@ -31,6 +31,18 @@ type ToolCall struct {
 	State *State
 	// turn is the turn that runs the tool, which a delegation runs in.
 	turn *turn
+	// progress, when set, reports the tool's progress (Progress).
+	progress func(text string)
+}
+
+// Progress reports a piece of what the tool does while it runs, such as
+// text as it arrives: a streamed turn emits it (Event.ToolProgress); an
+// unstreamed one drops it. It may be called from any goroutine, and does
+// nothing once the run has ended, its time up included.
+func (c *ToolCall) Progress(text string) {
+	if c != nil && c.progress != nil && text != "" {
+		c.progress(text)
+	}
 }
 
 // ToolNameRule is the pattern a tool's name must match, Bedrock's.

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -184,13 +185,29 @@ func (t *turn) invoke(ctx context.Context, tool Tool, u *ToolUseBlock) (*ToolRes
 		err     error
 	}
 	done := make(chan outcome, 1)
+	// Progress goes to the stream while the run lasts, and never after:
+	// a run past its time goes on in its goroutine, unheard.
+	var gate sync.Mutex
+	live := t.emit != nil
+	progress := func(text string) {
+		gate.Lock()
+		defer gate.Unlock()
+		if live {
+			t.send(Event{ToolProgress: &ToolProgress{ToolUseID: u.ToolUseID, Name: u.Name, Text: text}})
+		}
+	}
+	defer func() {
+		gate.Lock()
+		live = false
+		gate.Unlock()
+	}()
 	go func() {
 		defer func() {
 			if v := recover(); v != nil {
 				done <- outcome{err: fmt.Errorf("%w: %v", errToolPanicked, v)}
 			}
 		}()
-		call := &ToolCall{ID: u.ToolUseID, Name: u.Name, Input: input, State: t.state, turn: t}
+		call := &ToolCall{ID: u.ToolUseID, Name: u.Name, Input: input, State: t.state, turn: t, progress: progress}
 		var content []ToolResultContent
 		var err error
 		if answer, ok := t.answers[u.ToolUseID]; ok {

@@ -114,6 +114,7 @@ const (
 	EventToolCallResult     = "TOOL_CALL_RESULT"
 	EventStateSnapshot      = "STATE_SNAPSHOT"
 	EventStateDelta         = "STATE_DELTA"
+	EventCustom             = "CUSTOM"
 	EventMessagesSnapshot   = "MESSAGES_SNAPSHOT"
 	EventSubagentStarted    = "SUBAGENT_STARTED"
 	EventSubagentFinished   = "SUBAGENT_FINISHED"

@@ -100,6 +100,10 @@ func (s *Stream) Start(_ string, first int) {
 	s.write(map[string]any{"type": EventStateSnapshot, "snapshot": nonNil(s.state)})
 }
 
+// CustomToolProgress names the CUSTOM events of a tool's progress
+// (agent.ToolProgress): {"toolCallId","delta"}.
+const CustomToolProgress = "tool_progress"
+
 // Event sends what happened in the turn: a piece of text, a tool call, a
 // tool's result, or a change of the agent state (STATE_DELTA).
 func (s *Stream) Event(e agent.Event) {
@@ -125,6 +129,10 @@ func (s *Stream) Event(e agent.Event) {
 		s.closeText()
 		s.afterResults = true
 		s.result(e.ToolResult)
+	case e.ToolProgress != nil:
+		// AG-UI has no event of its own for it: a CUSTOM event, which a
+		// client that knows it may show beside the tool call.
+		s.write(map[string]any{"type": EventCustom, "name": CustomToolProgress, "value": map[string]string{"toolCallId": e.ToolProgress.ToolUseID, "delta": e.ToolProgress.Text}})
 	case e.State != nil:
 		if patch := diff(s.state, e.State); len(patch) > 0 {
 			s.write(map[string]any{"type": EventStateDelta, "delta": patch})

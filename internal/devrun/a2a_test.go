@@ -3,8 +3,10 @@ package devrun_test
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"regexp"
 	"strings"
@@ -428,5 +430,59 @@ func TestA2ARemoteQuestionPausesTheTurn(t *testing.T) {
 	list, err := other.ListTasks(t.Context(), &a2a.ListTasksRequest{IncludeArtifacts: true})
 	if err != nil || len(list.Tasks) != 1 || list.Tasks[0].Status.State != a2a.TaskStateCompleted || !strings.Contains(lastArtifact(list.Tasks[0]), "savings") {
 		t.Fatalf("the helper's task: %v, %+v", err, list)
+	}
+}
+
+// TestA2ARemoteAnswerStreams: a remote agent whose card says it streams
+// answers through SendStreamingMessage, and what it writes shows, as it
+// comes, in the caller's stream: tool_progress events on POST
+// /chat/stream, and working status updates on A2A's own stream.
+func TestA2ARemoteAnswerStreams(t *testing.T) {
+	helper := start(t, nil)
+	url := start(t, map[string]string{"A2A_AGENTS": `[{"name":"helper","card_url":"` + helper + `/.well-known/agent-card.json"}]`})
+	req, _ := http.NewRequest(http.MethodPost, url+"/chat/stream", strings.NewReader(`{"message":"/tool helper {\"message\":\"tell me a long story about streams\"}"}`))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	var progress strings.Builder
+	events := 0
+	for _, block := range strings.Split(string(body), "\n\n") {
+		if !strings.HasPrefix(block, "event: tool_progress\n") {
+			continue
+		}
+		var d struct{ ID, Name, Delta string }
+		if err := json.Unmarshal([]byte(strings.TrimPrefix(block, "event: tool_progress\ndata: ")), &d); err != nil || d.Name != "helper" || d.ID == "" {
+			t.Fatalf("a tool_progress event: %v %q", err, block)
+		}
+		events++
+		progress.WriteString(d.Delta)
+	}
+	if events < 2 || !strings.Contains(progress.String(), "tell me a long story about streams") || !strings.Contains(string(body), "event: done") {
+		t.Fatalf("%d tool_progress events, %q:\n%s", events, progress.String(), body)
+	}
+	if strings.Index(string(body), "event: tool_progress") > strings.Index(string(body), "event: tool_result") {
+		t.Errorf("progress after the result:\n%s", body)
+	}
+
+	c, _ := a2aClient(t, url, "alice")
+	working := 0
+	for ev, err := range c.SendStreamingMessage(t.Context(), &a2a.SendMessageRequest{Message: a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart(`/tool helper {"message":"stream it"}`))}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if u, ok := ev.(*a2a.TaskStatusUpdateEvent); ok && u.Status.Message != nil {
+			for _, p := range u.Status.Message.Parts {
+				if d, ok := p.Data().(map[string]any); ok && d["tool_progress"] != nil {
+					working++
+				}
+			}
+		}
+	}
+	if working < 2 {
+		t.Errorf("%d working updates with the remote agent's progress", working)
 	}
 }

@@ -22,9 +22,12 @@ const (
 	EventText       = "text"        // {"delta"}: a piece of the model's text
 	EventToolUse    = "tool_use"    // {"id","name","input"}
 	EventToolResult = "tool_result" // {"id","status","preview"}
-	EventInterrupt  = "interrupt"   // an interrupt: a tool use that waits for a person
-	EventDone       = "done"        // a ChatResponse: the turn is committed
-	EventError      = "error"       // {"error":{"code","message"}}: nothing was committed
+	// EventToolProgress is what a tool reports while it runs, such as a
+	// remote agent's answer as it streams: {"id","name","delta"}.
+	EventToolProgress = "tool_progress"
+	EventInterrupt    = "interrupt" // an interrupt: a tool use that waits for a person
+	EventDone         = "done"      // a ChatResponse: the turn is committed
+	EventError        = "error"     // {"error":{"code","message"}}: nothing was committed
 )
 
 // The events of a sub-agent's turn inside a streamed turn, from its
@@ -37,7 +40,10 @@ const (
 	EventAgentText       = "agent_text"        // {"agent_id","delta"}
 	EventAgentToolUse    = "agent_tool_use"    // {"agent_id","id","name","input"}
 	EventAgentToolResult = "agent_tool_result" // {"agent_id","id","status","preview"}
-	EventAgentEnd        = "agent_end"         // {"id","name","error"?}
+	// EventAgentToolProgress is a sub-agent's tool's progress:
+	// {"agent_id","id","name","delta"}.
+	EventAgentToolProgress = "agent_tool_progress"
+	EventAgentEnd          = "agent_end" // {"id","name","error"?}
 )
 
 // AgentStart is the data of an agent_start event. ID is the delegating
@@ -162,6 +168,8 @@ func (s *sse) Event(e agent.Event) {
 		s.event(EventToolUse, map[string]any{"id": e.ToolUse.ToolUseID, "name": e.ToolUse.Name, "input": e.ToolUse.Input})
 	case e.ToolResult != nil:
 		s.event(EventToolResult, ToolResultPreview{ID: e.ToolResult.ToolUseID, Status: e.ToolResult.Status, Preview: preview(e.ToolResult)})
+	case e.ToolProgress != nil:
+		s.event(EventToolProgress, map[string]string{"id": e.ToolProgress.ToolUseID, "name": e.ToolProgress.Name, "delta": e.ToolProgress.Text})
 	case e.Interrupt != nil:
 		s.event(EventInterrupt, e.Interrupt)
 	}
@@ -177,6 +185,8 @@ func (s *sse) agentEvent(e agent.Event) {
 		s.event(EventAgentToolUse, map[string]any{"agent_id": id, "id": e.ToolUse.ToolUseID, "name": e.ToolUse.Name, "input": e.ToolUse.Input})
 	case e.ToolResult != nil:
 		s.event(EventAgentToolResult, map[string]any{"agent_id": id, "id": e.ToolResult.ToolUseID, "status": e.ToolResult.Status, "preview": preview(e.ToolResult)})
+	case e.ToolProgress != nil:
+		s.event(EventAgentToolProgress, map[string]string{"agent_id": id, "id": e.ToolProgress.ToolUseID, "name": e.ToolProgress.Name, "delta": e.ToolProgress.Text})
 	}
 }
 

@@ -391,7 +391,9 @@ func (t *A2ATool) send(ctx context.Context, call *agent.ToolCall, text string) (
 	var out *A2AOutcome
 	var err error
 	if t.client.streaming {
-		out, err = t.client.SendStreaming(ctx, in, nil)
+		// What the agent writes as it streams is the call's progress,
+		// which a streamed turn shows.
+		out, err = t.client.SendStreaming(ctx, in, call.Progress)
 	} else {
 		out, err = t.client.Send(ctx, in)
 	}
