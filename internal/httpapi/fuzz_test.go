@@ -295,3 +295,75 @@ func FuzzAGUIBody(f *testing.F) {
 		}
 	})
 }
+
+// FuzzA2ABody sends arbitrary bodies to POST /a2a, A2A's JSON-RPC
+// endpoint, on a context with a completed task and one waiting for an
+// approval: each gets a 4xx with an error body, or a 200 whose body, or
+// every event of whose stream, is a JSON-RPC response with a result or an
+// error; never an internal error, a 5xx or a panic.
+func FuzzA2ABody(f *testing.F) {
+	for _, seed := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m-9","contextId":"c","role":"ROLE_USER","parts":[{"text":"hi"}]}}}`,
+		`{"jsonrpc":"2.0","id":"s","method":"SendStreamingMessage","params":{"message":{"messageId":"m-8","role":"ROLE_USER","parts":[{"text":"hi"},{"data":{"a":1}}]}}}`,
+		`{"jsonrpc":"2.0","id":2,"method":"SendMessage","params":{"message":{"messageId":"m-7","taskId":"cAowCnNlZWQtcA","role":"ROLE_USER","parts":[{"data":{"responses":[{"interrupt_id":"calc-1","approve":false}]}}]}}}`,
+		`{"jsonrpc":"2.0","id":3,"method":"SendMessage","params":{"message":{"messageId":"m-6","role":"ROLE_USER","parts":[{"raw":"iVBORw0KGgo=","mediaType":"image/png"}]}}}`,
+		`{"jsonrpc":"2.0","id":4,"method":"SendMessage","params":{"message":{"messageId":"m-5","role":"ROLE_USER","parts":[{"url":"http://169.254.169.254/"}]},"configuration":{"returnImmediately":true}}}`,
+		`{"jsonrpc":"2.0","id":5,"method":"GetTask","params":{"id":"Yw","historyLength":-1}}`,
+		`{"jsonrpc":"2.0","id":6,"method":"CancelTask","params":{"id":"cAowCnNlZWQtcA"}}`,
+		`{"jsonrpc":"2.0","id":7,"method":"ListTasks","params":{"contextId":"c","pageSize":1000,"pageToken":"zz"}}`,
+		`{"jsonrpc":"2.0","id":8,"method":"ListTasks","params":{}}`,
+		`{"jsonrpc":"2.0","id":9,"method":"SubscribeToTask","params":{"id":"x"}}`,
+		`{"jsonrpc":"1.0","id":10,"method":"GetTask"}`,
+		`[{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"x"}}]`,
+		`{"jsonrpc":"2.0","id":`,
+	} {
+		f.Add(seed)
+	}
+	a := newAPI(f, map[string]string{"APPROVAL_TOOLS": "calculator"})
+	post := func(body string) *httptest.ResponseRecorder {
+		ctx, cancel := fuzzContext()
+		defer cancel()
+		w := httptest.NewRecorder()
+		r := httptest.NewRequestWithContext(ctx, http.MethodPost, "/a2a", strings.NewReader(body))
+		r.Header.Set("Content-Type", "application/json")
+		a.stream.ServeHTTP(w, r)
+		return w
+	}
+	a.model.Enqueue(conversetest.Text("hello"))
+	post(`{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"seed-c","contextId":"c","role":"ROLE_USER","parts":[{"text":"hello"}]}}}`)
+	a.model.Enqueue(conversetest.ToolUse("calc-1", "calculator", map[string]string{"expression": "1+1"}))
+	post(`{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"seed-p","contextId":"p","role":"ROLE_USER","parts":[{"text":"compute"}]}}}`)
+	a.model.Responder = conversetest.EchoResponder
+	response := func(t *testing.T, raw string) {
+		t.Helper()
+		var r struct {
+			JSONRPC string          `json:"jsonrpc"`
+			Result  json.RawMessage `json:"result"`
+			Error   *struct {
+				Code    int    `json:"code"`
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal([]byte(raw), &r); err != nil || r.JSONRPC != "2.0" || (r.Result == nil) == (r.Error == nil) {
+			t.Fatalf("not a JSON-RPC response: %v %q", err, raw)
+		}
+		if r.Error != nil && (r.Error.Code == -32603 || r.Error.Message == "") {
+			t.Fatalf("an internal error: %q", raw)
+		}
+	}
+	f.Fuzz(func(t *testing.T, body string) {
+		w := post(body)
+		switch {
+		case w.Code == http.StatusOK && strings.HasPrefix(w.Header().Get("Content-Type"), "text/event-stream"):
+			for line := range strings.Lines(w.Body.String()) {
+				if data, ok := strings.CutPrefix(strings.TrimSpace(line), "data: "); ok {
+					response(t, data)
+				}
+			}
+		case w.Code == http.StatusOK:
+			response(t, w.Body.String())
+		default:
+			checkStatus(t, w.Code, nil, w.Body.Bytes())
+		}
+	})
+}
