@@ -138,16 +138,22 @@ func unsupported(what string) *a2a.Error {
 // GetTask derives a task from its committed session.
 func (h *Handler) GetTask(ctx context.Context, req *a2a.GetTaskRequest) (*a2a.Task, error) {
 	c := call(ctx)
-	ref, ok := parseTask(req.ID)
-	if !ok {
-		return nil, h.fail(c, taskNotFound(req.ID))
-	}
-	c.SessionID = ref.session
-	v, err := h.view(ctx, c.Owner, ref)
+	v, _, err := h.taskNamed(ctx, c, req.ID)
 	if err != nil {
 		return nil, h.fail(c, err)
 	}
 	return v.task(req.HistoryLength, h.cfg.Now()), nil
+}
+
+// taskNamed reads the turn of the task that id names, for c's caller.
+func (h *Handler) taskNamed(ctx context.Context, c *Call, id a2a.TaskID) (*turnView, taskRef, error) {
+	ref, ok := parseTask(id)
+	if !ok {
+		return nil, ref, taskNotFound(id)
+	}
+	c.SessionID = ref.session
+	v, err := h.view(ctx, c.Owner, ref)
+	return v, ref, err
 }
 
 // CancelTask cancels a task that waits for a person: what waits is
@@ -156,12 +162,7 @@ func (h *Handler) GetTask(ctx context.Context, req *a2a.GetTaskRequest) (*a2a.Ta
 // another, which nothing can stop: it commits or fails on its own.
 func (h *Handler) CancelTask(ctx context.Context, req *a2a.CancelTaskRequest) (*a2a.Task, error) {
 	c := call(ctx)
-	ref, ok := parseTask(req.ID)
-	if !ok {
-		return nil, h.fail(c, taskNotFound(req.ID))
-	}
-	c.SessionID = ref.session
-	v, err := h.view(ctx, c.Owner, ref)
+	v, ref, err := h.taskNamed(ctx, c, req.ID)
 	if err != nil {
 		return nil, h.fail(c, err)
 	}

@@ -496,24 +496,33 @@ func mcpTools(cfg *Config, opts Options, taken []string) (main []agent.ToolSet, 
 	}
 	set := remote.NewMCP(servers, remote.MCPOptions{HTTPClient: opts.Remote.HTTP, Logger: logger, Approval: cfg.ApprovalTools, Taken: taken})
 	set.Start()
+	main, byAgent = byAudience(servers, func(s remote.MCPServer) (string, []string) { return s.Name, s.Agents }, set.Only)
+	return main, byAgent, nil
+}
+
+// byAudience splits a tool set of entries between the main agent, which
+// gets those that name no sub-agents, and the sub-agents each entry names:
+// only gives the set's part of the entries it is given, by name.
+func byAudience[E any, S agent.ToolSet](entries []E, audience func(E) (name string, agents []string), only func(...string) S) (main []agent.ToolSet, byAgent map[string][]agent.ToolSet) {
 	var shared []string
-	audiences := map[string][]string{} // the servers of each sub-agent
-	for _, s := range servers {
-		if s.Agents == nil {
-			shared = append(shared, s.Name)
+	names := map[string][]string{} // the entries of each sub-agent
+	for _, e := range entries {
+		name, agents := audience(e)
+		if agents == nil {
+			shared = append(shared, name)
 		}
-		for _, a := range s.Agents {
-			audiences[a] = append(audiences[a], s.Name)
+		for _, a := range agents {
+			names[a] = append(names[a], name)
 		}
 	}
 	if len(shared) > 0 {
-		main = []agent.ToolSet{set.Only(shared...)}
+		main = []agent.ToolSet{only(shared...)}
 	}
 	byAgent = map[string][]agent.ToolSet{}
-	for a, names := range audiences {
-		byAgent[a] = []agent.ToolSet{set.Only(names...)}
+	for a, n := range names {
+		byAgent[a] = []agent.ToolSet{only(n...)}
 	}
-	return main, byAgent, nil
+	return main, byAgent
 }
 
 // a2aTools returns the tool sets of cfg's remote A2A agents, whose cards
@@ -542,22 +551,7 @@ func a2aTools(cfg *Config, opts Options) (main []agent.ToolSet, byAgent map[stri
 	}
 	set := remote.NewA2A(agents, remote.A2AOptions{Logger: logger, Credentials: opts.Remote.Credentials, Approval: cfg.ApprovalTools})
 	set.Start()
-	var shared []string
-	audiences := map[string][]string{}
-	for _, a := range agents {
-		if a.Agents == nil {
-			shared = append(shared, a.Name)
-		}
-		for _, sub := range a.Agents {
-			audiences[sub] = append(audiences[sub], a.Name)
-		}
-	}
-	if len(shared) > 0 {
-		main = []agent.ToolSet{set.Only(shared...)}
-	}
-	for sub, names := range audiences {
-		byAgent[sub] = []agent.ToolSet{set.Only(names...)}
-	}
+	main, byAgent = byAudience(agents, func(a remote.A2AAgent) (string, []string) { return a.Name, a.Agents }, set.Only)
 	return main, byAgent, nil
 }
 
