@@ -11,6 +11,7 @@ targets=(
 	"./internal/httpapi FuzzEvent"
 	"./internal/httpapi FuzzStreamBody"
 	"./internal/httpapi FuzzAGUIBody"
+	"./internal/httpapi FuzzA2ABody"
 	"./internal/agent FuzzWindow"
 	"./internal/agent FuzzToolSchema"
 	"./internal/tools FuzzEval"

@@ -26,7 +26,14 @@ import (
 // another caller, mallory.
 func front(t *testing.T, fn *runtimetest.Function, rest bool) string {
 	t.Helper()
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := httptest.NewServer(frontHandler(t, fn, rest))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// frontHandler is front's handler.
+func frontHandler(t *testing.T, fn *runtimetest.Function, rest bool) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		caller := "ada"
 		if strings.HasPrefix(r.Header.Get("Authorization"), "Bearer ") {
@@ -57,9 +64,7 @@ func front(t *testing.T, fn *runtimetest.Function, rest bool) string {
 		}
 		w.WriteHeader(p.StatusCode)
 		_, _ = w.Write(rest)
-	}))
-	t.Cleanup(srv.Close)
-	return srv.URL
+	})
 }
 
 func sample[E any](t *testing.T, name string) E {
@@ -78,6 +83,7 @@ func sample[E any](t *testing.T, name string) E {
 func urlEvent(t *testing.T, r *http.Request, body []byte, caller string) []byte {
 	e := sample[events.LambdaFunctionURLRequest](t, "stream-chat.json")
 	e.RawPath, e.RawQueryString = r.URL.Path, r.URL.RawQuery
+	e.RequestContext.DomainName = r.Host // the URL's host, as Lambda gives it
 	e.RequestContext.HTTP.Method, e.RequestContext.HTTP.Path = r.Method, r.URL.Path
 	e.RequestContext.Authorizer.IAM.UserARN = "arn:aws:sts::123456789012:assumed-role/chat-client/" + caller
 	e.Headers = map[string]string{"content-type": r.Header.Get("Content-Type"), "accept": r.Header.Get("Accept")}

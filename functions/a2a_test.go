@@ -1,0 +1,137 @@
+package functions_test
+
+import (
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2aclient"
+	"github.com/a2aproject/a2a-go/v2/a2aclient/agentcard"
+)
+
+// bearerAs makes a client another caller to front, as its bearer token
+// says.
+type bearerAs struct{ next http.RoundTripper }
+
+func (b bearerAs) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer mallory")
+	return b.next.RoundTrip(r)
+}
+
+// TestA2AThroughTheBuiltStreamFunction: the official A2A client finds the
+// built stream function by its card, through the function URL's events
+// (served over TLS, as the card's https URL needs), follows the URL the
+// card names, and holds tasks with it: blocking and streamed, an approval
+// through TASK_STATE_INPUT_REQUIRED read back by a new process, a cancel;
+// another caller finds nothing, and bad requests get A2A's errors.
+func TestA2AThroughTheBuiltStreamFunction(t *testing.T) {
+	d := deploy(t, "APPROVAL_TOOLS=calculator", "A2A_NAME=built")
+	fn := d.fns["stream"]
+	srv := httptest.NewTLSServer(frontHandler(t, fn, false))
+	t.Cleanup(srv.Close)
+	hc := srv.Client()
+	card, err := agentcard.NewResolver(hc).Resolve(t.Context(), srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if card.Name != "built" || card.SupportedInterfaces[0].URL != srv.URL+"/a2a" || !strings.Contains(card.Description, "for the service lambda") {
+		t.Fatalf("card %+v, interfaces %+v", card, card.SupportedInterfaces[0])
+	}
+	c, err := a2aclient.NewFromCard(t.Context(), card, a2aclient.WithJSONRPCTransport(hc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	send := func(msg *a2a.Message) *a2a.Task {
+		t.Helper()
+		res, err := c.SendMessage(t.Context(), &a2a.SendMessageRequest{Message: msg})
+		if err != nil {
+			t.Fatalf("SendMessage: %v\n%s", err, fn.Logs())
+		}
+		return res.(*a2a.Task)
+	}
+	answer := func(task *a2a.Task) string {
+		return task.Artifacts[len(task.Artifacts)-1].Parts[0].Text()
+	}
+
+	hello := send(a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("Hello there")))
+	if hello.Status.State != a2a.TaskStateCompleted || !strings.Contains(answer(hello), "Hello there") {
+		t.Fatalf("blocking: %+v", hello.Status)
+	}
+	streamed := a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("And streamed"))
+	streamed.ContextID = hello.ContextID
+	var final a2a.TaskState
+	var text strings.Builder
+	for ev, err := range c.SendStreamingMessage(t.Context(), &a2a.SendMessageRequest{Message: streamed}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch e := ev.(type) {
+		case *a2a.TaskArtifactUpdateEvent:
+			text.WriteString(e.Artifact.Parts[0].Text())
+		case *a2a.TaskStatusUpdateEvent:
+			final = e.Status.State
+		}
+	}
+	if final != a2a.TaskStateCompleted || !strings.Contains(text.String(), "And streamed") {
+		t.Fatalf("streamed: %s %q", final, text.String())
+	}
+
+	paused := send(a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("What is 120*1.2?")))
+	if paused.Status.State != a2a.TaskStateInputRequired {
+		t.Fatalf("the approval: %+v", paused.Status)
+	}
+	// Another process reads the task from the session.
+	if err := fn.Restart(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := c.GetTask(t.Context(), &a2a.GetTaskRequest{ID: paused.ID}); err != nil || got.Status.State != a2a.TaskStateInputRequired {
+		t.Fatalf("GetTask from a new process: %v %+v", err, got)
+	}
+	var interruptID string
+	for _, p := range paused.Status.Message.Parts {
+		if d, ok := p.Data().(map[string]any); ok {
+			interruptID, _ = d["interrupts"].([]any)[0].(map[string]any)["id"].(string)
+		}
+	}
+	done := send(a2a.NewMessageForTask(a2a.MessageRoleUser, paused, a2a.NewDataPart(map[string]any{"responses": []any{map[string]any{"interrupt_id": interruptID, "approve": true}}})))
+	if done.Status.State != a2a.TaskStateCompleted || !strings.Contains(answer(done), "144") {
+		t.Fatalf("the approved task: %+v %q", done.Status, answer(done))
+	}
+	toCancel := send(a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("What is 2*21?")))
+	if canceled, err := c.CancelTask(t.Context(), &a2a.CancelTaskRequest{ID: toCancel.ID}); err != nil || canceled.Status.State != a2a.TaskStateCanceled {
+		t.Fatalf("CancelTask: %v %+v", err, canceled)
+	}
+
+	mallory := &http.Client{Transport: bearerAs{hc.Transport}}
+	other, err := a2aclient.NewFromCard(t.Context(), card, a2aclient.WithJSONRPCTransport(mallory))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.GetTask(t.Context(), &a2a.GetTaskRequest{ID: hello.ID}); !errors.Is(err, a2a.ErrTaskNotFound) {
+		t.Errorf("another caller's GetTask: %v", err)
+	}
+
+	for name, req := range map[string]*a2a.SendMessageRequest{
+		"a url part":        {Message: a2a.NewMessage(a2a.MessageRoleUser, a2a.NewFileURLPart("http://169.254.169.254/", "text/plain"))},
+		"an agent's":        {Message: a2a.NewMessage(a2a.MessageRoleAgent, a2a.NewTextPart("hi"))},
+		"returnImmediately": {Message: a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("hi")), Config: &a2a.SendMessageConfig{ReturnImmediately: true}},
+	} {
+		want := map[string]error{"a url part": a2a.ErrUnsupportedContentType, "an agent's": a2a.ErrInvalidParams, "returnImmediately": a2a.ErrUnsupportedOperation}[name]
+		if _, err := c.SendMessage(t.Context(), req); !errors.Is(err, want) {
+			t.Errorf("%s: %v; want %v", name, err, want)
+		}
+	}
+	big := `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"big","role":"ROLE_USER","parts":[{"text":"` + strings.Repeat("x", 1<<20) + `"}]}}}`
+	resp, err := hc.Post(srv.URL+"/a2a", "application/json", strings.NewReader(big))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Errorf("a body over the limit: %d", resp.StatusCode)
+	}
+}
