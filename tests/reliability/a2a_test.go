@@ -1,15 +1,22 @@
 package reliability_test
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"iter"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2asrv"
 	"github.com/lambda-agent/lambda-agent/internal/agent"
 	"github.com/lambda-agent/lambda-agent/internal/testkit"
 	"github.com/lambda-agent/lambda-agent/internal/testkit/conversetest"
@@ -465,4 +472,225 @@ func TestCrashDuringAnA2ATask(t *testing.T) {
 	validHistory(t, storedIn(t, b.store, streamOwner, context).messages)
 	report(t, "A crash (SIGKILL) during an A2A task leaves its context as it was, with no task of it stored; the message sent again runs once, after the dead invocation's hold",
 		"1 SIGKILL of the stream bootstrap during a SendMessage's model call, then its retry", lost)
+}
+
+// remoteA2A is a remote agent for the suite: an a2a-go server that
+// answers each message with its text, counting them; while gate is set,
+// each waits for it to close (or its request to end) first.
+type remoteA2A struct {
+	srv      *httptest.Server
+	messages atomic.Int32
+	mu       sync.Mutex
+	gate     chan struct{}
+}
+
+func (r *remoteA2A) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
+	return func(yield func(a2a.Event, error) bool) {
+		r.messages.Add(1)
+		r.mu.Lock()
+		gate := r.gate
+		r.mu.Unlock()
+		if gate != nil {
+			select {
+			case <-gate:
+			case <-ctx.Done():
+				return
+			}
+		}
+		text := ""
+		for _, p := range ec.Message.Parts {
+			text += p.Text()
+		}
+		if ec.StoredTask == nil && !yield(a2a.NewSubmittedTask(ec, ec.Message), nil) {
+			return
+		}
+		if yield(a2a.NewArtifactEvent(ec, a2a.NewTextPart("remote: "+text)), nil) {
+			yield(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateCompleted, nil), nil)
+		}
+	}
+}
+
+func (r *remoteA2A) Cancel(_ context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
+	return func(yield func(a2a.Event, error) bool) {
+		yield(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateCanceled, nil), nil)
+	}
+}
+
+// hold makes the messages from now on wait until release.
+func (r *remoteA2A) hold() (release func()) {
+	gate := make(chan struct{})
+	r.mu.Lock()
+	r.gate = gate
+	r.mu.Unlock()
+	return func() {
+		r.mu.Lock()
+		if r.gate == gate {
+			r.gate = nil
+		}
+		r.mu.Unlock()
+		close(gate)
+	}
+}
+
+// startRemoteA2A serves a remote agent on loopback, closed when t ends.
+func startRemoteA2A(t *testing.T) *remoteA2A {
+	t.Helper()
+	r := &remoteA2A{}
+	mux := http.NewServeMux()
+	r.srv = httptest.NewServer(mux)
+	t.Cleanup(r.srv.Close)
+	card := &a2a.AgentCard{
+		Name: "remote", Description: "Echoes.", Version: "1",
+		SupportedInterfaces: []*a2a.AgentInterface{{URL: r.srv.URL + "/a2a", ProtocolBinding: a2a.TransportProtocolJSONRPC, ProtocolVersion: a2a.Version}},
+	}
+	mux.Handle("/.well-known/agent-card.json", a2asrv.NewStaticAgentCardHandler(card))
+	mux.Handle("/a2a", a2asrv.NewJSONRPCHandler(a2asrv.NewHandler(r, a2asrv.WithLogger(slog.New(slog.DiscardHandler)))))
+	return r
+}
+
+func (r *remoteA2A) env() map[string]string {
+	return map[string]string{"A2A_AGENTS": `[{"name":"remote","card_url":"` + r.srv.URL + `/.well-known/agent-card.json"}]`}
+}
+
+// remoteAgentModel calls the remote agent with the turn's message, and
+// answers with its result.
+func remoteAgentModel(r *conversetest.Request) conversetest.Reply {
+	last := r.Messages[len(r.Messages)-1]
+	if len(last.Content) > 0 && last.Content[0].ToolResult != nil {
+		return conversetest.Text("done")
+	}
+	return conversetest.ToolUse("a2a-"+useID(last.Text()), "remote", map[string]string{"message": last.Text()})
+}
+
+// TestA2AAgentTurnsRacing: turns that call a remote agent over A2A, racing
+// on one session: one commits, the others answer 409 and store nothing,
+// neither their tool results nor the remote context they were given; the
+// remote agent got every call, which a lost race cannot take back.
+func TestA2AAgentTurnsRacing(t *testing.T) {
+	const racers = 6
+	remote := startRemoteA2A(t)
+	s := newSystem(t, remote.env())
+	s.Model.Responder = remoteAgentModel
+	if r := s.chat(t, "", "a2a-tools", "opening"); r.status != 200 {
+		t.Fatal(r.raw)
+	}
+	before := s.stored(t, "", "a2a-tools")
+	release := remote.hold()
+	arrived := remote.messages.Load()
+	go func() {
+		for remote.messages.Load() < arrived+racers {
+			time.Sleep(5 * time.Millisecond)
+		}
+		release() // every racer loaded the session and called the agent
+	}()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	statuses := map[int]int{}
+	var winner string
+	for i := range racers {
+		wg.Go(func() {
+			msg := fmt.Sprintf("racer %d", i)
+			r := s.chat(t, "", "a2a-tools", msg)
+			mu.Lock()
+			defer mu.Unlock()
+			statuses[r.status]++
+			if r.status == 200 {
+				winner = msg
+			}
+		})
+	}
+	wg.Wait()
+	lost := 0
+	after := s.stored(t, "", "a2a-tools")
+	if statuses[200] != 1 || statuses[409] != racers-1 || len(after.messages) != len(before.messages)+4 || after.messages[len(before.messages)].Text() != winner {
+		lost++
+		t.Errorf("statuses %v; %d messages stored after %d", statuses, len(after.messages), len(before.messages))
+	}
+	var kept struct {
+		ContextID string `json:"context_id"`
+	}
+	raw := after.session.Conversation.State["a2a:remote"]
+	if err := json.Unmarshal(raw, &kept); err != nil || kept.ContextID == "" {
+		lost++
+		t.Errorf("the remote context the winner kept: %s", raw)
+	}
+	if got := remote.messages.Load() - arrived; got != racers {
+		t.Errorf("the remote agent got %d messages; want one from each racer", got)
+	}
+	validHistory(t, after.messages)
+	report(t, "Turns that call a remote agent over A2A, racing on one session: one commits, the others answer 409 and store nothing, neither their results nor the remote context they got",
+		fmt.Sprintf("%d turns at once, each holding at the remote agent until all had called it", racers), lost)
+}
+
+// TestA2AAgentTurnRetriedWithItsKey: a turn that called a remote agent,
+// sent again with its Idempotency-Key while it runs, gets 409
+// in_progress; after its answer, replays, calling the agent no more.
+func TestA2AAgentTurnRetriedWithItsKey(t *testing.T) {
+	remote := startRemoteA2A(t)
+	s := newSystem(t, remote.env())
+	s.Model.Responder = remoteAgentModel
+	req := call("POST", "/chat", "ada", map[string]any{"session_id": "a2a-key", "message": "once"}).withKey("k-remote")
+	release := remote.hold()
+	first := make(chan reply, 1)
+	go func() { first <- s.serve(t, req, 30*time.Second) }()
+	waitFor(t, "the remote call", func() bool { return remote.messages.Load() == 1 })
+	lost := 0
+	if r := s.serve(t, req, 30*time.Second); r.status != 409 || r.code() != "in_progress" {
+		lost++
+		t.Errorf("a retry while the remote agent works: %d %s", r.status, r.raw)
+	}
+	release()
+	if r := <-first; r.status != 200 {
+		t.Fatalf("the turn: %d %s", r.status, r.raw)
+	}
+	for range 3 {
+		if r := s.serve(t, req, 30*time.Second); r.status != 200 || r.headers.Get("Idempotent-Replayed") != "true" {
+			lost++
+			t.Errorf("a retry after the answer: %d %s", r.status, r.raw)
+		}
+	}
+	if n := remote.messages.Load(); n != 1 {
+		lost++
+		t.Errorf("the remote agent got %d messages; want 1", n)
+	}
+	report(t, "A turn that called a remote agent over A2A, sent again with its Idempotency-Key, calls it no more: 409 in_progress while it runs, then replays",
+		"1 turn, sent again once while the remote agent worked and 3 times after", lost)
+}
+
+// TestCrashWhileARemoteAgentWorks kills the built chat function with
+// SIGKILL while a remote agent answers its call: the session is as it
+// was, remote context included, and the next turn calls the agent again.
+func TestCrashWhileARemoteAgentWorks(t *testing.T) {
+	t.Parallel()
+	remote := startRemoteA2A(t)
+	b := newSandbox(t, "A2A_AGENTS="+remote.env()["A2A_AGENTS"])
+	b.model.Responder = remoteAgentModel
+	if resp, _ := b.invoke(t, "opening", 20*time.Second); resp.StatusCode != 200 {
+		t.Fatalf("opening: %d %s", resp.StatusCode, resp.Body)
+	}
+	before := storedIn(t, b.store, "", "crashy")
+	release := remote.hold()
+	arrived := remote.messages.Load()
+	inv, err := b.fn.InvokeAsync(t.Context(), chatEvent(t, "doomed"), 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the remote call", func() bool { return remote.messages.Load() == arrived+1 })
+	b.kill(t, inv, "while the remote agent works")
+	release()
+	lost := 0
+	if after := storedIn(t, b.store, "", "crashy"); !after.sameAs(before) {
+		lost++
+		t.Errorf("the killed turn changed the session:\n%s", before.diff(after))
+	}
+	if err := b.fn.Restart(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if resp, _ := b.invoke(t, "after", 20*time.Second); resp.StatusCode != 200 || remote.messages.Load() != arrived+2 {
+		lost++
+		t.Errorf("the next turn: %d %s; the remote agent got %d messages", resp.StatusCode, resp.Body, remote.messages.Load()-arrived)
+	}
+	validHistory(t, storedIn(t, b.store, "", "crashy").messages)
+	report(t, "A crash (SIGKILL) while a remote agent answers an A2A call leaves the session as it was, remote context included, and the next turn calls the agent again",
+		"1 SIGKILL of the chat bootstrap while the remote agent held its answer", lost)
 }
