@@ -271,8 +271,7 @@ func (h *Handler) message(ctx context.Context, c *Call, req *a2a.SendMessageRequ
 		case cfg.ReturnImmediately:
 			return nil, unsupported("returnImmediately is not supported: a task's turn runs within the request, so send the message blocking or streaming, and read the task again with GetTask")
 		case cfg.PushConfig != nil:
-			return nil, a2a.NewError(a2a.ErrPushNotificationNotSupported, "push notifications are not supported: stream the message, or read the task with GetTask").
-				WithDetails(map[string]any{"code": "unsupported", "status": http.StatusBadRequest})
+			return nil, unsupported("push notifications are not supported: stream the message, or read the task with GetTask")
 		}
 	}
 	in, err := readMessage(req.Message)
@@ -408,8 +407,7 @@ func (h *Handler) SubscribeToTask(ctx context.Context, _ *a2a.SubscribeToTaskReq
 }
 
 func (h *Handler) noPush(ctx context.Context) error {
-	return h.fail(call(ctx), a2a.NewError(a2a.ErrPushNotificationNotSupported, "push notifications are not supported").
-		WithDetails(map[string]any{"code": "unsupported", "status": http.StatusBadRequest}))
+	return h.fail(call(ctx), unsupported("push notifications are not supported: stream the message, or read the task with GetTask"))
 }
 
 // GetTaskPushConfig is not supported.

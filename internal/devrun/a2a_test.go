@@ -284,7 +284,7 @@ func TestA2AWithTheOfficialClient(t *testing.T) {
 			{"a push config", func(ctx context.Context) error {
 				_, err := c.CreateTaskPushConfig(ctx, &a2a.PushConfig{TaskID: "x", URL: "https://example.com/hook"})
 				return err
-			}, a2a.ErrPushNotificationNotSupported},
+			}, a2a.ErrUnsupportedOperation},
 		}
 		for _, tt := range tests {
 			if err := tt.do(ctx); !errors.Is(err, tt.want) {

@@ -2,6 +2,7 @@ package httpapi_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -13,6 +14,7 @@ import (
 	"github.com/lambda-agent/lambda-agent/internal/httpapi"
 	"github.com/lambda-agent/lambda-agent/internal/lambdahttp"
 	"github.com/lambda-agent/lambda-agent/internal/testkit"
+	"github.com/lambda-agent/lambda-agent/internal/testkit/conversetest"
 )
 
 // card is what an agent card says of where and how to call the agent.
@@ -104,5 +106,105 @@ func TestAgentCardSaysHowToCall(t *testing.T) {
 	pub.h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/.well-known/agent-card.json", nil))
 	if c := decodeCard(t, w.Code, w.Body); c.SupportedInterfaces[0].URL != "https://agents.example.com/support/a2a" {
 		t.Errorf("with A2A_PUBLIC_URL: %+v", c)
+	}
+}
+
+// TestA2AErrorsCarryTheirCodes: A2A's errors carry the HTTP API's code and
+// status in their data, as docs/a2a.md's table says: a model that stays
+// unavailable is a ServerError worth a retry, and a raw part of a media
+// type the agent does not take is ContentTypeNotSupported; a caller the
+// function refuses gets the HTTP API's 401 before JSON-RPC is read.
+func TestA2AErrorsCarryTheirCodes(t *testing.T) {
+	a := newAPI(t, nil)
+	a.model.Responder = func(*conversetest.Request) conversetest.Reply { return conversetest.Unavailable() }
+	rpc := func(h http.Handler, body string) (int, map[string]any) {
+		t.Helper()
+		w := httptest.NewRecorder()
+		r := httptest.NewRequest(http.MethodPost, "/a2a", strings.NewReader(body))
+		r.Header.Set("Content-Type", "application/json")
+		h.ServeHTTP(w, r)
+		var out map[string]any
+		if err := json.Unmarshal(w.Body.Bytes(), &out); err != nil {
+			t.Fatalf("%d %q", w.Code, w.Body)
+		}
+		return w.Code, out
+	}
+	errorOf := func(out map[string]any) (int, string) {
+		e, _ := out["error"].(map[string]any)
+		code, _ := e["code"].(float64)
+		ours := ""
+		data, _ := e["data"].([]any)
+		for _, d := range data {
+			if m, ok := d.(map[string]any); ok && m["code"] != nil {
+				ours, _ = m["code"].(string)
+			}
+		}
+		return int(code), ours
+	}
+	status, out := rpc(a.h, `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"down","role":"ROLE_USER","parts":[{"text":"hi"}]}}}`)
+	if code, ours := errorOf(out); status != http.StatusOK || code != -32000 || ours != "model_error" {
+		t.Errorf("a model that stays unavailable: %d, %d %q: %v", status, code, ours, out)
+	}
+	status, out = rpc(a.h, `{"jsonrpc":"2.0","id":2,"method":"SendMessage","params":{"message":{"messageId":"zip","role":"ROLE_USER","parts":[{"raw":"UEsDBA==","mediaType":"application/zip"}]}}}`)
+	if code, ours := errorOf(out); code != -32005 || ours != "invalid_content" {
+		t.Errorf("a zip: %d, %d %q: %v", status, code, ours, out)
+	}
+	strict := newAPI(t, map[string]string{"REQUIRE_AUTH": "true"})
+	status, out = rpc(strict.h, `{"jsonrpc":"2.0","id":3,"method":"GetTask","params":{"id":"x"}}`)
+	if e, _ := out["error"].(map[string]any); status != http.StatusUnauthorized || e["code"] != "unauthorized" {
+		t.Errorf("no caller, where one is required: %d %v", status, out)
+	}
+}
+
+// TestA2AListTasksPages: ListTasks pages through a context's tasks, oldest
+// first, and through the caller's sessions, newest first, one task each,
+// with pageToken, as docs/a2a.md says.
+func TestA2AListTasksPages(t *testing.T) {
+	a := newAPI(t, nil)
+	rpc := func(method string, params any) map[string]any {
+		t.Helper()
+		body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
+		w := httptest.NewRecorder()
+		r := httptest.NewRequest(http.MethodPost, "/a2a", strings.NewReader(string(body)))
+		r.Header.Set("Content-Type", "application/json")
+		a.h.ServeHTTP(w, r)
+		var out struct{ Result map[string]any }
+		if err := json.Unmarshal(w.Body.Bytes(), &out); err != nil || out.Result == nil {
+			t.Fatalf("%s: %d %s", method, w.Code, w.Body)
+		}
+		return out.Result
+	}
+	send := func(id, context, text string) {
+		t.Helper()
+		rpc("SendMessage", map[string]any{"message": map[string]any{"messageId": id, "contextId": context, "role": "ROLE_USER", "parts": []any{map[string]any{"text": text}}}})
+	}
+	for i, text := range []string{"one", "two", "three"} {
+		send(fmt.Sprintf("m%d", i), "pages", text)
+	}
+	send("other", "elsewhere", "four")
+	texts := func(res map[string]any) []string {
+		var out []string
+		for _, task := range res["tasks"].([]any) {
+			hist, _ := task.(map[string]any)["history"].([]any)
+			out = append(out, hist[0].(map[string]any)["parts"].([]any)[0].(map[string]any)["text"].(string))
+		}
+		return out
+	}
+	first := rpc("ListTasks", map[string]any{"contextId": "pages", "pageSize": 2, "historyLength": 1})
+	if got := texts(first); strings.Join(got, " ") != "one two" || first["nextPageToken"] == "" {
+		t.Fatalf("the first page: %v, next %q", got, first["nextPageToken"])
+	}
+	second := rpc("ListTasks", map[string]any{"contextId": "pages", "pageSize": 2, "historyLength": 1, "pageToken": first["nextPageToken"]})
+	if got := texts(second); strings.Join(got, " ") != "three" || second["nextPageToken"] != "" {
+		t.Errorf("the second page: %v, next %q", got, second["nextPageToken"])
+	}
+	sessions := rpc("ListTasks", map[string]any{"pageSize": 1})
+	tasks := sessions["tasks"].([]any)
+	if len(tasks) != 1 || tasks[0].(map[string]any)["contextId"] != "elsewhere" || sessions["nextPageToken"] == "" {
+		t.Errorf("the sessions' first page: %v", sessions)
+	}
+	more := rpc("ListTasks", map[string]any{"pageSize": 1, "pageToken": sessions["nextPageToken"]})
+	if tasks := more["tasks"].([]any); len(tasks) != 1 || tasks[0].(map[string]any)["contextId"] != "pages" {
+		t.Errorf("the sessions' next page: %v", more)
 	}
 }
