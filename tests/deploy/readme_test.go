@@ -44,7 +44,8 @@ func TestDeployOverrides(t *testing.T) {
 	tp := loadTemplate(t)
 	n := 0
 	commands := slices.Concat(docCommands(t, "docs/deploy.md", "# Deploy"), docCommands(t, "docs/tools.md", "## Remote tools: MCP servers and Lambda functions"),
-		docCommands(t, "docs/observability.md", "# Observability"), docCommands(t, "docs/subagents.md", "# Sub-agents"))
+		docCommands(t, "docs/observability.md", "# Observability"), docCommands(t, "docs/subagents.md", "# Sub-agents"),
+		docCommands(t, "docs/a2a.md", "# A2A: other agents call this one, and this one calls others"))
 	for _, c := range commands {
 		_, overrides, ok := strings.Cut(c, "--parameter-overrides ")
 		if !ok {
@@ -71,6 +72,8 @@ func TestDeployOverrides(t *testing.T) {
 				_, err = remote.ParseMCPServers(value)
 			case "LambdaTools":
 				_, err = remote.ParseLambdaTools(value)
+			case "A2aAgents":
+				_, err = remote.ParseA2AAgents(value)
 			}
 			if err != nil {
 				t.Errorf("%s: %s: %v", c, name, err)
