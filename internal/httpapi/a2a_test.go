@@ -207,4 +207,20 @@ func TestA2AListTasksPages(t *testing.T) {
 	if tasks := more["tasks"].([]any); len(tasks) != 1 || tasks[0].(map[string]any)["contextId"] != "pages" {
 		t.Errorf("the sessions' next page: %v", more)
 	}
+
+	// A task goes with its session.
+	id := first["tasks"].([]any)[0].(map[string]any)["id"]
+	w := httptest.NewRecorder()
+	a.h.ServeHTTP(w, httptest.NewRequest(http.MethodDelete, "/sessions/pages", nil))
+	if w.Code != http.StatusNoContent && w.Code != http.StatusOK {
+		t.Fatalf("DELETE: %d %s", w.Code, w.Body)
+	}
+	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 9, "method": "GetTask", "params": map[string]any{"id": id}})
+	w = httptest.NewRecorder()
+	r := httptest.NewRequest(http.MethodPost, "/a2a", strings.NewReader(string(body)))
+	r.Header.Set("Content-Type", "application/json")
+	a.h.ServeHTTP(w, r)
+	if !strings.Contains(w.Body.String(), `"code":-32001`) {
+		t.Errorf("GetTask of a deleted session's task: %s", w.Body)
+	}
 }
