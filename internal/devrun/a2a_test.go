@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"regexp"
 	"strings"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2aclient"
 	"github.com/a2aproject/a2a-go/v2/a2aclient/agentcard"
+	"github.com/lambda-agent/lambda-agent/internal/agent"
 	"github.com/lambda-agent/lambda-agent/internal/devrun"
 	"github.com/lambda-agent/lambda-agent/internal/testkit"
 )
@@ -485,4 +487,67 @@ func TestA2ARemoteAnswerStreams(t *testing.T) {
 	if working < 2 {
 		t.Errorf("%d working updates with the remote agent's progress", working)
 	}
+}
+
+// TestA2ARemoteAgentThatMisbehaves: a remote agent whose card is sound but
+// whose answers are garbage is an error result for the model, and one
+// that is not there at all is left out; either way the turn completes, and
+// the session stays one Bedrock takes.
+func TestA2ARemoteAgentThatMisbehaves(t *testing.T) {
+	var base string
+	garbage := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/.well-known/agent-card.json" {
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprintf(w, `{"name":"bad","description":"Answers garbage.","version":"1","supportedInterfaces":[{"url":%q,"protocolBinding":"JSONRPC","protocolVersion":"1.0"}],"capabilities":{},"defaultInputModes":[],"defaultOutputModes":[],"skills":[]}`, base+"/a2a")
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"jsonrpc":"2.0","id":1,"result":{"task":{"id":7,"status":"nope"}}}`)
+	}))
+	t.Cleanup(garbage.Close)
+	base = garbage.URL
+	url := start(t, map[string]string{"A2A_AGENTS": `[{"name":"bad","card_url":"` + base + `/.well-known/agent-card.json"},{"name":"gone","card_url":"http://127.0.0.1:1/.well-known/agent-card.json"}]`})
+	c, _ := a2aClient(t, url, "alice")
+	for _, tool := range []string{"bad", "gone"} {
+		task := send(t, c, a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart(`/tool `+tool+` {"message":"hello"}`)))
+		if task.Status.State != a2a.TaskStateCompleted {
+			t.Fatalf("%s: the task %s", tool, task.Status.State)
+		}
+		stored := storedAs(t, url, task.ContextID)
+		if err := agent.ValidateHistory(stored); err != nil {
+			t.Errorf("%s: %v", tool, err)
+		}
+		var result *agent.ToolResultBlock
+		for _, m := range stored {
+			for _, b := range m.Content {
+				if b.ToolResult != nil {
+					result = b.ToolResult
+				}
+			}
+		}
+		if tool == "bad" && (result == nil || result.Status != agent.ToolError || !strings.Contains(result.Content[0].Text, "bad")) {
+			t.Errorf("bad: the tool's result %+v", result)
+		}
+		// An agent whose card cannot be fetched is left out: the model is
+		// not offered it, and nothing calls it.
+		if tool == "gone" && result != nil && result.Status != agent.ToolError {
+			t.Errorf("gone: the tool's result %+v", result)
+		}
+	}
+}
+
+// storedAs reads a session's messages as its caller, alice.
+func storedAs(t *testing.T, base, id string) []agent.Message {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, base+"/sessions/"+id+"?limit=1000", nil)
+	resp, err := (&http.Client{Transport: bearer{"alice"}}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var page struct{ Messages []agent.Message }
+	if err := json.NewDecoder(resp.Body).Decode(&page); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("GET the session: %d %v", resp.StatusCode, err)
+	}
+	return page.Messages
 }
