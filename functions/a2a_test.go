@@ -1,6 +1,7 @@
 package functions_test
 
 import (
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -38,7 +39,9 @@ func TestA2AThroughTheBuiltStreamFunction(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if card.Name != "built" || card.SupportedInterfaces[0].URL != srv.URL+"/a2a" || !strings.Contains(card.Description, "for the service lambda") {
+	if card.Name != "built" || len(card.SupportedInterfaces) != 1 || card.SupportedInterfaces[0].URL != srv.URL+"/a2a" ||
+		card.SupportedInterfaces[0].ProtocolVersion != "1.0" || len(card.SecuritySchemes) != 0 ||
+		!strings.Contains(card.Description, "Signature Version 4 for the service lambda") {
 		t.Fatalf("card %+v, interfaces %+v", card, card.SupportedInterfaces[0])
 	}
 	c, err := a2aclient.NewFromCard(t.Context(), card, a2aclient.WithJSONRPCTransport(hc))
@@ -102,8 +105,19 @@ func TestA2AThroughTheBuiltStreamFunction(t *testing.T) {
 		t.Fatalf("the approved task: %+v %q", done.Status, answer(done))
 	}
 	toCancel := send(a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("What is 2*21?")))
+	if toCancel.Status.State != a2a.TaskStateInputRequired {
+		t.Fatalf("the task to cancel: %+v", toCancel.Status)
+	}
 	if canceled, err := c.CancelTask(t.Context(), &a2a.CancelTaskRequest{ID: toCancel.ID}); err != nil || canceled.Status.State != a2a.TaskStateCanceled {
 		t.Fatalf("CancelTask: %v %+v", err, canceled)
+	}
+	if got, err := c.GetTask(t.Context(), &a2a.GetTaskRequest{ID: toCancel.ID}); err != nil || got.Status.State != a2a.TaskStateCanceled {
+		t.Errorf("GetTask of the canceled task: %v %+v", err, got)
+	}
+	for name, id := range map[string]a2a.TaskID{"canceled": toCancel.ID, "completed": hello.ID} {
+		if _, err := c.CancelTask(t.Context(), &a2a.CancelTaskRequest{ID: id}); !errors.Is(err, a2a.ErrTaskNotCancelable) {
+			t.Errorf("CancelTask of the %s task: %v", name, err)
+		}
 	}
 
 	mallory := &http.Client{Transport: bearerAs{hc.Transport}}
@@ -113,6 +127,25 @@ func TestA2AThroughTheBuiltStreamFunction(t *testing.T) {
 	}
 	if _, err := other.GetTask(t.Context(), &a2a.GetTaskRequest{ID: hello.ID}); !errors.Is(err, a2a.ErrTaskNotFound) {
 		t.Errorf("another caller's GetTask: %v", err)
+	}
+	// Nor can another caller end, answer or list a task that waits.
+	waiting := send(a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("What is 3*3?")))
+	if _, err := other.CancelTask(t.Context(), &a2a.CancelTaskRequest{ID: waiting.ID}); !errors.Is(err, a2a.ErrTaskNotFound) {
+		t.Errorf("another caller's CancelTask: %v", err)
+	}
+	if _, err := other.SendMessage(t.Context(), &a2a.SendMessageRequest{Message: a2a.NewMessageForTask(a2a.MessageRoleUser, waiting, a2a.NewTextPart("yes"))}); !errors.Is(err, a2a.ErrTaskNotFound) {
+		t.Errorf("another caller's answer: %v", err)
+	}
+	intrude := a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("Mine now"))
+	intrude.ContextID = hello.ContextID
+	if _, err := other.SendMessage(t.Context(), &a2a.SendMessageRequest{Message: intrude}); !errors.Is(err, a2a.ErrTaskNotFound) {
+		t.Errorf("another caller's message in the context: %v", err)
+	}
+	if l, err := other.ListTasks(t.Context(), &a2a.ListTasksRequest{}); err != nil || len(l.Tasks) != 0 {
+		t.Errorf("another caller's ListTasks: %v %+v", err, l)
+	}
+	if got, err := c.GetTask(t.Context(), &a2a.GetTaskRequest{ID: waiting.ID}); err != nil || got.Status.State != a2a.TaskStateInputRequired {
+		t.Errorf("the task another caller tried: %v %+v", err, got)
 	}
 
 	for name, req := range map[string]*a2a.SendMessageRequest{
@@ -130,8 +163,14 @@ func TestA2AThroughTheBuiltStreamFunction(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusRequestEntityTooLarge {
-		t.Errorf("a body over the limit: %d", resp.StatusCode)
+	defer resp.Body.Close()
+	var refused map[string]any
+	if err := json.NewDecoder(resp.Body).Decode(&refused); err != nil {
+		t.Fatal(err)
+	}
+	// The HTTP API's refusal, not JSON-RPC's: there is no "jsonrpc".
+	if e, _ := refused["error"].(map[string]any); resp.StatusCode != http.StatusRequestEntityTooLarge ||
+		resp.Header.Get("Content-Type") != "application/json" || e["code"] != "message_too_large" || refused["jsonrpc"] != nil {
+		t.Errorf("a body over the limit: %d %s %v", resp.StatusCode, resp.Header.Get("Content-Type"), refused)
 	}
 }
