@@ -1,16 +1,21 @@
 package functions_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2aclient"
 	"github.com/a2aproject/a2a-go/v2/a2aclient/agentcard"
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/lambda-agent/lambda-agent/internal/testkit/runtimetest"
 )
 
 // bearerAs makes a client another caller to front, as its bearer token
@@ -172,5 +177,113 @@ func TestA2AThroughTheBuiltStreamFunction(t *testing.T) {
 	if e, _ := refused["error"].(map[string]any); resp.StatusCode != http.StatusRequestEntityTooLarge ||
 		resp.Header.Get("Content-Type") != "application/json" || e["code"] != "message_too_large" || refused["jsonrpc"] != nil {
 		t.Errorf("a body over the limit: %d %s %v", resp.StatusCode, resp.Header.Get("Content-Type"), refused)
+	}
+}
+
+// restFront serves HTTP as the stream REST API does at its stage: a
+// request for /stream/... becomes a REST API event for the resource
+// under it, on the API's host, from a Cognito user pool's user (mallory
+// with a bearer token, as front's), and its streamed answer the response.
+func restFront(t *testing.T, fn *runtimetest.Function) http.Handler {
+	return http.StripPrefix("/stream", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		caller := "ada"
+		if strings.HasPrefix(r.Header.Get("Authorization"), "Bearer ") {
+			caller = "mallory"
+		}
+		var e events.APIGatewayProxyRequest
+		if err := json.Unmarshal(restEvent(t, r, body, caller), &e); err != nil {
+			t.Error(err)
+			return
+		}
+		// As the API's default domain gives them: the host it was called
+		// on, and the path under the stage (which restEvent has).
+		e.RequestContext.DomainName = r.Host
+		e.RequestContext.Path = "/" + e.RequestContext.Stage + r.URL.Path
+		event, _ := json.Marshal(e)
+		out, err := fn.Invoke(r.Context(), event, 30*time.Second)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		prelude, rest, ok := bytes.Cut(out, make([]byte, 8))
+		var p struct {
+			StatusCode int               `json:"statusCode"`
+			Headers    map[string]string `json:"headers"`
+		}
+		if !ok || json.Unmarshal(prelude, &p) != nil {
+			http.Error(w, "not a streamed answer: "+string(out), http.StatusBadGateway)
+			return
+		}
+		for k, v := range p.Headers {
+			w.Header().Set(k, v)
+		}
+		w.WriteHeader(p.StatusCode)
+		_, _ = w.Write(rest)
+	}))
+}
+
+// TestA2AThroughTheBuiltStreamFunctionsRESTAPI: through the stream REST
+// API, the card the official client finds at the stage names /a2a under
+// the stage, and the Cognito issuer's OpenID configuration as its
+// security; the client follows it for a blocking and a streamed send, and
+// another user of the pool finds nothing.
+func TestA2AThroughTheBuiltStreamFunctionsRESTAPI(t *testing.T) {
+	d := deploy(t, "A2A_NAME=built")
+	fn := d.fns["stream"]
+	srv := httptest.NewTLSServer(restFront(t, fn))
+	t.Cleanup(srv.Close)
+	hc := srv.Client()
+	card, err := agentcard.NewResolver(hc).Resolve(t.Context(), srv.URL+"/stream")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, fn.Logs())
+	}
+	oidc, _ := card.SecuritySchemes["jwt"].(a2a.OpenIDConnectSecurityScheme)
+	if len(card.SupportedInterfaces) != 1 || card.SupportedInterfaces[0].URL != srv.URL+"/stream/a2a" ||
+		oidc.OpenIDConnectURL != "https://cognito-idp.us-east-1.amazonaws.com/us-east-1_Example/.well-known/openid-configuration" ||
+		len(card.SecurityRequirements) != 1 {
+		t.Fatalf("card %+v, interfaces %+v", card, card.SupportedInterfaces)
+	}
+	c, err := a2aclient.NewFromCard(t.Context(), card, a2aclient.WithJSONRPCTransport(hc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.SendMessage(t.Context(), &a2a.SendMessageRequest{Message: a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("Hello through REST"))})
+	if err != nil {
+		t.Fatalf("SendMessage: %v\n%s", err, fn.Logs())
+	}
+	hello, _ := res.(*a2a.Task)
+	if hello == nil || hello.Status.State != a2a.TaskStateCompleted || !strings.Contains(hello.Status.Message.Parts[0].Text(), "Hello through REST") {
+		t.Fatalf("blocking: %+v", res)
+	}
+	streamed := a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("And streamed"))
+	streamed.ContextID = hello.ContextID
+	var final a2a.TaskState
+	var text strings.Builder
+	for ev, err := range c.SendStreamingMessage(t.Context(), &a2a.SendMessageRequest{Message: streamed}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch e := ev.(type) {
+		case *a2a.TaskArtifactUpdateEvent:
+			text.WriteString(e.Artifact.Parts[0].Text())
+		case *a2a.TaskStatusUpdateEvent:
+			final = e.Status.State
+		}
+	}
+	if final != a2a.TaskStateCompleted || !strings.Contains(text.String(), "And streamed") {
+		t.Fatalf("streamed: %s %q", final, text.String())
+	}
+	if l, err := c.ListTasks(t.Context(), &a2a.ListTasksRequest{ContextID: hello.ContextID}); err != nil || len(l.Tasks) != 2 {
+		t.Errorf("ListTasks of the context: %v %+v", err, l)
+	}
+
+	mallory := &http.Client{Transport: bearerAs{hc.Transport}}
+	other, err := a2aclient.NewFromCard(t.Context(), card, a2aclient.WithJSONRPCTransport(mallory))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.GetTask(t.Context(), &a2a.GetTaskRequest{ID: hello.ID}); !errors.Is(err, a2a.ErrTaskNotFound) {
+		t.Errorf("another user's GetTask: %v", err)
 	}
 }
