@@ -1,7 +1,8 @@
 // Package a2aclient drives an A2A server with the official JavaScript
 // SDK's client, @a2a-js/sdk's ClientFactory, through Node: client.mjs
-// finds the agent by its card, sends, streams, pauses, reads and answers
-// a task, and prints what happened, for a Go test to judge. The npm
+// finds the agent by its card, then sends, streams, pauses, reads and
+// answers a task (Run), or cancels one and makes calls the server refuses
+// (RunCancel), and prints what happened, for a Go test to judge. The npm
 // package is pinned in package-lock.json; `npm ci --prefix
 // internal/testkit/a2aclient` installs it (.ci/run does).
 package a2aclient
@@ -41,7 +42,31 @@ type Result struct {
 		State, Answer string
 		SameTask      bool `json:"sameTask"`
 	} `json:"answered"`
-	Error string `json:"error"`
+	// Cancel is what RunCancel saw.
+	Cancel *Cancel `json:"cancel"`
+	Error  string  `json:"error"`
+}
+
+// Cancel is what the "cancel" scenario saw: a task that waited for an
+// approval, canceled, read again; and the calls the server refused, by
+// name (cancelAgain, cancelCompleted, getUnknown, agentRole, urlPart,
+// returnImmediately).
+type Cancel struct {
+	Paused, Canceled, Got string
+	Refusals              map[string]Refusal `json:"refusals"`
+}
+
+// Refusal is how the SDK reported a call the server refused.
+type Refusal struct {
+	// Class is the SDK's error class, such as JsonRpcTaskNotFoundError,
+	// and Name its A2A error, such as TaskNotFoundError ("no error" when
+	// the call succeeded).
+	Class, Name string
+	// EnvelopeCode is the JSON-RPC error's code.
+	EnvelopeCode int `json:"envelopeCode"`
+	// Code is the code the server put in the error's data, such as
+	// not_found.
+	Code string
 }
 
 // dir is this package's directory, which holds client.mjs and its
@@ -51,11 +76,23 @@ func dir() string {
 	return filepath.Dir(file)
 }
 
-// Run runs client.mjs against the agent whose card is at base's
-// /.well-known/agent-card.json. Without Node or the npm package the test
-// is skipped, and says why, unless LAMBDA_AGENT_NODE_TEST is set, as
-// .ci/run sets it: then it fails.
+// Run runs client.mjs's "tasks" scenario against the agent whose card is
+// at base's /.well-known/agent-card.json. Without Node or the npm package
+// the test is skipped, and says why, unless LAMBDA_AGENT_NODE_TEST is
+// set, as .ci/run sets it: then it fails.
 func Run(t testing.TB, base string) Result {
+	t.Helper()
+	return run(t, base, "tasks")
+}
+
+// RunCancel runs client.mjs's "cancel" scenario, as Run does; the agent
+// must hold the calculator's use for approval.
+func RunCancel(t testing.TB, base string) Result {
+	t.Helper()
+	return run(t, base, "cancel")
+}
+
+func run(t testing.TB, base, scenario string) Result {
 	t.Helper()
 	node, err := exec.LookPath("node")
 	_, modules := os.Stat(filepath.Join(dir(), "node_modules", "@a2a-js", "sdk"))
@@ -67,7 +104,7 @@ func Run(t testing.TB, base string) Result {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, node, "client.mjs", base)
+	cmd := exec.CommandContext(ctx, node, "client.mjs", base, scenario)
 	cmd.Dir = dir()
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
