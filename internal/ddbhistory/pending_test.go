@@ -114,6 +114,9 @@ func TestClaimPending(t *testing.T) {
 		if !during.Resuming {
 			t.Error("a load during the claim does not see Resuming")
 		}
+		if page, err := e.store.Transcript(t.Context(), key, "", 10); err != nil || !page.Session.Resuming {
+			t.Errorf("a transcript during the claim: %v; it does not see Resuming", err)
+		}
 		if err := e.store.ClaimPending(ctx, during); !errors.Is(err, ddbhistory.ErrConflict) {
 			t.Errorf("a claim while another lasts: %v, want ErrConflict", err)
 		}
@@ -123,6 +126,9 @@ func TestClaimPending(t *testing.T) {
 		later := load()
 		if later.Resuming {
 			t.Error("Resuming after the claim expired")
+		}
+		if page, err := e.store.Transcript(t.Context(), key, "", 10); err != nil || page.Session.Resuming {
+			t.Errorf("a transcript after the claim expired: %v; it sees Resuming", err)
 		}
 		if err := e.store.ClaimPending(t.Context(), later); err != nil {
 			t.Fatalf("a claim after the first expired: %v", err)

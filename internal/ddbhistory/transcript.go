@@ -147,6 +147,8 @@ func (s *Store) transcriptPage(ctx context.Context, key Key, ks keyspace, from, 
 	if err != nil {
 		return nil, fmt.Errorf("ddbhistory: transcript %s: %w", key.ID, err)
 	}
+	sess.resumingUntil = getN(meta, attrResuming)
+	sess.Resuming = sess.resumingUntil > now.Unix()
 	page := &Page{Session: sess, First: from}
 	// conv is the conversation whose messages the page holds: the session
 	// item counts the main agent's, a sub-agent's own item its.
