@@ -9,12 +9,14 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/lambda-agent/lambda-agent/internal/agent"
 	"github.com/lambda-agent/lambda-agent/internal/agent/bedrock"
 	"github.com/lambda-agent/lambda-agent/internal/testkit/conversetest"
 	"github.com/lambda-agent/lambda-agent/internal/tools"
+	"github.com/lambda-agent/lambda-agent/internal/turn"
 )
 
 // The Go examples of the docs (docs/tools.md, docs/approvals.md) are these,
@@ -161,6 +163,46 @@ func printToolResults(cfg agent.Config, message string) {
 		r := c.ToolResult.Content[0]
 		fmt.Printf("%s: %s%s\n", c.ToolResult.Status, r.Text, r.JSON)
 	}
+}
+
+// favourites is a context provider: it gives every turn what it knows of
+// the person, and learns from what they say.
+type favourites struct {
+	mu    sync.Mutex
+	known map[string]string // what each owner likes
+}
+
+func (f *favourites) Provide(_ context.Context, p turn.Provision) ([]agent.ContextEntry, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if like, ok := f.known[p.Owner]; ok {
+		return []agent.ContextEntry{{Description: "what the person likes", Value: like}}, nil
+	}
+	return nil, nil
+}
+
+func (f *favourites) Committed(_ context.Context, c turn.Committed) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, m := range c.Messages {
+		if like, ok := strings.CutPrefix(m.Text(), "I like "); ok && m.Role == agent.RoleUser {
+			f.known[c.Owner] = like
+		}
+	}
+}
+
+// Example_contextProvider: a provider learns from one owner's committed
+// turn, and gives that owner's next turns what it learned, and no one
+// else's.
+func Example_contextProvider() {
+	f := &favourites{known: map[string]string{}}
+	ctx := context.Background()
+	said := agent.Message{Role: agent.RoleUser, Content: []agent.ContentBlock{agent.Text("I like teal")}}
+	f.Committed(ctx, turn.Committed{Owner: "ada", SessionID: "s-1", Messages: []agent.Message{said, agent.AssistantText("Noted.")}})
+	mine, _ := f.Provide(ctx, turn.Provision{Owner: "ada", SessionID: "s-2"})
+	theirs, _ := f.Provide(ctx, turn.Provision{Owner: "bob", SessionID: "s-3"})
+	fmt.Printf("%s: %s; for bob: %d entries\n", mine[0].Description, mine[0].Value, len(theirs))
+	// Output: what the person likes: teal; for bob: 0 entries
 }
 
 // TestDocsGoIsExamples checks that every Go block of the README and of

@@ -56,6 +56,9 @@ func (s *Service) resume(ctx context.Context, c Chat, client func(*agent.Convers
 			}
 			conv := &sess.Conversation
 			client(conv)
+			if err := s.provide(ctx, sess.Key, conv, nil); err != nil {
+				return nil, err
+			}
 			// earlier are the turn's messages stored before its end: the
 			// results, by this request's checkpoint or an earlier attempt's.
 			var earlier []agent.Message
@@ -95,10 +98,12 @@ func (s *Service) resume(ctx context.Context, c Chat, client func(*agent.Convers
 				// before any model call, so that no approved tool that ran
 				// runs again.
 				window := append(conv.Messages, first.Messages...)
+				at := sess.Count
 				err = s.store.Commit(storeCtx, sess, ddbhistory.Turn{Messages: first.Messages, Window: first.Window, State: first.State, Pending: first.Pending, Agents: agentTurns(first), Resuming: true})
 				if err != nil {
 					return nil, &CommitError{Result: first, Err: err}
 				}
+				s.committed(ctx, sess.Key, at, first.Messages)
 				checkpointed = true
 				conv.Messages = window // the commit left the client's tools and context, and the loader
 				earlier, answering = first.Messages, first

@@ -136,6 +136,8 @@ type Service struct {
 	agent  Agent
 	prices pricing.Table // nil prices are unknown
 	docs   documentChecks
+	// providers take part in every chat turn (Provider).
+	providers []Provider
 }
 
 // New returns a Service that runs turns with a and keeps sessions in store.
@@ -279,6 +281,13 @@ func (s *Service) Chat(ctx context.Context, c Chat) (*Outcome[ChatAnswer], error
 	return run(ctx, s, c.Request, job[ChatAnswer]{
 		run: func(ctx, storeCtx context.Context, sess *ddbhistory.Session) (*done[ChatAnswer], error) {
 			client(&sess.Conversation)
+			input := c.Content
+			if c.Edit != nil {
+				input = c.Edit.Content
+			}
+			if err := s.provide(ctx, sess.Key, &sess.Conversation, input); err != nil {
+				return nil, err
+			}
 			if c.Regenerate || c.Edit != nil {
 				return s.redo(ctx, storeCtx, sess, c)
 			}
@@ -464,10 +473,12 @@ func commitRun[A any](ctx, storeCtx context.Context, s *Service, sess *ddbhistor
 		Staging:  d.Staging,
 		Agents:   agentTurns(d.Result),
 	}
-	first := t.First(sess) - d.Earlier // before the commit moves sess on
+	at := t.First(sess) // before the commit moves sess on
+	first := at - d.Earlier
 	if err := s.store.Commit(storeCtx, sess, t); err != nil {
 		return nil, &CommitError{Result: d.Result, Err: err}
 	}
+	s.committed(ctx, sess.Key, at, t.Messages)
 	return &Outcome[A]{Answer: d.Answer, Result: d.Result, First: first}, nil
 }
 
