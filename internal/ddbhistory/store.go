@@ -274,12 +274,10 @@ func (s *Store) readNewest(ctx context.Context, key Key, ks keyspace, hint int, 
 	case state == stateAbsent:
 		return nil, nil, 0, ErrNotFound
 	}
-	sess, err := decodeMeta(key, meta)
+	sess, err := decodeMeta(key, meta, now)
 	if err != nil {
 		return nil, nil, 0, err
 	}
-	sess.resumingUntil = getN(meta, attrResuming)
-	sess.Resuming = sess.resumingUntil > now.Unix()
 	from := fromOf(sess)
 	msgs := newMessageSet(ks)
 	msgs.add(out.Items[1:], now)
@@ -362,8 +360,9 @@ func (ms *messageSet) window(from int, sess *Session, skipUnseen bool) ([]agent.
 	return msgs, start, nil
 }
 
-// decodeMeta reads a session item, without its messages.
-func decodeMeta(key Key, it item) (*Session, error) {
+// decodeMeta reads a session item, without its messages, as of now: a
+// claim on its pending interrupts that lasts past now is Resuming.
+func decodeMeta(key Key, it item, now time.Time) (*Session, error) {
 	sess := &Session{
 		Key:          key,
 		Version:      getN(it, attrVersion),
@@ -376,7 +375,10 @@ func decodeMeta(key Key, it item) (*Session, error) {
 		rewound:      getN(it, attrRewound),
 		rewoundTo:    int(getN(it, attrRewoundTo)),
 		written:      getN(it, attrWritten),
+		// A conversation item of a sub-agent's has no claim.
+		resumingUntil: getN(it, attrResuming),
 	}
+	sess.Resuming = sess.resumingUntil > now.Unix()
 	if at := getN(it, TTLAttribute); at > 0 {
 		sess.ExpiresAt = time.Unix(at, 0)
 	}

@@ -143,12 +143,10 @@ func (s *Store) transcriptPage(ctx context.Context, key Key, ks keyspace, from, 
 	if sessionState(meta, now) != stateLive {
 		return nil, fmt.Errorf("ddbhistory: transcript %s: %w", key.ID, ErrNotFound)
 	}
-	sess, err := decodeMeta(key, meta)
+	sess, err := decodeMeta(key, meta, now)
 	if err != nil {
 		return nil, fmt.Errorf("ddbhistory: transcript %s: %w", key.ID, err)
 	}
-	sess.resumingUntil = getN(meta, attrResuming)
-	sess.Resuming = sess.resumingUntil > now.Unix()
 	page := &Page{Session: sess, First: from}
 	// conv is the conversation whose messages the page holds: the session
 	// item counts the main agent's, a sub-agent's own item its.
@@ -156,7 +154,7 @@ func (s *Store) transcriptPage(ctx context.Context, key Key, ks keyspace, from, 
 	if ks != mainKeys {
 		conv = &Session{Key: key}
 		if agentMeta != nil && !expired(agentMeta, now) {
-			if conv, err = decodeMeta(key, agentMeta); err != nil {
+			if conv, err = decodeMeta(key, agentMeta, now); err != nil {
 				return nil, fmt.Errorf("ddbhistory: transcript %s: agent %s: %w", key.ID, ks.name(), err)
 			}
 		}
