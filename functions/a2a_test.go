@@ -69,24 +69,7 @@ func TestA2AThroughTheBuiltStreamFunction(t *testing.T) {
 	if hello.Status.State != a2a.TaskStateCompleted || !strings.Contains(answer(hello), "Hello there") {
 		t.Fatalf("blocking: %+v", hello.Status)
 	}
-	streamed := a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("And streamed"))
-	streamed.ContextID = hello.ContextID
-	var final a2a.TaskState
-	var text strings.Builder
-	for ev, err := range c.SendStreamingMessage(t.Context(), &a2a.SendMessageRequest{Message: streamed}) {
-		if err != nil {
-			t.Fatal(err)
-		}
-		switch e := ev.(type) {
-		case *a2a.TaskArtifactUpdateEvent:
-			text.WriteString(e.Artifact.Parts[0].Text())
-		case *a2a.TaskStatusUpdateEvent:
-			final = e.Status.State
-		}
-	}
-	if final != a2a.TaskStateCompleted || !strings.Contains(text.String(), "And streamed") {
-		t.Fatalf("streamed: %s %q", final, text.String())
-	}
+	streamAnd(t, c, hello.ContextID)
 
 	paused := send(a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("What is 120*1.2?")))
 	if paused.Status.State != a2a.TaskStateInputRequired {
@@ -256,8 +239,27 @@ func TestA2AThroughTheBuiltStreamFunctionsRESTAPI(t *testing.T) {
 	if hello == nil || hello.Status.State != a2a.TaskStateCompleted || !strings.Contains(hello.Status.Message.Parts[0].Text(), "Hello through REST") {
 		t.Fatalf("blocking: %+v", res)
 	}
+	streamAnd(t, c, hello.ContextID)
+	if l, err := c.ListTasks(t.Context(), &a2a.ListTasksRequest{ContextID: hello.ContextID}); err != nil || len(l.Tasks) != 2 {
+		t.Errorf("ListTasks of the context: %v %+v", err, l)
+	}
+
+	mallory := &http.Client{Transport: bearerAs{hc.Transport}}
+	other, err := a2aclient.NewFromCard(t.Context(), card, a2aclient.WithJSONRPCTransport(mallory))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.GetTask(t.Context(), &a2a.GetTaskRequest{ID: hello.ID}); !errors.Is(err, a2a.ErrTaskNotFound) {
+		t.Errorf("another user's GetTask: %v", err)
+	}
+}
+
+// streamAnd streams "And streamed" to context through c, and fails the
+// test unless the task completes with the text streamed back.
+func streamAnd(t *testing.T, c *a2aclient.Client, context string) {
+	t.Helper()
 	streamed := a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("And streamed"))
-	streamed.ContextID = hello.ContextID
+	streamed.ContextID = context
 	var final a2a.TaskState
 	var text strings.Builder
 	for ev, err := range c.SendStreamingMessage(t.Context(), &a2a.SendMessageRequest{Message: streamed}) {
@@ -273,17 +275,5 @@ func TestA2AThroughTheBuiltStreamFunctionsRESTAPI(t *testing.T) {
 	}
 	if final != a2a.TaskStateCompleted || !strings.Contains(text.String(), "And streamed") {
 		t.Fatalf("streamed: %s %q", final, text.String())
-	}
-	if l, err := c.ListTasks(t.Context(), &a2a.ListTasksRequest{ContextID: hello.ContextID}); err != nil || len(l.Tasks) != 2 {
-		t.Errorf("ListTasks of the context: %v %+v", err, l)
-	}
-
-	mallory := &http.Client{Transport: bearerAs{hc.Transport}}
-	other, err := a2aclient.NewFromCard(t.Context(), card, a2aclient.WithJSONRPCTransport(mallory))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := other.GetTask(t.Context(), &a2a.GetTaskRequest{ID: hello.ID}); !errors.Is(err, a2a.ErrTaskNotFound) {
-		t.Errorf("another user's GetTask: %v", err)
 	}
 }
