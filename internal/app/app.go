@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/lambda-agent/lambda-agent/internal/a2a"
 	"io"
 	"log/slog"
 	"net/http"
@@ -15,15 +13,18 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/bedrockruntime"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
+	"github.com/lambda-agent/lambda-agent/internal/a2a"
 	"github.com/lambda-agent/lambda-agent/internal/agent"
 	"github.com/lambda-agent/lambda-agent/internal/agent/bedrock"
 	"github.com/lambda-agent/lambda-agent/internal/ddbhistory"
 	"github.com/lambda-agent/lambda-agent/internal/httpapi"
+	"github.com/lambda-agent/lambda-agent/internal/memory"
 	"github.com/lambda-agent/lambda-agent/internal/pricing"
 	"github.com/lambda-agent/lambda-agent/internal/remote"
 	"github.com/lambda-agent/lambda-agent/internal/sdkhttp"
@@ -55,6 +56,10 @@ type Options struct {
 	// Summary gets a line a person reads for each turn (see
 	// telemetry.Summary): the local run's. nil writes none.
 	Summary io.Writer
+	// MemoryForAnonymous gives long-term memory to the owner of
+	// unauthenticated sessions: the local run's one user, one person.
+	// Deployed, anonymous never has memory.
+	MemoryForAnonymous bool
 }
 
 // Remote is how the remote tools are reached.
@@ -77,6 +82,8 @@ type App struct {
 	Config *Config
 	Agent  *agent.Agent
 	Store  *ddbhistory.Store
+	// Memory is the long-term memory; nil when it is off.
+	Memory *memory.Store
 	Turns  *turn.Service
 	// Handler serves the routes: the API's handler, whose requests
 	// Tracing traces.
@@ -90,7 +97,11 @@ type App struct {
 func New(cfg *Config, converse bedrock.ConverseAPI, ddb ddbhistory.DynamoDBAPI, opts Options) (*App, error) {
 	opts.Logger = slog.New(telemetry.WithTraceID(cmp.Or(opts.Logger, slog.Default()).Handler()))
 	tracing := telemetry.NewTracing(cfg.Tracing, opts.Logger)
-	a, err := newAgent(cfg, converse, opts, tracing)
+	mem, err := memoryStore(cfg, ddb, opts)
+	if err != nil {
+		return nil, err
+	}
+	a, err := newAgent(cfg, converse, opts, tracing, mem)
 	if err != nil {
 		return nil, err
 	}
@@ -106,6 +117,9 @@ func New(cfg *Config, converse bedrock.ConverseAPI, ddb ddbhistory.DynamoDBAPI, 
 	agentModels, agentPrices := subAgentModels(cfg)
 	turnOpts = append(turnOpts, turn.WithAgentPrices(agentPrices))
 	turnOpts = append(turnOpts, turn.WithMaxStateBytes(a.MaxStateBytes()))
+	if mem != nil {
+		turnOpts = append(turnOpts, turn.WithProviders(&memory.Provider{Store: mem}))
+	}
 	turns, err := turn.New(traceStore(tracing, store, cfg.TableName), a, turnOpts...)
 	if err != nil {
 		return nil, err
@@ -116,7 +130,12 @@ func New(cfg *Config, converse bedrock.ConverseAPI, ddb ddbhistory.DynamoDBAPI, 
 	if priced {
 		metrics.Prices.Main, summary.Prices.Main = &prices, &prices
 	}
+	var routesMemory httpapi.Memory // no nil *memory.Store in it
+	if mem != nil {
+		routesMemory = mem
+	}
 	h, err := httpapi.New(httpapi.Config{
+		Memory:          routesMemory,
 		Service:         turns,
 		Routes:          opts.Routes,
 		CompileSchema:   opts.CompileSchema,
@@ -134,8 +153,50 @@ func New(cfg *Config, converse bedrock.ConverseAPI, ddb ddbhistory.DynamoDBAPI, 
 	if err != nil {
 		return nil, err
 	}
-	return &App{Config: cfg, Agent: a, Store: store, Turns: turns, Handler: tracing.Handler(h), Tracing: tracing}, nil
+	return &App{Config: cfg, Agent: a, Store: store, Memory: mem, Turns: turns, Handler: tracing.Handler(h), Tracing: tracing}, nil
 }
+
+// memoryStore is the long-term memory cfg configures, or nil when it is
+// off.
+func memoryStore(cfg *Config, ddb ddbhistory.DynamoDBAPI, opts Options) (*memory.Store, error) {
+	if !cfg.Memory.Enabled {
+		return nil, nil
+	}
+	ttl := time.Duration(cfg.Memory.TTLDays) * 24 * time.Hour
+	if cfg.Memory.TTLDays == 0 {
+		ttl = -1 // kept forever
+	}
+	return memory.New(ddb, memory.Config{
+		Table:             cfg.TableName,
+		IAMOwners:         cfg.Memory.IAMOwners,
+		AnonymousIsPerson: opts.MemoryForAnonymous,
+		TTL:               ttl,
+	})
+}
+
+// NewExtractor builds the memory function's handler from cfg: it learns
+// from the sessions table's stream, calling the extraction model
+// (MEMORY_MODEL_ID, or MODEL_ID) through converse.
+func NewExtractor(cfg *Config, converse bedrock.ConverseAPI, ddb ddbhistory.DynamoDBAPI, opts Options) (*memory.Extractor, error) {
+	cfg.Memory.Enabled = true
+	mem, err := memoryStore(cfg, ddb, opts)
+	if err != nil {
+		return nil, err
+	}
+	sessions, err := ddbhistory.New(ddb, StoreConfig(cfg))
+	if err != nil {
+		return nil, err
+	}
+	model, err := bedrock.New(converse, bedrock.Config{ModelID: cmp.Or(cfg.Memory.ModelID, cfg.ModelID), MaxTokens: extractionMaxTokens})
+	if err != nil {
+		return nil, err
+	}
+	return &memory.Extractor{Store: mem, Sessions: sessions, Model: model, Kinds: cfg.Memory.Kinds, Logger: opts.Logger}, nil
+}
+
+// extractionMaxTokens bounds an extraction's answer: twenty operations of
+// a record each.
+const extractionMaxTokens = 4096
 
 // cardOf is what the A2A agent card says of cfg's agent.
 func cardOf(cfg *Config) a2a.CardConfig {
@@ -205,7 +266,7 @@ type SchemaCompiler = func(json.RawMessage) (agent.Schema, error)
 // newAgent builds the agent from cfg, calling Bedrock through client, with
 // the retry policy and the logger of opts; tracing traces its model calls
 // and tool runs.
-func newAgent(cfg *Config, client bedrock.ConverseAPI, opts Options, tracing *telemetry.Tracing) (*agent.Agent, error) {
+func newAgent(cfg *Config, client bedrock.ConverseAPI, opts Options, tracing *telemetry.Tracing, mem *memory.Store) (*agent.Agent, error) {
 	w := &wiring{cfg: cfg, client: client, opts: opts, tracing: tracing, models: map[string]agent.Model{}}
 	model, err := w.model(cfg.ModelID)
 	if err != nil {
@@ -287,6 +348,9 @@ func newAgent(cfg *Config, client bedrock.ConverseAPI, opts Options, tracing *te
 	mains := slices.DeleteFunc(slices.Clone(builtins), func(t agent.Tool) bool {
 		return slices.ContainsFunc(cfg.LambdaTools, func(lt remote.LambdaTool) bool { return lt.Agents != nil && lt.Name == t.Spec().Name })
 	})
+	if mem != nil {
+		mains = append(mains, memory.SearchTool(mem))
+	}
 	return agent.New(agent.Config{
 		Model:                   model,
 		System:                  cfg.SystemPrompt,
@@ -641,4 +705,19 @@ func NewFromEnv(ctx context.Context, getenv func(string) string, opts Options) (
 			", and counts the metrics lines, which have no level, as INFO; set the log level to INFO or lower")
 	}
 	return a, err
+}
+
+// NewExtractorFromEnv builds the memory function's handler from the
+// environment, with AWS clients from the default configuration chain.
+func NewExtractorFromEnv(ctx context.Context, getenv func(string) string, opts Options) (*memory.Extractor, error) {
+	cfg, err := ConfigFromEnv(getenv)
+	if err != nil {
+		return nil, err
+	}
+	awsCfg, err := awsconfig.LoadDefaultConfig(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("load AWS configuration: %w", err)
+	}
+	awsCfg.HTTPClient = sdkhttp.Wrap(awsCfg.HTTPClient)
+	return NewExtractor(cfg, bedrockruntime.NewFromConfig(awsCfg), dynamodb.NewFromConfig(awsCfg), opts)
 }

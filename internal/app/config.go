@@ -2,6 +2,7 @@ package app
 
 import (
 	"cmp"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/lambda-agent/lambda-agent/internal/agent"
 	"github.com/lambda-agent/lambda-agent/internal/httpapi"
+	"github.com/lambda-agent/lambda-agent/internal/memory"
 	"github.com/lambda-agent/lambda-agent/internal/pricing"
 	"github.com/lambda-agent/lambda-agent/internal/remote"
 	"github.com/lambda-agent/lambda-agent/internal/telemetry"
@@ -136,7 +138,30 @@ type Config struct {
 	// Tracing is read from OpenTelemetry's standard variables (see
 	// telemetry.TracingConfigFromEnv); unset, nothing is traced.
 	Tracing telemetry.TracingConfig
+	// Memory is the long-term memory's configuration (docs/memory.md).
+	Memory MemoryConfig
 }
+
+// MemoryConfig configures long-term memory (internal/memory).
+type MemoryConfig struct {
+	// Enabled is MEMORY, on or off (the default).
+	Enabled bool
+	// IAMOwners is MEMORY_IAM_OWNERS, default false: memory for owners
+	// that are IAM principals, which every caller signing as one shares.
+	IAMOwners bool
+	// ModelID is MEMORY_MODEL_ID, the model that extracts; empty means
+	// MODEL_ID. Another must be among ADDITIONAL_MODEL_ARNS.
+	ModelID string
+	// Kinds is MEMORY_KINDS, a JSON list of {"name", "prompt", "always"};
+	// nil means memory.DefaultKinds.
+	Kinds []memory.Kind
+	// TTLDays is MEMORY_TTL_DAYS, default 365: how long a record is kept
+	// after it was last learned; 0 keeps records forever.
+	TTLDays int
+}
+
+// DefaultMemoryTTLDays is MEMORY_TTL_DAYS's default.
+const DefaultMemoryTTLDays = 365
 
 // A2AConfig is what the A2A agent card says of the agent.
 type A2AConfig struct {
@@ -291,6 +316,24 @@ func ConfigFromEnv(getenv func(string) string) (*Config, error) {
 		Name:        p.text("A2A_NAME", DefaultA2AName, maxA2AName),
 		Description: p.text("A2A_DESCRIPTION", DefaultA2ADescription, maxA2ADescription),
 		PublicURL:   p.absoluteURL("A2A_PUBLIC_URL"),
+	}
+	c.Memory = MemoryConfig{
+		Enabled:   p.choice("MEMORY", "off", "on", "off") == "on",
+		IAMOwners: p.boolean("MEMORY_IAM_OWNERS"),
+		ModelID:   getenv("MEMORY_MODEL_ID"),
+		TTLDays:   p.integer("MEMORY_TTL_DAYS", DefaultMemoryTTLDays, 0, 36_500),
+	}
+	if id := c.Memory.ModelID; id != "" {
+		if err := c.checkModel(id); err != nil {
+			p.fail("MEMORY_MODEL_ID: %v", err)
+		}
+	}
+	if v := getenv("MEMORY_KINDS"); v != "" {
+		if err := json.Unmarshal([]byte(v), &c.Memory.Kinds); err != nil {
+			p.fail("MEMORY_KINDS: not a JSON list of {\"name\", \"prompt\", \"always\"}: %v", err)
+		} else if err := memory.CheckKinds(c.Memory.Kinds); err != nil {
+			p.fail("MEMORY_KINDS: %v", err)
+		}
 	}
 	tracing, err := telemetry.TracingConfigFromEnv(getenv)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/lambda-agent/lambda-agent/internal/memory"
 	"github.com/lambda-agent/lambda-agent/internal/telemetry"
 	"github.com/lambda-agent/lambda-agent/internal/tools"
 )
@@ -25,7 +26,7 @@ func TestConfigFromEnvDefaults(t *testing.T) {
 		MaxToolResultBytes: 65536, MaxToolResultMediaBytes: 3_750_000,
 		InterruptTTL: 24 * time.Hour, TrimTurns: 3, PromptCache: true, GuardrailRedactedInput: "[User input redacted.]",
 		FunctionName: "local", MetricsNamespace: "LambdaAgent", Tracing: telemetry.TracingConfig{ServiceName: "lambda-agent"},
-		A2A: A2AConfig{Name: DefaultA2AName, Description: DefaultA2ADescription},
+		A2A: A2AConfig{Name: DefaultA2AName, Description: DefaultA2ADescription}, Memory: MemoryConfig{TTLDays: 365},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("defaults (-want +got):\n%s", diff)
@@ -49,6 +50,8 @@ func TestConfigFromEnvReadsEverything(t *testing.T) {
 		"OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "true", "DIRECT_TOOLS": "recall,orders_refresh",
 		"ALLOWED_ORIGINS": "https://chat.example.com,http://localhost:3000",
 		"A2A_NAME":        "support", "A2A_DESCRIPTION": "Answers support questions.", "A2A_PUBLIC_URL": "https://agents.example.com/support/a2a",
+		"MEMORY": "on", "MEMORY_IAM_OWNERS": "true", "MEMORY_MODEL_ID": "small", "MEMORY_TTL_DAYS": "0",
+		"MEMORY_KINDS": `[{"name":"fact","prompt":"Facts."},{"name":"style","prompt":"How to answer.","always":true}]`,
 	}))
 	if err != nil {
 		t.Fatal(err)
@@ -63,6 +66,8 @@ func TestConfigFromEnvReadsEverything(t *testing.T) {
 		FunctionName: "chat-fn", MetricsNamespace: "Team/Agents", DirectTools: []string{"recall", "orders_refresh"}, Region: "eu-west-1",
 		AllowedOrigins: []string{"https://chat.example.com", "http://localhost:3000"},
 		A2A:            A2AConfig{Name: "support", Description: "Answers support questions.", PublicURL: "https://agents.example.com/support/a2a"},
+		Memory: MemoryConfig{Enabled: true, IAMOwners: true, ModelID: "small", TTLDays: 0,
+			Kinds: []memory.Kind{{Name: "fact", Prompt: "Facts."}, {Name: "style", Prompt: "How to answer.", Always: true}}},
 		Tracing: telemetry.TracingConfig{
 			Endpoint: "http://localhost:4318/v1/traces", Headers: map[string]string{"x-api-key": "a b", "tenant": "7"},
 			Gzip: true, Timeout: 2500 * time.Millisecond, ServiceName: "chat-fn", CaptureContent: true,

@@ -105,7 +105,12 @@ func failedAt(err error, index int) bool {
 
 // classify maps a DynamoDB error to the store's errors. It is the only place
 // that looks at DynamoDB's error codes.
-func (s *Store) classify(err error) error {
+func (s *Store) classify(err error) error { return Classify(s.cfg.Table, err) }
+
+// Classify maps DynamoDB's error err, from a request on table, to the
+// store's errors, as the store does its own: for the other users of the
+// sessions table, such as internal/memory.
+func Classify(table string, err error) error {
 	var canceled *types.TransactionCanceledException
 	if errors.As(err, &canceled) {
 		for _, r := range canceled.CancellationReasons {
@@ -128,9 +133,9 @@ func (s *Store) classify(err error) error {
 	case "ThrottlingException", "ProvisionedThroughputExceededException", "RequestLimitExceeded":
 		return fmt.Errorf("%w: %w", ErrThrottled, err)
 	case "ResourceNotFoundException":
-		return &TableError{Table: s.cfg.Table, Missing: true, Err: err}
+		return &TableError{Table: table, Missing: true, Err: err}
 	case "AccessDeniedException", "UnrecognizedClientException":
-		return &TableError{Table: s.cfg.Table, Err: err}
+		return &TableError{Table: table, Err: err}
 	}
 	return err
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/lambda-agent/lambda-agent/internal/agent"
 	"github.com/lambda-agent/lambda-agent/internal/agui"
+	"github.com/lambda-agent/lambda-agent/internal/memory"
 	"github.com/lambda-agent/lambda-agent/internal/turn"
 )
 
@@ -214,6 +215,10 @@ func errorFor(err error) *Error {
 		return &Error{Code: "throttled", Message: "the model is throttling requests; retry later", RetryAfter: retryAfter, err: err}
 	case errors.As(err, &me):
 		return &Error{Code: "model_error", Message: fmt.Sprintf("the model failed (%s): %s", me.Kind, me.Message), err: err}
+	case errors.Is(err, memory.ErrNotFound):
+		return &Error{Code: "not_found", Message: "memory record not found", err: err}
+	case errors.Is(err, memory.ErrInvalid):
+		return &Error{Code: "invalid_request", Message: err.Error(), err: err}
 	case errors.Is(err, turn.ErrNotFound):
 		return &Error{Code: "not_found", Message: "session not found", err: err}
 	case errors.Is(err, turn.ErrDeleting):

@@ -102,6 +102,9 @@ type Config struct {
 	MaxMessageBytes int
 	// ModelID is the model the turns run on, which AG-UI's usage names.
 	ModelID string
+	// Memory is the long-term memory of the memory routes; nil when the
+	// deployment keeps none, and then every caller has none.
+	Memory Memory
 	// Card is what the A2A agent card says of the agent (internal/a2a),
 	// which the stream routes serve with A2A's JSON-RPC endpoint.
 	Card a2a.CardConfig
@@ -151,6 +154,10 @@ func New(cfg Config) (*Handler, error) {
 		h.handle(RouteImportSession, h.importSession)
 		h.handle(RouteImportPage, h.importPage)
 		h.handle(RouteRewind, h.rewind)
+		h.handle(RouteListMemory, h.listMemory)
+		h.handle(RouteExportMemory, h.exportMemory)
+		h.handle(RouteDeleteRecord, h.deleteRecord)
+		h.handle(RouteForget, h.forget)
 	}
 	if cfg.Routes&ChatRoutes != 0 {
 		h.handle(RouteChat, h.chat)

@@ -19,11 +19,11 @@ import (
 // anonymous owns the sessions of requests that name no caller, when the
 // deployment allows them (RequireAuth off). It is a namespace of its own: no
 // JWT subject may be it, and IAM owners all begin with iamPrefix.
-const anonymous = "anonymous"
+const anonymous = turn.Anonymous
 
 // iamPrefix begins the owners that are IAM principals. JWT subjects may not
 // begin with it, so that no token can pass for a principal.
-const iamPrefix = "iam:"
+const iamPrefix = turn.IAMPrefix
 
 // maxIdempotencyKey bounds the Idempotency-Key header.
 const maxIdempotencyKey = 128

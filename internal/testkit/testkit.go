@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/service/bedrockruntime"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/lambda-agent/lambda-agent/internal/agent"
@@ -26,9 +27,11 @@ import (
 	"github.com/lambda-agent/lambda-agent/internal/app"
 	"github.com/lambda-agent/lambda-agent/internal/ddbhistory"
 	"github.com/lambda-agent/lambda-agent/internal/httpapi"
+	"github.com/lambda-agent/lambda-agent/internal/memory"
 	"github.com/lambda-agent/lambda-agent/internal/schema"
 	"github.com/lambda-agent/lambda-agent/internal/testkit/conversetest"
 	"github.com/lambda-agent/lambda-agent/internal/testkit/dynamodbtest"
+	"github.com/lambda-agent/lambda-agent/internal/testkit/streamtest"
 )
 
 // Table is the session table's name on the stand-in.
@@ -78,6 +81,14 @@ type Stack struct {
 	// Logs holds the handler's JSON log lines, unless Options.Logger was
 	// set.
 	Logs *Buffer
+	// With MEMORY=on: Stream is the table's stream, delivered to the
+	// memory function's handler, Extractor, as Lambda's event source
+	// mapping would with the template's filter; MemoryModel is the
+	// extraction model's stand-in, apart from the agent's so that each
+	// test scripts them apart.
+	Stream      *streamtest.Mapping
+	Extractor   *memory.Extractor
+	MemoryModel *conversetest.Server
 }
 
 // New builds a Stack. Close it when done.
@@ -108,6 +119,23 @@ func New(ctx context.Context, opts Options) (*Stack, error) {
 			o.HTTPClient = &http.Client{Transport: opts.Bedrock(http.DefaultTransport)}
 		})
 	}
+	var appClient ddbhistory.DynamoDBAPI = client
+	if cfg.Memory.Enabled {
+		s.MemoryModel = conversetest.NewServer()
+		s.Stream = streamtest.New(client, streamtest.Config{
+			Table:  Table,
+			Watch:  func(_, sk string) bool { return strings.HasSuffix(sk, "meta") },
+			Filter: memory.StreamFilter,
+			Handler: func(ctx context.Context, ev events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
+				return s.Extractor.Handle(ctx, ev)
+			},
+		})
+		appClient = s.Stream
+		if s.Extractor, err = app.NewExtractor(cfg, s.MemoryModel.Client(), client, app.Options{Logger: slog.New(slog.NewJSONHandler(s.Logs, nil))}); err != nil {
+			s.Close()
+			return nil, err
+		}
+	}
 	retry := FastRetry
 	if opts.Retry != nil {
 		retry = *opts.Retry
@@ -116,7 +144,7 @@ func New(ctx context.Context, opts Options) (*Stack, error) {
 	if logger == nil {
 		logger = slog.New(slog.NewJSONHandler(s.Logs, nil))
 	}
-	s.App, err = app.New(cfg, converse, client, app.Options{
+	s.App, err = app.New(cfg, converse, appClient, app.Options{
 		Routes:        opts.Routes,
 		CompileSchema: schema.Compile,
 		Logger:        logger,
@@ -139,7 +167,12 @@ func Start(t testing.TB, opts Options) *Stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	closeAtEnd(t, s.Model, s.Close)
+	closeAtEnd(t, s.Model, func() {
+		s.Close()
+		if s.MemoryModel != nil {
+			CheckModel(t, s.MemoryModel)
+		}
+	})
 	return s
 }
 
@@ -188,8 +221,14 @@ func (s *Stack) DirectStore() *ddbhistory.Store {
 	return store
 }
 
-// Close stops the stand-ins.
+// Close stops the stand-ins, once the stream has been handled.
 func (s *Stack) Close() {
+	if s.Stream != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		_ = s.Stream.Drain(ctx)
+		cancel()
+		s.MemoryModel.Close()
+	}
 	s.Model.Close()
 	s.DDB.Close()
 }

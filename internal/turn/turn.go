@@ -410,6 +410,7 @@ type done[A any] struct {
 // turn succeeded.
 func run[A any](ctx context.Context, s *Service, req Request, j job[A]) (*Outcome[A], error) {
 	key := ddbhistory.Key{Owner: req.Owner, ID: sessionID(req)}
+	ctx = withOwner(ctx, req.Owner)
 	storeCtx, cancel := StoreContext(ctx)
 	defer cancel()
 

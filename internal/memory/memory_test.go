@@ -1,0 +1,157 @@
+package memory_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lambda-agent/lambda-agent/internal/httpapi"
+	"github.com/lambda-agent/lambda-agent/internal/memory"
+	"github.com/lambda-agent/lambda-agent/internal/testkit"
+	"github.com/lambda-agent/lambda-agent/internal/testkit/conversetest"
+)
+
+// start is the application with memory on, on stand-ins.
+func start(t *testing.T, env map[string]string) *testkit.Stack {
+	t.Helper()
+	vars := map[string]string{"MEMORY": "on"}
+	for k, v := range env {
+		vars[k] = v
+	}
+	return testkit.Start(t, testkit.Options{Env: vars})
+}
+
+// call serves a request as the JWT subject sub ("" for anonymous) and
+// returns the status and body.
+func call(t *testing.T, s *testkit.Stack, method, path, sub, body string) (int, string) {
+	t.Helper()
+	r := httptest.NewRequest(method, path, strings.NewReader(body))
+	if body != "" {
+		r.Header.Set("Content-Type", "application/json")
+	}
+	w := s.Serve(testkit.As(r, sub))
+	return w.Code, w.Body.String()
+}
+
+// chat runs a turn, and waits until the memory function has handled its
+// commit.
+func chat(t *testing.T, s *testkit.Stack, sub, session, message string) {
+	t.Helper()
+	body, _ := json.Marshal(map[string]string{"session_id": session, "message": message})
+	if code, out := call(t, s, http.MethodPost, "/chat", sub, string(body)); code != http.StatusOK {
+		t.Fatalf("chat: %d %s", code, out)
+	}
+	drain(t, s)
+}
+
+func drain(t *testing.T, s *testkit.Stack) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	if err := s.Stream.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if f := s.Stream.Failed(); len(f) > 0 {
+		t.Fatalf("%d stream records went to the on-failure destination; logs:\n%s", len(f), s.Logs)
+	}
+}
+
+// learns scripts the extraction model's next answer: these operations.
+func learns(s *testkit.Stack, ops ...map[string]any) {
+	s.MemoryModel.Enqueue(conversetest.ToolUse("x1", "update_memory", map[string]any{"operations": ops}))
+}
+
+func add(kind, text string) map[string]any {
+	return map[string]any{"action": "add", "kind": kind, "text": text}
+}
+
+// records lists sub's memory.
+func records(t *testing.T, s *testkit.Stack, sub string) httpapi.MemoryResponse {
+	t.Helper()
+	code, body := call(t, s, http.MethodGet, "/memory", sub, "")
+	if code != http.StatusOK {
+		t.Fatalf("GET /memory: %d %s", code, body)
+	}
+	var out httpapi.MemoryResponse
+	if err := json.Unmarshal([]byte(body), &out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// lastUserText is the text of the last message of the agent's last model
+// request.
+func lastUserText(s *testkit.Stack) string {
+	reqs := s.Model.Requests()
+	msgs := reqs[len(reqs)-1].Messages
+	return msgs[len(msgs)-1].Text()
+}
+
+// TestMemoryAcrossSessions: what one session teaches is recalled in the
+// next, as marked context beside the message, and never stored in it;
+// the extraction request is the documented prompt, with the turn as data.
+func TestMemoryAcrossSessions(t *testing.T) {
+	s := start(t, nil)
+	s.Model.Enqueue(conversetest.Text("Teal, noted."))
+	learns(s, add("fact", "The person's favourite colour is teal."))
+	chat(t, s, "alice", "first", "My favourite colour is teal.")
+
+	reqs := s.MemoryModel.Requests()
+	if len(reqs) != 1 {
+		t.Fatalf("%d extraction requests, want 1", len(reqs))
+	}
+	ex := reqs[0]
+	if len(ex.System) == 0 || !strings.HasPrefix(ex.System[0].Text, memory.ExtractionPrompt) || ex.ToolConfig == nil || ex.ToolConfig.ToolChoice == nil {
+		t.Fatalf("the extraction request is not the documented one: %+v", ex)
+	}
+	if got := ex.Messages[0].Text(); !strings.Contains(got, "My favourite colour is teal.") || !strings.Contains(got, "Teal, noted.") {
+		t.Errorf("the extraction request's data %q lacks the turn", got)
+	}
+	got := records(t, s, "alice")
+	if !got.Enabled || len(got.Records) != 1 || got.Records[0].Kind != "fact" || got.Records[0].Source.SessionID != "first" {
+		t.Fatalf("alice's memory: %+v", got)
+	}
+
+	s.Model.Enqueue(conversetest.Text("Teal."))
+	learns(s) // nothing new
+	chat(t, s, "alice", "second", "What is my favourite colour?")
+	text := lastUserText(s)
+	if !strings.Contains(text, memory.RecallDescription) || !strings.Contains(text, "favourite colour is teal") {
+		t.Errorf("the second session's request lacks the memory: %q", text)
+	}
+	if code, body := call(t, s, http.MethodGet, "/sessions/second", "alice", ""); code != http.StatusOK || strings.Contains(body, "teal") {
+		t.Errorf("the second session stores the recalled memory: %d %s", code, body)
+	}
+
+	// Bob has memory of his own, and none of Alice's.
+	s.Model.Enqueue(conversetest.Text("I do not know."))
+	learns(s)
+	chat(t, s, "bob", "bobs", "What is my favourite colour?")
+	if text := lastUserText(s); strings.Contains(text, "teal") {
+		t.Errorf("bob's request holds alice's memory: %q", text)
+	}
+	if got := records(t, s, "bob"); !got.Enabled || len(got.Records) != 0 {
+		t.Errorf("bob's memory: %+v", got)
+	}
+}
+
+// TestNoMemoryForOwnersThatAreNotOnePerson: anonymous callers and IAM
+// principals have no memory, and their turns call no extraction model.
+func TestNoMemoryForOwnersThatAreNotOnePerson(t *testing.T) {
+	s := start(t, nil)
+	s.Model.Enqueue(conversetest.Text("Noted."))
+	chat(t, s, "", "anon", "My favourite colour is teal.")
+	if n := s.MemoryModel.Calls(); n != 0 {
+		t.Errorf("%d extraction calls for an anonymous turn", n)
+	}
+	if got := records(t, s, ""); got.Enabled || len(got.Records) != 0 {
+		t.Errorf("anonymous memory: %+v", got)
+	}
+	if code, _ := call(t, s, http.MethodDelete, "/memory", "", ""); code != http.StatusNoContent {
+		t.Errorf("DELETE /memory for anonymous: %d", code)
+	}
+}
