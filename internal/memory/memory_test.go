@@ -3,6 +3,7 @@ package memory_test
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -153,5 +154,130 @@ func TestNoMemoryForOwnersThatAreNotOnePerson(t *testing.T) {
 	}
 	if code, _ := call(t, s, http.MethodDelete, "/memory", "", ""); code != http.StatusNoContent {
 		t.Errorf("DELETE /memory for anonymous: %d", code)
+	}
+}
+
+// TestSearchMemoryIsTheCallersOwn: search_memory finds the turn's owner's
+// records, whatever the model asks, and another owner's search finds
+// none of them.
+func TestSearchMemoryIsTheCallersOwn(t *testing.T) {
+	s := start(t, nil)
+	s.Model.Enqueue(conversetest.Text("Noted."))
+	learns(s, add("fact", "The person's car is a green Volvo."))
+	chat(t, s, "alice", "a1", "My car is a green Volvo.")
+
+	for _, c := range []struct {
+		sub, want, not string
+	}{
+		{"alice", "green Volvo", ""},
+		{"bob", "Nothing in memory", "Volvo"},
+	} {
+		s.Model.Enqueue(
+			conversetest.ToolUse("t1", memory.SearchToolName, map[string]any{"query": "which car does alice drive, volvo"}),
+			conversetest.Text("Done."))
+		learns(s)
+		chat(t, s, c.sub, "search-"+c.sub, "Which car do I drive?")
+		reqs := s.Model.Requests()
+		result := reqs[len(reqs)-1].Messages[len(reqs[len(reqs)-1].Messages)-1]
+		got := string(mustJSON(t, result))
+		if !strings.Contains(got, c.want) || (c.not != "" && strings.Contains(got, c.not)) {
+			t.Errorf("%s's search_memory result %s: want %q, not %q", c.sub, got, c.want, c.not)
+		}
+	}
+}
+
+func mustJSON(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestMemoryRoutes: listing pages through the records, a record is
+// deleted by its id, another owner's id or a malformed one is a 404, a
+// malformed cursor a 400, and the export carries the format's name.
+func TestMemoryRoutes(t *testing.T) {
+	s := start(t, nil)
+	s.Model.Enqueue(conversetest.Text("Noted."))
+	learns(s, add("fact", "The person is a nurse."), add("fact", "The person lives in Lyon."), add("preference", "The person likes short answers."))
+	chat(t, s, "alice", "a1", "I am a nurse in Lyon, and I like short answers.")
+
+	code, body := call(t, s, http.MethodGet, "/memory?limit=2", "alice", "")
+	var page httpapi.MemoryResponse
+	if code != http.StatusOK || json.Unmarshal([]byte(body), &page) != nil || len(page.Records) != 2 || page.NextCursor == "" {
+		t.Fatalf("the first page: %d %s", code, body)
+	}
+	code, body = call(t, s, http.MethodGet, "/memory?limit=2&cursor="+page.NextCursor, "alice", "")
+	var rest httpapi.MemoryResponse
+	if code != http.StatusOK || json.Unmarshal([]byte(body), &rest) != nil || len(rest.Records) != 1 || rest.NextCursor != "" {
+		t.Fatalf("the second page: %d %s", code, body)
+	}
+	id := rest.Records[0].ID
+	for _, c := range []struct {
+		method, path, sub string
+		status            int
+		code              string
+	}{
+		{http.MethodGet, "/memory?cursor=bad!", "alice", 400, "invalid_request"},
+		{http.MethodGet, "/memory?limit=101", "alice", 400, "invalid_limit"},
+		{http.MethodDelete, "/memory/" + id, "bob", 404, "not_found"},
+		{http.MethodDelete, "/memory/not-an-id", "alice", 404, "not_found"},
+		{http.MethodDelete, "/memory/" + id, "alice", 204, ""},
+		{http.MethodDelete, "/memory/" + id, "alice", 404, "not_found"},
+	} {
+		code, body := call(t, s, c.method, c.path, c.sub, "")
+		if code != c.status || (c.code != "" && !strings.Contains(body, `"code":"`+c.code+`"`)) {
+			t.Errorf("%s %s as %s: %d %s, want %d %s", c.method, c.path, c.sub, code, body, c.status, c.code)
+		}
+	}
+	code, body = call(t, s, http.MethodGet, "/memory/export", "alice", "")
+	var export httpapi.MemoryExport
+	if code != http.StatusOK || json.Unmarshal([]byte(body), &export) != nil || export.Format != httpapi.MemoryFormat || len(export.Records) != 2 {
+		t.Fatalf("the export: %d %s", code, body)
+	}
+	if code, _ := call(t, s, http.MethodDelete, "/memory", "alice", ""); code != http.StatusNoContent {
+		t.Fatalf("forget: %d", code)
+	}
+	if got := records(t, s, "alice"); len(got.Records) != 0 || !got.Enabled {
+		t.Errorf("after forget-all: %+v", got)
+	}
+}
+
+// TestRecallCostsOneQuery: with memory on, a turn of an owner with memory
+// makes one more DynamoDB request than without, a Query; an anonymous
+// turn makes none more.
+func TestRecallCostsOneQuery(t *testing.T) {
+	requests := func(env map[string]string, sub string) map[string]int {
+		s := testkit.Start(t, testkit.Options{Env: env})
+		if s.MemoryModel != nil {
+			learns(s, add("fact", "The person's favourite colour is teal."))
+		}
+		s.Model.Enqueue(conversetest.Text("Noted."), conversetest.Text("Teal."))
+		body := `{"session_id":"c1","message":"My favourite colour is teal."}`
+		if code, out := call(t, s, http.MethodPost, "/chat", sub, body); code != http.StatusOK {
+			t.Fatalf("%d %s", code, out)
+		}
+		if s.Stream != nil {
+			drain(t, s)
+		}
+		s.Meter.Take()
+		body = `{"session_id":"c1","message":"What is my favourite colour?"}`
+		if code, out := call(t, s, http.MethodPost, "/chat", sub, body); code != http.StatusOK {
+			t.Fatalf("%d %s", code, out)
+		}
+		return s.Meter.Take().ByOperation
+	}
+	off := requests(nil, "alice")
+	on := requests(map[string]string{"MEMORY": "on"}, "alice")
+	anon := requests(map[string]string{"MEMORY": "on"}, "")
+	want := maps.Clone(off)
+	want["Query"]++
+	if !maps.Equal(on, want) {
+		t.Errorf("a turn with memory made %v; without, %v: want one Query more", on, off)
+	}
+	if !maps.Equal(anon, off) {
+		t.Errorf("an anonymous turn with memory on made %v; without, %v", anon, off)
 	}
 }

@@ -32,13 +32,19 @@ func words(text string) []string {
 // stem strips the endings that most often keep a question's word from a
 // fact's: plurals, "-ing", "-ed".
 func stem(w string) string {
-	for _, suffix := range []string{"ies", "ing", "ed", "es", "s"} {
-		if len(w) > len(suffix)+3 && strings.HasSuffix(w, suffix) {
-			if suffix == "ies" {
-				return strings.TrimSuffix(w, suffix) + "y"
-			}
-			return strings.TrimSuffix(w, suffix)
-		}
+	switch {
+	case len(w) <= 4:
+		return w
+	case strings.HasSuffix(w, "ies"):
+		return w[:len(w)-3] + "y"
+	case strings.HasSuffix(w, "ing") && len(w) > 5:
+		return w[:len(w)-3]
+	case strings.HasSuffix(w, "ed") && len(w) > 5:
+		return w[:len(w)-2]
+	case strings.HasSuffix(w, "sses"), strings.HasSuffix(w, "xes"), strings.HasSuffix(w, "ches"), strings.HasSuffix(w, "shes"):
+		return w[:len(w)-2]
+	case strings.HasSuffix(w, "s") && !strings.HasSuffix(w, "ss"):
+		return w[:len(w)-1]
 	}
 	return w
 }

@@ -30,12 +30,18 @@ func (s *Store) Recall(ctx context.Context, owner, query string) ([]Record, erro
 	if err != nil {
 		return nil, err
 	}
-	live := sn.live()
+	return choose(sn.live(), query, s.cfg.RecallBytes), nil
+}
+
+// choose picks from live what a turn whose message is query is given,
+// within budget bytes: the most relevant first, then those of the kinds
+// recalled always, newest first.
+func choose(live []Record, query string, budget int) []Record {
 	var out []Record
 	taken, size := map[string]bool{}, 0
 	take := func(r Record) {
 		n := len(r.Kind) + len(r.Text) + 24 // {"kind":"","text":""},
-		if taken[r.ID] || size+n > s.cfg.RecallBytes {
+		if taken[r.ID] || size+n > budget {
 			return
 		}
 		taken[r.ID], size = true, size+n
@@ -44,14 +50,14 @@ func (s *Store) Recall(ctx context.Context, owner, query string) ([]Record, erro
 	for _, sc := range rank(live, query) {
 		take(sc.Record)
 	}
-	newest := live
+	newest := slices.Clone(live)
 	sortNewest(newest)
 	for _, r := range newest {
 		if r.always {
 			take(r)
 		}
 	}
-	return out, nil
+	return out
 }
 
 // Search returns up to n of owner's records that share words with query,

@@ -89,6 +89,9 @@ type Stack struct {
 	Stream      *streamtest.Mapping
 	Extractor   *memory.Extractor
 	MemoryModel *conversetest.Server
+	// MemoryMeter counts the memory function's DynamoDB requests, apart
+	// from the turns' (Meter).
+	MemoryMeter *dynamodbtest.Meter
 }
 
 // New builds a Stack. Close it when done.
@@ -122,8 +125,11 @@ func New(ctx context.Context, opts Options) (*Stack, error) {
 	var appClient ddbhistory.DynamoDBAPI = client
 	if cfg.Memory.Enabled {
 		s.MemoryModel = conversetest.NewServer()
+		s.MemoryMeter = &dynamodbtest.Meter{}
+		memClient := s.DDB.Client(func(o *dynamodb.Options) { o.HTTPClient = &http.Client{Transport: s.MemoryMeter} })
 		s.Stream = streamtest.New(client, streamtest.Config{
 			Table:  Table,
+			Images: s.DDB.Client(),
 			Watch:  func(_, sk string) bool { return strings.HasSuffix(sk, "meta") },
 			Filter: memory.StreamFilter,
 			Handler: func(ctx context.Context, ev events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
@@ -131,7 +137,7 @@ func New(ctx context.Context, opts Options) (*Stack, error) {
 			},
 		})
 		appClient = s.Stream
-		if s.Extractor, err = app.NewExtractor(cfg, s.MemoryModel.Client(), client, app.Options{Logger: slog.New(slog.NewJSONHandler(s.Logs, nil))}); err != nil {
+		if s.Extractor, err = app.NewExtractor(cfg, s.MemoryModel.Client(), memClient, app.Options{Logger: slog.New(slog.NewJSONHandler(s.Logs, nil))}); err != nil {
 			s.Close()
 			return nil, err
 		}

@@ -33,6 +33,10 @@ type Handler func(context.Context, events.DynamoDBEvent) (events.DynamoDBEventRe
 type Config struct {
 	// Table is the table whose writes are recorded.
 	Table string
+	// Images reads the items' images before and after a write; nil means
+	// the client the Mapping wraps. A stream costs the writer nothing, so
+	// a metered client's reads should not count them.
+	Images Client
 	// Watch chooses the items whose changes are recorded, by key; the
 	// stream has every item's, but recording one costs two reads.
 	Watch func(pk, sk string) bool
@@ -162,7 +166,11 @@ func (m *Mapping) record(ctx context.Context, write func() error, keys ...map[st
 }
 
 func (m *Mapping) get(ctx context.Context, key map[string]types.AttributeValue) map[string]types.AttributeValue {
-	out, err := m.Client.GetItem(context.WithoutCancel(ctx), &dynamodb.GetItemInput{TableName: aws.String(m.cfg.Table), Key: key, ConsistentRead: aws.Bool(true)})
+	reader := m.cfg.Images
+	if reader == nil {
+		reader = m.Client
+	}
+	out, err := reader.GetItem(context.WithoutCancel(ctx), &dynamodb.GetItemInput{TableName: aws.String(m.cfg.Table), Key: key, ConsistentRead: aws.Bool(true)})
 	if err != nil {
 		return nil
 	}
