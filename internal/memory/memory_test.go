@@ -237,6 +237,11 @@ func TestMemoryRoutes(t *testing.T) {
 	if code != http.StatusOK || json.Unmarshal([]byte(body), &export) != nil || export.Format != httpapi.MemoryFormat || len(export.Records) != 2 {
 		t.Fatalf("the export: %d %s", code, body)
 	}
+	// The session's export holds what the person said, never memory.
+	code, body = call(t, s, http.MethodGet, "/sessions/a1/export", "alice", "")
+	if code != http.StatusOK || strings.Contains(body, export.Records[0].Text) || strings.Contains(body, memory.RecallDescription) {
+		t.Errorf("the session's export: %d %s", code, body)
+	}
 	if code, _ := call(t, s, http.MethodDelete, "/memory", "alice", ""); code != http.StatusNoContent {
 		t.Fatalf("forget: %d", code)
 	}
