@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/lambda-agent/lambda-agent/internal/testkit/conversetest"
 	"github.com/lambda-agent/lambda-agent/internal/testkit/dynamodbtest"
@@ -15,14 +16,17 @@ var turnKinds = []struct {
 	env           map[string]string
 	keyed         bool // each turn sends a new Idempotency-Key
 	remote        bool // A2A_AGENTS names a remote agent (remoteAgent)
+	// person is the JWT subject the turns come from; "" is anonymous.
+	person string
 }{
-	{"plain", "Hello again", nil, false, false},
-	{"plain, Idempotency-Key", "Hello again", nil, true, false},
-	{"tool", "What is 25*48?", nil, false, false},
-	{"150 messages", longTurn, map[string]string{"MAX_CYCLES": "80"}, false, false},
-	{"summarizing", "Hello again", map[string]string{"CONVERSATION_MANAGER": "summarizing"}, false, false},
-	{"delegating", delegatingTurn, map[string]string{"AGENTS": helperAgent}, false, false},
-	{"remote agent (A2A)", remoteTurn, nil, false, true},
+	{"plain", "Hello again", nil, false, false, ""},
+	{"plain, Idempotency-Key", "Hello again", nil, true, false, ""},
+	{"tool", "What is 25*48?", nil, false, false, ""},
+	{"150 messages", longTurn, map[string]string{"MAX_CYCLES": "80"}, false, false, ""},
+	{"summarizing", "Hello again", map[string]string{"CONVERSATION_MANAGER": "summarizing"}, false, false, ""},
+	{"delegating", delegatingTurn, map[string]string{"AGENTS": helperAgent}, false, false, ""},
+	{"remote agent (A2A)", remoteTurn, nil, false, true, ""},
+	{"with memory (a person's)", "Hello again", map[string]string{"MEMORY": "on"}, false, false, "bench-person"},
 }
 
 // remoteTurn calls the remote agent once, over A2A: the session keeps the
@@ -86,6 +90,7 @@ func costs(ctx context.Context, cfg config, b *strings.Builder) error {
 	fmt.Fprintf(b, "### DynamoDB cost per turn\n\nAverages over %d turns of each kind, through the handler, counted on the wire by the client's transport (`dynamodbtest.Meter`). RCU is 1 per 4 KB read strongly consistently. WCU is 1 per KB written, doubled in a transaction. Every session has a window of 40 messages. A keyed turn sends a new `Idempotency-Key` each time. A turn of 150 messages is 74 calculator calls in a row (`MAX_CYCLES=80`), more than one transaction holds, so it is committed in parts. A summarizing turn uses `CONVERSATION_MANAGER=summarizing`, whose window summarizes past 40 messages. A delegating turn hands a calculation to a sub-agent (`AGENTS`), which calls the calculator: the turn reads the sub-agent's conversation, which the earlier turns on the session grew, with one Query more, and commits its four new messages and its conversation item in the turn's one transaction. A remote agent turn calls an agent over A2A (`A2A_AGENTS`, an a2a-go server in the bench process that answers at once): its tool result, and the remote context the session keeps in its state, are what it adds.\n\n", cfg.costTurns)
 	b.WriteString("| turn | stored messages | requests | sent | received | RCU | WCU |\n|---|---|---|---|---|---|---|\n")
 	plain := map[int]dynamodbtest.Usage{}
+	var memoryLine string
 	remote := startRemoteAgent()
 	defer remote.srv.Close()
 	var remoteTurns int64
@@ -100,6 +105,10 @@ func costs(ctx context.Context, cfg config, b *strings.Builder) error {
 				return err
 			}
 			s.Model.Responder = respond
+			s.person = kind.person
+			if s.MemoryModel != nil {
+				s.MemoryModel.Responder = learnOne
+			}
 			id := fmt.Sprintf("kind%d-%d", k, n)
 			err = s.fill(ctx, id, n)
 			key := func(i int) string {
@@ -116,6 +125,14 @@ func costs(ctx context.Context, cfg config, b *strings.Builder) error {
 				_, err = s.chatWithKey(ctx, id, kind.message, key(i))
 			}
 			u := s.Meter.Take()
+			if err == nil && s.Stream != nil {
+				learned, lerr := s.drainMemory(ctx, cfg.costTurns)
+				if lerr != nil {
+					err = lerr
+				} else if n == sizes[0] {
+					memoryLine = learned
+				}
+			}
 			s.Close()
 			if err != nil {
 				return fmt.Errorf("%s turn at %d messages: %w", kind.name, n, err)
@@ -146,5 +163,33 @@ func costs(ctx context.Context, cfg config, b *strings.Builder) error {
 		fmt.Fprintf(b, "The remote agent got **%.2f** HTTP requests per turn that called it (%d for %d turns, in %d stacks): one JSON-RPC `SendMessage` a turn, and the card once a stack, which init began to fetch.\n\n",
 			float64(remote.requests.Load())/float64(remoteTurns), remote.requests.Load(), remoteTurns, len(sizes))
 	}
+	if memoryLine != "" {
+		b.WriteString(memoryLine)
+	}
 	return baselineCosts(ctx, cfg, b, plain)
+}
+
+// learnOne is the extraction model of the memory turns: each commit
+// teaches one fact.
+func learnOne(r *conversetest.Request) conversetest.Reply {
+	return conversetest.ToolUse(fmt.Sprintf("m%d", len(r.Messages)), "update_memory", map[string]any{
+		"operations": []map[string]any{{"action": "add", "kind": "fact", "text": fmt.Sprintf("The person said hello again, time %d.", time.Now().UnixNano())}},
+	})
+}
+
+// drainMemory waits until the memory function has learned from the turns
+// so far, and describes what it cost, per commit.
+func (s *stack) drainMemory(ctx context.Context, turns int) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if err := s.Stream.Drain(ctx); err != nil {
+		return "", err
+	}
+	if f := s.Stream.Failed(); len(f) > 0 {
+		return "", fmt.Errorf("memory: %d stream records failed", len(f))
+	}
+	u := s.MemoryMeter.Take()
+	commits := float64(len(s.Stream.Delivered()))
+	return fmt.Sprintf("With memory on, a person's turn makes one Query more than a plain turn: the recall of their records, %d of them by the last turn (each turn teaches one). The memory function, from the table's stream, made **%.1f** DynamoDB requests per commit (%.0f B sent, %.0f B received, %.1f RCU, %.1f WCU; %d commits, the warm-up's included) and one Converse call to the extraction model.\n\n",
+		turns+1, float64(u.Requests)/commits, float64(u.Sent)/commits, float64(u.Received)/commits, u.RCU/commits, u.WCU/commits, int(commits)), nil
 }

@@ -40,6 +40,8 @@ type stack struct {
 	timer  *timer // time in DynamoDB requests
 	// modelTimer is the time in Converse requests.
 	modelTimer *timer
+	// person is the JWT subject chat turns come from; "" is anonymous.
+	person string
 }
 
 // timer adds up the time during which a client has requests in flight:
@@ -172,6 +174,11 @@ func (s *stack) chatWithKey(ctx context.Context, id, message, key string) (httpa
 	ev, err := chatEvent(id, message, key)
 	if err != nil {
 		return httpapi.ChatResponse{}, err
+	}
+	if s.person != "" {
+		ev.RequestContext.Authorizer = &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{
+			JWT: &events.APIGatewayV2HTTPRequestContextAuthorizerJWTDescription{Claims: map[string]string{"sub": s.person}},
+		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()

@@ -23,6 +23,11 @@ const RecallDescription = "Long-term memory: what earlier conversations taught a
 // kinds recalled always (Kind.Always), newest first. It reads one Query
 // page.
 func (s *Store) Recall(ctx context.Context, owner, query string) ([]Record, error) {
+	return s.recall(ctx, owner, query, s.cfg.RecallBytes)
+}
+
+// recall is Recall within budget bytes of records.
+func (s *Store) recall(ctx context.Context, owner, query string, budget int) ([]Record, error) {
 	if !s.Has(owner) {
 		return nil, nil
 	}
@@ -30,7 +35,7 @@ func (s *Store) Recall(ctx context.Context, owner, query string) ([]Record, erro
 	if err != nil {
 		return nil, err
 	}
-	return choose(sn.live(), query, s.cfg.RecallBytes), nil
+	return choose(sn.live(), query, budget), nil
 }
 
 // choose picks from live what a turn whose message is query is given,
@@ -40,7 +45,7 @@ func choose(live []Record, query string, budget int) []Record {
 	var out []Record
 	taken, size := map[string]bool{}, 0
 	take := func(r Record) {
-		n := len(r.Kind) + len(r.Text) + 24 // {"kind":"","text":""},
+		n := recalledSize(r)
 		if taken[r.ID] || size+n > budget {
 			return
 		}
@@ -80,6 +85,10 @@ func (s *Store) Search(ctx context.Context, owner, query string, n int) ([]Recor
 	return out, nil
 }
 
+// recalledSize is what r takes in the recalled list, escaping aside:
+// {"kind":"","text":"","learned":"2006-01-02"}, and its comma.
+func recalledSize(r Record) int { return len(r.Kind) + len(r.Text) + 47 }
+
 // recalled is a record as the model sees it.
 type recalled struct {
 	Kind string `json:"kind"`
@@ -114,15 +123,20 @@ func (p *Provider) Provide(ctx context.Context, pv turn.Provision) ([]agent.Cont
 		query.WriteString(b.Text)
 		query.WriteByte('\n')
 	}
-	rs, err := p.Store.Recall(ctx, pv.Owner, query.String())
-	if err != nil || len(rs) == 0 {
-		return nil, nil
-	}
-	value, err := json.Marshal(asRecalled(rs))
+	room := pv.Room - len(RecallDescription)
+	rs, err := p.Store.recall(ctx, pv.Owner, query.String(), min(p.Store.cfg.RecallBytes, room))
 	if err != nil {
 		return nil, nil
 	}
-	return []agent.ContextEntry{{Description: RecallDescription, Value: string(value)}}, nil
+	// Escaping can make the list longer than its budget: the least
+	// relevant go until it fits the turn's room.
+	for ; len(rs) > 0; rs = rs[:len(rs)-1] {
+		value, err := json.Marshal(asRecalled(rs))
+		if err == nil && len(value) <= room {
+			return []agent.ContextEntry{{Description: RecallDescription, Value: string(value)}}, nil
+		}
+	}
+	return nil, nil
 }
 
 // Committed does nothing: extraction runs from the table's stream.

@@ -12,8 +12,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/lambda-agent/lambda-agent/internal/agent"
 	"github.com/lambda-agent/lambda-agent/internal/ddbhistory"
 	"github.com/lambda-agent/lambda-agent/internal/testkit/dynamodbtest"
+	"github.com/lambda-agent/lambda-agent/internal/turn"
 )
 
 // clock is a settable clock.
@@ -250,5 +252,27 @@ func TestWords(t *testing.T) {
 	}
 	if shared != 2 {
 		t.Errorf("the question %q and the fact %q share %d terms, want 2 (favourite, colour)", q, f, shared)
+	}
+}
+
+// TestProvideFitsTheRoom: what a turn is given of memory fits the room the
+// caller's context leaves, escaping included; with no room, nothing.
+func TestProvideFitsTheRoom(t *testing.T) {
+	s, _ := newStore(t, newClock(time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)))
+	put(t, s, "alice", 20, func(i int) string { return fmt.Sprintf(`The person's "colour" number %d is teal \ navy.`, i) })
+	p := &Provider{Store: s}
+	input := []agent.ContentBlock{{Text: "What colour?"}}
+	for _, room := range []int{agent.MaxContextBytes, 600, 400, 10} {
+		got, err := p.Provide(t.Context(), turn.Provision{Owner: "alice", Input: input, Room: room})
+		if err != nil {
+			t.Fatal(err)
+		}
+		size := 0
+		for _, e := range got {
+			size += len(e.Description) + len(e.Value)
+		}
+		if size > room || (room >= 400 && len(got) != 1) || (room == 10 && len(got) != 0) {
+			t.Errorf("with %d bytes of room: %d entries, %d bytes", room, len(got), size)
+		}
 	}
 }

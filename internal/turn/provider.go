@@ -38,6 +38,9 @@ type Provision struct {
 	// Input is the user's new content, an edit's included; empty for a
 	// turn that resumes after a person's responses, or regenerates.
 	Input []agent.ContentBlock
+	// Room is how many bytes of context the turn has left, after the
+	// caller's and the providers' before: entries past it fail the turn.
+	Room int
 }
 
 // Committed is what a committed turn added to a session: Messages, stored
@@ -63,7 +66,11 @@ func (s *Service) provide(ctx context.Context, key ddbhistory.Key, conv *agent.C
 	}
 	entries := conv.Context
 	for i, p := range s.providers {
-		more, err := p.Provide(ctx, Provision{Owner: key.Owner, SessionID: key.ID, Input: input})
+		room := agent.MaxContextBytes
+		for _, e := range entries {
+			room -= len(e.Description) + len(e.Value)
+		}
+		more, err := p.Provide(ctx, Provision{Owner: key.Owner, SessionID: key.ID, Input: input, Room: max(room, 0)})
 		if err != nil {
 			return fmt.Errorf("turn: context provider %d: %w", i, err)
 		}

@@ -56,6 +56,9 @@ func TestProviders(t *testing.T) {
 	if len(given) != 2 || given[0].Value != "checkout" || given[1].Description != "what "+owner+" likes" || given[1].Value != "teal" {
 		t.Errorf("the turn's context %+v", given)
 	}
+	if room := agent.MaxContextBytes - len("page") - len("checkout"); len(p.provided) == 1 && p.provided[0].Room != room {
+		t.Errorf("the provider was given %d bytes of room, want %d", p.provided[0].Room, room)
+	}
 	if len(p.provided) != 1 || p.provided[0].SessionID != "s1" || p.provided[0].Owner != owner || p.provided[0].Input[0].Text != "hi" {
 		t.Errorf("provided %+v", p.provided)
 	}
