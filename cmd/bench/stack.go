@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -148,7 +149,7 @@ func buildStack(ctx context.Context, env map[string]string, routes httpapi.Route
 
 // fill stores n messages in a session, the last 40 of them its window.
 func (s *stack) fill(ctx context.Context, id string, n int) error {
-	sess := ddbhistory.NewSession(ddbhistory.Key{Owner: "anonymous", ID: id})
+	sess := ddbhistory.NewSession(ddbhistory.Key{Owner: cmp.Or(s.person, "anonymous"), ID: id})
 	for i := 0; sess.Count < n; {
 		var msgs []agent.Message
 		for len(msgs) < 98 && sess.Count+len(msgs) < n {

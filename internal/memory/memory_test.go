@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-lambda-go/events"
 	"github.com/lambda-agent/lambda-agent/internal/httpapi"
 	"github.com/lambda-agent/lambda-agent/internal/memory"
 	"github.com/lambda-agent/lambda-agent/internal/testkit"
@@ -284,5 +285,25 @@ func TestRecallCostsOneQuery(t *testing.T) {
 	}
 	if !maps.Equal(anon, off) {
 		t.Errorf("an anonymous turn with memory on made %v; without, %v", anon, off)
+	}
+}
+
+// TestIAMOwnersOnTheFunctionURL: the function URL serves the memory
+// routes, and an IAM principal has memory only with MEMORY_IAM_OWNERS.
+func TestIAMOwnersOnTheFunctionURL(t *testing.T) {
+	for _, c := range []struct {
+		iam  string
+		want bool
+	}{{"", false}, {"true", true}} {
+		s := testkit.Start(t, testkit.Options{Routes: httpapi.FunctionURLRoutes, Env: map[string]string{"MEMORY": "on", "MEMORY_IAM_OWNERS": c.iam}})
+		r := httptest.NewRequest(http.MethodGet, "/memory", nil)
+		r = r.WithContext(httpapi.WithAuthorizer(r.Context(), &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{
+			IAM: &events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription{UserARN: "arn:aws:iam::123456789012:role/caller"},
+		}))
+		w := s.Serve(r)
+		var got httpapi.MemoryResponse
+		if w.Code != http.StatusOK || json.Unmarshal(w.Body.Bytes(), &got) != nil || got.Enabled != c.want {
+			t.Errorf("MEMORY_IAM_OWNERS=%q: GET /memory as a principal: %d %s, want enabled %v", c.iam, w.Code, w.Body, c.want)
+		}
 	}
 }
