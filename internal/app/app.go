@@ -659,15 +659,10 @@ func summaryRetry(p agent.RetryPolicy) agent.RetryPolicy {
 // AWS_ENDPOINT_URL_DYNAMODB and AWS_ENDPOINT_URL_BEDROCK_RUNTIME redirect
 // them without any setting of ours.
 func NewFromEnv(ctx context.Context, getenv func(string) string, opts Options) (*App, error) {
-	cfg, err := ConfigFromEnv(getenv)
+	cfg, awsCfg, err := fromEnv(ctx, getenv)
 	if err != nil {
 		return nil, err
 	}
-	awsCfg, err := awsconfig.LoadDefaultConfig(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("load AWS configuration: %w", err)
-	}
-	awsCfg.HTTPClient = sdkhttp.Wrap(awsCfg.HTTPClient)
 	// The remote tools' clients exist only when the configuration uses
 	// them, as AWS_ENDPOINT_URL_LAMBDA and AWS_ENDPOINT_URL_SSM redirect.
 	if len(cfg.LambdaTools) > 0 && runsTools(opts) && opts.Remote.Lambda == nil {
@@ -710,14 +705,24 @@ func NewFromEnv(ctx context.Context, getenv func(string) string, opts Options) (
 // NewExtractorFromEnv builds the memory function's handler from the
 // environment, with AWS clients from the default configuration chain.
 func NewExtractorFromEnv(ctx context.Context, getenv func(string) string, opts Options) (*memory.Extractor, error) {
-	cfg, err := ConfigFromEnv(getenv)
+	cfg, awsCfg, err := fromEnv(ctx, getenv)
 	if err != nil {
 		return nil, err
 	}
+	return NewExtractor(cfg, bedrockruntime.NewFromConfig(awsCfg), dynamodb.NewFromConfig(awsCfg), opts)
+}
+
+// fromEnv reads the configuration from the environment, and the AWS
+// configuration from the default chain, its HTTP client wrapped.
+func fromEnv(ctx context.Context, getenv func(string) string) (*Config, aws.Config, error) {
+	cfg, err := ConfigFromEnv(getenv)
+	if err != nil {
+		return nil, aws.Config{}, err
+	}
 	awsCfg, err := awsconfig.LoadDefaultConfig(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("load AWS configuration: %w", err)
+		return nil, aws.Config{}, fmt.Errorf("load AWS configuration: %w", err)
 	}
 	awsCfg.HTTPClient = sdkhttp.Wrap(awsCfg.HTTPClient)
-	return NewExtractor(cfg, bedrockruntime.NewFromConfig(awsCfg), dynamodb.NewFromConfig(awsCfg), opts)
+	return cfg, awsCfg, nil
 }

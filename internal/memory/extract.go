@@ -221,7 +221,7 @@ func conversation(msgs map[int]agent.Message) []line {
 				b.WriteByte('\n')
 			}
 		}
-		text := clip(strings.TrimSpace(b.String()), maxMessageBytes)
+		text := agent.Clip(strings.TrimSpace(b.String()), maxMessageBytes)
 		if text == "" {
 			continue
 		}
@@ -232,17 +232,6 @@ func conversation(msgs map[int]agent.Message) []line {
 	}
 	slices.Reverse(out)
 	return out
-}
-
-// clip cuts s to at most n bytes, at a rune boundary.
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
 }
 
 // opInput is an operation as the model gives it.

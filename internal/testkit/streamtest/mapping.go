@@ -12,18 +12,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/lambda-agent/lambda-agent/internal/ddbhistory"
 )
 
 // Client is what the sessions store and memory ask of DynamoDB; a Mapping
 // is one, and passes every call to the client it wraps.
-type Client interface {
-	GetItem(context.Context, *dynamodb.GetItemInput, ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
-	Query(context.Context, *dynamodb.QueryInput, ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
-	TransactWriteItems(context.Context, *dynamodb.TransactWriteItemsInput, ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error)
-	UpdateItem(context.Context, *dynamodb.UpdateItemInput, ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
-	DeleteItem(context.Context, *dynamodb.DeleteItemInput, ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
-	PutItem(context.Context, *dynamodb.PutItemInput, ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
-}
+type Client = ddbhistory.DynamoDBAPI
 
 // Handler is a stream function's handler, which reports partial batch
 // failures.
@@ -249,23 +243,26 @@ func (m *Mapping) deliver() {
 	}
 }
 
-// The client's writes, recorded.
-
+// PutItem puts the item, and records the change if the item is watched.
 func (m *Mapping) PutItem(ctx context.Context, in *dynamodb.PutItemInput, opts ...func(*dynamodb.Options)) (out *dynamodb.PutItemOutput, err error) {
 	err = m.record(ctx, func() (err error) { out, err = m.Client.PutItem(ctx, in, opts...); return err }, in.Item)
 	return out, err
 }
 
+// UpdateItem updates the item, and records the change if it is watched.
 func (m *Mapping) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (out *dynamodb.UpdateItemOutput, err error) {
 	err = m.record(ctx, func() (err error) { out, err = m.Client.UpdateItem(ctx, in, opts...); return err }, in.Key)
 	return out, err
 }
 
+// DeleteItem deletes the item, and records the change if it is watched.
 func (m *Mapping) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, opts ...func(*dynamodb.Options)) (out *dynamodb.DeleteItemOutput, err error) {
 	err = m.record(ctx, func() (err error) { out, err = m.Client.DeleteItem(ctx, in, opts...); return err }, in.Key)
 	return out, err
 }
 
+// TransactWriteItems runs the transaction, and records the changes it made
+// to the items that are watched.
 func (m *Mapping) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, opts ...func(*dynamodb.Options)) (out *dynamodb.TransactWriteItemsOutput, err error) {
 	var keys []map[string]types.AttributeValue
 	for _, w := range in.TransactItems {
