@@ -55,7 +55,7 @@ func TestChatLinksNoSchemaSerdeForRemoteTools(t *testing.T) {
 // megabytes to the binary, whether traces are exported or not.
 // internal/telemetry writes OTLP's encoding itself.
 func TestFunctionsLinkNoProtobufRuntime(t *testing.T) {
-	for _, fn := range []string{"./chat", "./stream", "./structured", "./authorizer"} {
+	for _, fn := range []string{"./chat", "./stream", "./structured", "./authorizer", "./memory"} {
 		out, err := exec.Command("go", "list", "-deps", fn).Output()
 		if err != nil {
 			t.Fatalf("go list -deps %s: %v", fn, err)
