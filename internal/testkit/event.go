@@ -34,6 +34,13 @@ func URLEvent(name string) (events.LambdaFunctionURLRequest, error) {
 	return ev, readEvent(name, &ev)
 }
 
+// StreamEvent reads the sample DynamoDB stream event name, such as the
+// memory function's, from the module's events/ directory, as Event does.
+func StreamEvent(name string) (events.DynamoDBEvent, error) {
+	var ev events.DynamoDBEvent
+	return ev, readEvent(name, &ev)
+}
+
 // EventJSON reads the sample event name from the module's events/
 // directory as it is, for a handler that decodes events itself.
 func EventJSON(name string) ([]byte, error) {

@@ -44,3 +44,16 @@ func TestURLEvent(t *testing.T) {
 		t.Error("a missing event read without an error")
 	}
 }
+
+func TestStreamEvent(t *testing.T) {
+	ev, err := testkit.StreamEvent("memory-stream.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ev.Records) != 1 || ev.Records[0].EventName != "MODIFY" || ev.Records[0].Change.OldImage == nil || ev.Records[0].Change.NewImage == nil {
+		t.Errorf("the memory function's sample event reads as %+v, want one MODIFY with both images", ev.Records)
+	}
+	if _, err := testkit.StreamEvent("no-such-event.json"); err == nil {
+		t.Error("a missing event read without an error")
+	}
+}

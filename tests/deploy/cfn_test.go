@@ -270,6 +270,15 @@ func (tp *tmpl) functionProperties(id string) map[string]any {
 	return merge(tp.Globals.Function, tp.Resources[id].Properties).(map[string]any)
 }
 
+// properties returns a resource's properties as deployed: a SAM
+// function's with the Globals under them, any other resource's as written.
+func (tp *tmpl) properties(id string) map[string]any {
+	if tp.Resources[id].Type == "AWS::Serverless::Function" {
+		return tp.functionProperties(id)
+	}
+	return tp.Resources[id].Properties
+}
+
 func merge(global, local any) any {
 	gm, gok := global.(map[string]any)
 	lm, lok := local.(map[string]any)

@@ -320,10 +320,12 @@ func (r *resolver) eval(c any) (bool, error) {
 	return false, fmt.Errorf("cannot evaluate condition %v", c)
 }
 
-// environment returns a function's environment variables as deployed.
+// environment returns a function's environment variables as deployed: a
+// SAM function's with the Globals', a plain AWS::Lambda::Function's its
+// own alone.
 func (r *resolver) environment(t *testing.T, id string) map[string]string {
 	t.Helper()
-	vars, _ := get(r.tp.functionProperties(id), "Environment", "Variables").(map[string]any)
+	vars, _ := get(r.tp.properties(id), "Environment", "Variables").(map[string]any)
 	env := map[string]string{}
 	for k, v := range vars {
 		s, err := r.value(v)
@@ -442,11 +444,40 @@ func TestConfigReadsTemplate(t *testing.T) {
 				}
 			},
 		},
+		{
+			name:      "memory",
+			overrides: map[string]string{"Memory": "on"},
+			check: func(t *testing.T, c *app.Config) {
+				if !c.Memory.Enabled || c.Memory.IAMOwners || c.Memory.TTLDays != app.DefaultMemoryTTLDays {
+					t.Errorf("memory = %+v", c.Memory)
+				}
+			},
+		},
+		{
+			name: "memory, everything",
+			overrides: map[string]string{
+				"Memory":             "on",
+				"MemoryForIamOwners": "true",
+				"MemoryModelId":      "us.anthropic.claude-haiku-4-5-20251001-v1:0",
+				// Lambda sets AWS_REGION, which this environment lacks:
+				// the memory function's check counts only ARNs of every
+				// Region here.
+				"AdditionalModelArns": "arn:aws:bedrock:*:111122223333:inference-profile/us.anthropic.claude-haiku-4-5-20251001-v1:0,arn:aws:bedrock:*::foundation-model/anthropic.claude-haiku-4-5-20251001-v1:0",
+				"MemoryKinds":         `[{"name":"project","prompt":"The person's projects.","always":true}]`,
+				"MemoryTtlDays":       "0",
+			},
+			check: func(t *testing.T, c *app.Config) {
+				if !c.Memory.Enabled || !c.Memory.IAMOwners {
+					t.Errorf("memory = %+v", c.Memory)
+				}
+			},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := newResolver(t, tp, tt.overrides)
 			r.deployable(t)
+			checkMemoryFunctionConfig(t, r)
 			for id := range functions {
 				env := r.environment(t, id)
 				c, read, err := readConfig(env)
@@ -463,9 +494,11 @@ func TestConfigReadsTemplate(t *testing.T) {
 				// deployment may add.
 				// Only the stream function serves A2A: the others leave
 				// what its card says to their defaults.
+				// What only extraction reads is the memory function's:
+				// the others leave it to its defaults.
 				read = slices.DeleteFunc(read, func(k string) bool {
 					return !slices.Contains(set, k) && (strings.HasPrefix(k, "AWS_") || strings.HasPrefix(k, "OTEL_") ||
-						(id != "ChatStreamFunction" && strings.HasPrefix(k, "A2A_")))
+						(id != "ChatStreamFunction" && strings.HasPrefix(k, "A2A_")) || slices.Contains(extractionOnly, k))
 				})
 				if diff := cmp.Diff(set, read); diff != "" {
 					t.Errorf("%s: variables set (-) and read (+):\n%s", id, diff)
@@ -475,6 +508,43 @@ func TestConfigReadsTemplate(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// extractionOnly are the variables the memory function alone needs: the
+// extraction model and what it keeps.
+var extractionOnly = []string{"MEMORY_KINDS", "MEMORY_MODEL_ID", "MEMORY_TTL_DAYS"}
+
+// checkMemoryFunctionConfig feeds the memory function's environment, when
+// the deployment has the function, to its configuration, which the
+// function reads whole: it must be valid, every variable set must be one
+// it reads, and every variable it shares with the chat function must have
+// the chat function's value, so that both see one table, one model and
+// one memory.
+func checkMemoryFunctionConfig(t *testing.T, r *resolver) {
+	t.Helper()
+	if exists, err := r.exists(memoryFunction); err != nil || !exists {
+		if err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	env := r.environment(t, memoryFunction)
+	c, read, err := readConfig(env)
+	if err != nil {
+		t.Fatalf("%s: %v", memoryFunction, err)
+	}
+	if !c.Memory.Enabled {
+		t.Errorf("%s: MEMORY = %q", memoryFunction, env["MEMORY"])
+	}
+	chat := r.environment(t, "ChatFunction")
+	for k, v := range env {
+		if !slices.Contains(read, k) && !strings.HasPrefix(k, "AWS_") {
+			t.Errorf("%s sets %s, which its configuration does not read", memoryFunction, k)
+		}
+		if shared, ok := chat[k]; ok && shared != v {
+			t.Errorf("%s: %s = %q, but ChatFunction's is %q", memoryFunction, k, v, shared)
+		}
 	}
 }
 
@@ -496,18 +566,30 @@ func TestConfigAcceptsAllowedValues(t *testing.T) {
 			if !p.allowed(t, v) || (p.Type == "Number" && !numberInRange(p, v)) {
 				continue
 			}
-			r := newResolver(t, tp, map[string]string{name: v})
-			// A value that the Rules allow only beside others (a
-			// guardrail id without its version) is probed by
-			// TestConfigReadsTemplate in a valid combination.
-			if refused, err := r.refusals(); err != nil {
-				t.Fatal(err)
-			} else if len(refused) > 0 {
-				continue
-			}
-			for id := range functions {
-				if _, _, err := readConfig(r.environment(t, id)); err != nil {
-					t.Errorf("%s=%q is allowed by the template, but %s's configuration says: %v", name, v, id, err)
+			// Each value with memory off and on: on, the memory
+			// function reads the memory parameters too.
+			for _, memory := range []string{"off", "on"} {
+				overrides := map[string]string{"Memory": memory}
+				overrides[name] = v
+				r := newResolver(t, tp, overrides)
+				// A value that the Rules allow only beside others (a
+				// guardrail id without its version) is probed by
+				// TestConfigReadsTemplate in a valid combination.
+				if refused, err := r.refusals(); err != nil {
+					t.Fatal(err)
+				} else if len(refused) > 0 {
+					continue
+				}
+				ids := slices.Collect(maps.Keys(functions))
+				if exists, err := r.exists(memoryFunction); err != nil {
+					t.Fatal(err)
+				} else if exists {
+					ids = append(ids, memoryFunction)
+				}
+				for _, id := range ids {
+					if _, _, err := readConfig(r.environment(t, id)); err != nil {
+						t.Errorf("%s=%q is allowed by the template, but %s's configuration says: %v", name, v, id, err)
+					}
 				}
 			}
 		}

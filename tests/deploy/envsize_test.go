@@ -118,17 +118,13 @@ func longestMatch(t *testing.T, pattern string) int {
 // docs/deploy.md says what quotes and other characters cost.
 func TestEnvironmentFitsLambda(t *testing.T) {
 	tp := loadTemplate(t)
-	// The SAM functions get the Globals' variables; the authorizer, a
-	// plain AWS::Lambda::Function, its own alone.
+	// The SAM functions get the Globals' variables; the authorizer and the
+	// memory function, plain AWS::Lambda::Functions, their own alone.
 	variables := func(id string) map[string]any {
-		props := tp.Resources[id].Properties
-		if _, sam := functions[id]; sam {
-			props = tp.functionProperties(id)
-		}
-		vars, _ := get(props, "Environment", "Variables").(map[string]any)
+		vars, _ := get(tp.properties(id), "Environment", "Variables").(map[string]any)
 		return vars
 	}
-	ids := append(slices.Sorted(maps.Keys(functions)), "AuthorizerFunction")
+	ids := append(slices.Sorted(maps.Keys(functions)), "AuthorizerFunction", memoryFunction)
 	reach := map[string]bool{} // the parameters that reach a variable
 	for _, id := range ids {
 		for _, v := range variables(id) {

@@ -2,6 +2,7 @@ package deploy
 
 import (
 	"encoding/json"
+	"maps"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/google/go-cmp/cmp"
 	"github.com/lambda-agent/lambda-agent/internal/ddbhistory"
+	"github.com/lambda-agent/lambda-agent/internal/memory"
 	"github.com/lambda-agent/lambda-agent/internal/remote"
 	"github.com/lambda-agent/lambda-agent/internal/testkit"
 )
@@ -45,7 +47,8 @@ func TestDeployOverrides(t *testing.T) {
 	n := 0
 	commands := slices.Concat(docCommands(t, "docs/deploy.md", "# Deploy"), docCommands(t, "docs/tools.md", "## Remote tools: MCP servers and Lambda functions"),
 		docCommands(t, "docs/observability.md", "# Observability"), docCommands(t, "docs/subagents.md", "# Sub-agents"),
-		docCommands(t, "docs/a2a.md", "# A2A: other agents call this one, and this one calls others"))
+		docCommands(t, "docs/a2a.md", "# A2A: other agents call this one, and this one calls others"),
+		docCommands(t, "docs/configuration.md", "## Long-term memory"))
 	for _, c := range commands {
 		_, overrides, ok := strings.Cut(c, "--parameter-overrides ")
 		if !ok {
@@ -74,6 +77,11 @@ func TestDeployOverrides(t *testing.T) {
 				_, err = remote.ParseLambdaTools(value)
 			case "A2aAgents":
 				_, err = remote.ParseA2AAgents(value)
+			case "MemoryKinds":
+				var kinds []memory.Kind
+				if err = json.Unmarshal([]byte(value), &kinds); err == nil {
+					err = memory.CheckKinds(kinds)
+				}
 			}
 			if err != nil {
 				t.Errorf("%s: %s: %v", c, name, err)
@@ -145,8 +153,8 @@ func TestSamLocalInvoke(t *testing.T) {
 	if err := json.Unmarshal(raw, &env); err != nil {
 		t.Fatalf("%s: %v", envFile, err)
 	}
-	for id := range functions {
-		declared, _ := get(tp.functionProperties(id), "Environment", "Variables").(map[string]any)
+	for _, id := range append(slices.Sorted(maps.Keys(functions)), memoryFunction) {
+		declared, _ := get(tp.properties(id), "Environment", "Variables").(map[string]any)
 		for k := range env.Parameters {
 			if _, ok := declared[k]; !ok {
 				t.Errorf("%s sets %s, which %s does not declare, so sam local would ignore it", envFile, k, id)

@@ -60,6 +60,11 @@ var envVars = []string{
 	"GUARDRAIL_ID",
 	"GUARDRAIL_VERSION",
 	"GUARDRAIL_REDACTED_INPUT",
+	// Long-term memory, which every turn recalls and the /memory routes
+	// serve; what only extraction reads is the memory function's alone
+	// (memoryEnvVars).
+	"MEMORY",
+	"MEMORY_IAM_OWNERS",
 	"REQUIRE_AUTH",
 	"ALLOWED_ORIGINS",
 	// Metrics and traces: see observability_test.go.
@@ -377,6 +382,17 @@ func TestLeastPrivilege(t *testing.T) {
 		// The chat function's: its URL serves the session routes too.
 		"ChatStreamFunction": chat,
 	}
+	// The memory store's calls, which every function makes on the table
+	// when memory is on (memory items share it, in mem# partitions): the
+	// functions behind the /memory routes list (Query), forget (PutItem,
+	// then Query and DeleteItem) and delete records (DeleteItem); a turn's
+	// recall reads (Query).
+	memoryRoutes := []string{"dynamodb:DeleteItem", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query"}
+	wantMemory := map[string][]string{
+		"ChatFunction":       memoryRoutes,
+		"ChatStreamFunction": memoryRoutes,
+		"StructuredFunction": {"dynamodb:Query"},
+	}
 	// Actions granted on the table only for idempotency holds, whose
 	// partition keys begin with i#: the structured function deletes those
 	// when it releases a hold, and nothing else.
@@ -529,6 +545,11 @@ func TestLeastPrivilege(t *testing.T) {
 			if diff := cmp.Diff(wantDynamoDB[id], sortCompact(dynamo)); diff != "" {
 				t.Errorf("DynamoDB actions (-want +got):\n%s", diff)
 			}
+			for _, a := range wantMemory[id] {
+				if !slices.Contains(dynamo, a) {
+					t.Errorf("%s is not granted on the whole table, which memory items share", a)
+				}
+			}
 			if diff := cmp.Diff(wantHoldsOnly[id], sortCompact(dynamoHolds)); diff != "" {
 				t.Errorf("DynamoDB actions on idempotency holds only, with dynamodb:LeadingKeys i#* (-want +got):\n%s", diff)
 			}
@@ -601,6 +622,10 @@ func TestRoutes(t *testing.T) {
 		httpapi.RouteExportSession: "ChatFunction",
 		httpapi.RouteImportSession: "ChatFunction",
 		httpapi.RouteImportPage:    "ChatFunction",
+		httpapi.RouteListMemory:    "ChatFunction",
+		httpapi.RouteExportMemory:  "ChatFunction",
+		httpapi.RouteDeleteRecord:  "ChatFunction",
+		httpapi.RouteForget:        "ChatFunction",
 		httpapi.RouteStructured:    "StructuredFunction",
 	}
 	got := map[string]string{}
