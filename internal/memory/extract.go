@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -83,6 +84,9 @@ const (
 	maxMessageBytes = 4 << 10
 	// attempts bounds the consolidations of one commit that lose a race.
 	attempts = 3
+	// deadlineMargin is the invocation's time a record needs to start:
+	// half of it is kept back to answer.
+	deadlineMargin = 10 * time.Second
 )
 
 // CommitReader reads the messages a commit made visible
@@ -111,8 +115,20 @@ type Extractor struct {
 // must not be learned from before an earlier one.
 func (x *Extractor) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
 	resp := events.DynamoDBEventResponse{BatchItemFailures: []events.DynamoDBBatchItemFailure{}}
+	deadline, bounded := ctx.Deadline()
 	for _, r := range ev.Records {
-		if err := x.Record(ctx, r); err != nil {
+		err := errors.New("memory: too little of the invocation's time is left to learn from it; it comes again")
+		if !bounded || time.Until(deadline) > deadlineMargin {
+			rctx, cancel := ctx, context.CancelFunc(func() {})
+			if bounded {
+				// Time to report the batch's progress is kept back, so
+				// that what was learned is not delivered again.
+				rctx, cancel = context.WithDeadline(ctx, deadline.Add(-deadlineMargin/2))
+			}
+			err = x.Record(rctx, r)
+			cancel()
+		}
+		if err != nil {
 			cmp.Or(x.Logger, slog.Default()).ErrorContext(ctx, "memory: a stream record failed",
 				"event_id", r.EventID, "sequence_number", r.Change.SequenceNumber, "error", err.Error())
 			resp.BatchItemFailures = append(resp.BatchItemFailures, events.DynamoDBBatchItemFailure{ItemIdentifier: r.Change.SequenceNumber})

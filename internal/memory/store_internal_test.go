@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -274,5 +276,27 @@ func TestProvideFitsTheRoom(t *testing.T) {
 		if size > room || (room >= 400 && len(got) != 1) || (room == 10 && len(got) != 0) {
 			t.Errorf("with %d bytes of room: %d entries, %d bytes", room, len(got), size)
 		}
+	}
+}
+
+// TestHandleKeepsTimeToAnswer: a record that the invocation's time left
+// cannot cover is reported failed, with the rest, rather than started:
+// the mapping delivers it again.
+func TestHandleKeepsTimeToAnswer(t *testing.T) {
+	x := &Extractor{Logger: slog.New(slog.DiscardHandler)}
+	ev := events.DynamoDBEvent{Records: []events.DynamoDBEventRecord{
+		{EventName: "REMOVE", Change: events.DynamoDBStreamRecord{SequenceNumber: "1"}},
+		{EventName: "REMOVE", Change: events.DynamoDBStreamRecord{SequenceNumber: "2"}},
+	}}
+	ctx, cancel := context.WithTimeout(t.Context(), deadlineMargin/2)
+	defer cancel()
+	resp, err := x.Handle(ctx, ev)
+	if err != nil || len(resp.BatchItemFailures) != 1 || resp.BatchItemFailures[0].ItemIdentifier != "1" {
+		t.Errorf("near the deadline: %+v, %v", resp, err)
+	}
+	ctx, cancel = context.WithTimeout(t.Context(), 2*deadlineMargin)
+	defer cancel()
+	if resp, err := x.Handle(ctx, ev); err != nil || len(resp.BatchItemFailures) != 0 {
+		t.Errorf("with time to spare: %+v, %v", resp, err)
 	}
 }
