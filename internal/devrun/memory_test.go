@@ -55,6 +55,53 @@ func TestLocalRunRemembersAcrossSessions(t *testing.T) {
 	}
 }
 
+// TestDocsMemoryExamples runs the curl commands of the memory section of
+// docs/local-run.md, in order, on a local run, reading memory once it has
+// learned from the first turn, as a person would a moment later; the
+// answers are what the section says.
+func TestDocsMemoryExamples(t *testing.T) {
+	section, err := testkit.DocSection("docs/local-run.md", "## Memory across sessions")
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := start(t, nil)
+	curls := curlsIn(t, section, "http://127.0.0.1:3000")
+	if len(curls) != 4 {
+		t.Fatalf("found %d curl commands in the section, want 4", len(curls))
+	}
+	var statuses []int
+	var answers []string
+	for i, c := range curls {
+		if i == 1 {
+			waitForMemory(t, base, func(m httpapi.MemoryResponse) bool { return len(m.Records) == 2 })
+		}
+		status, body := c.send(t, strings.Replace(c.url, "http://127.0.0.1:3000", base, 1))
+		if status >= 300 {
+			t.Errorf("%s\n→ %d %s", c.line, status, body)
+		}
+		statuses, answers = append(statuses, status), append(answers, body)
+	}
+	for i, quoted := range map[int][]string{
+		1: {`"text":"The person's favourite colour is teal."`, `"text":"The person likes green tea."`},
+		2: {"From memory: The person's favourite colour is teal."},
+	} {
+		for _, q := range quoted {
+			if !strings.Contains(section, q) {
+				t.Errorf("the section no longer says %s", q)
+			}
+			if !strings.Contains(answers[i], q) {
+				t.Errorf("answer %d does not contain %s:\n%s", i+1, q, answers[i])
+			}
+		}
+	}
+	if statuses[3] != http.StatusNoContent || !strings.Contains(section, "(`204`)") {
+		t.Errorf("DELETE /memory answered %d; the section says 204", statuses[3])
+	}
+	if got := memoryOf(t, base); len(got.Records) != 0 {
+		t.Errorf("after DELETE /memory: %+v", got)
+	}
+}
+
 // TestLocalRunWithoutMemory: -memory=false turns memory off: GET /memory
 // says so, and nothing told is recalled elsewhere.
 func TestLocalRunWithoutMemory(t *testing.T) {
