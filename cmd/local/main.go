@@ -4,10 +4,12 @@
 //
 //	go run ./cmd/local
 //	go run ./cmd/local -addr 127.0.0.1:8080 -offline
+//	go run ./cmd/local -memory=false
 //
 // The functions' environment variables (MODEL_ID, CONVERSATION_MANAGER, ...)
 // apply; AWS_ENDPOINT_URL_DYNAMODB and AWS_ENDPOINT_URL_BEDROCK_RUNTIME point
-// it at other endpoints.
+// it at other endpoints. Long-term memory is on, learned after each turn
+// by the model the turns use; -memory=false turns it off.
 package main
 
 import (
@@ -30,10 +32,11 @@ func main() {
 	var a2a endpoints
 	flag.Var(&a2a, "a2a", "the URL of a remote agent's A2A card (or its base URL) that the agent may call as a tool; repeat for more")
 	otel := flag.String("otel", "", "an OTLP/HTTP endpoint, such as http://localhost:4318, to send traces to")
+	mem := flag.Bool("memory", true, "long-term memory across sessions: learned after each turn, recalled in later ones, listed at GET /memory and on the chat page; -memory=false turns it off")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	err := devrun.Run(ctx, devrun.Options{Addr: *addr, Offline: *off, Getenv: os.Getenv, Out: os.Stderr, MCP: mcp, A2A: a2a, OTel: *otel})
+	err := devrun.Run(ctx, devrun.Options{Addr: *addr, Offline: *off, Getenv: os.Getenv, Out: os.Stderr, MCP: mcp, A2A: a2a, OTel: *otel, NoMemory: !*mem})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "local:", err)
 		os.Exit(1)

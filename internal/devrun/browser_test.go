@@ -19,6 +19,7 @@ import (
 	"github.com/lambda-agent/lambda-agent/internal/agent"
 	"github.com/lambda-agent/lambda-agent/internal/devrun"
 	"github.com/lambda-agent/lambda-agent/internal/httpapi"
+	"github.com/lambda-agent/lambda-agent/internal/memory"
 	"github.com/lambda-agent/lambda-agent/internal/testkit/webdriver"
 )
 
@@ -574,7 +575,7 @@ func TestChatPageAnswersInterruptsTogether(t *testing.T) {
 
 // twoWaiting is a stand-in of the API with one session, "two", whose turn
 // waits for an approval of the calculator (u1) and an answer to ask_user
-// (u2). It records the bodies of the requests to POST /chat/stream; it
+// (u2), and no memory. It records the bodies of the requests to POST /chat/stream; it
 // refuses the first, as when Bedrock throttles, and answers the next
 // with the turn resumed. Its answers are the API's types.
 type twoWaiting struct {
@@ -595,6 +596,8 @@ func (a *twoWaiting) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_ = json.NewEncoder(w).Encode(v)
 	}
 	switch {
+	case r.Method == http.MethodGet && r.URL.Path == "/memory":
+		writeJSON(httpapi.MemoryResponse{Records: []memory.Record{}})
 	case r.Method == http.MethodGet && r.URL.Path == "/sessions":
 		writeJSON(httpapi.SessionsResponse{Sessions: []httpapi.SessionSummary{{SessionID: "two", Title: "Two at once", CreatedAt: time.Now()}}})
 	case r.Method == http.MethodGet && r.URL.Path == "/sessions/two":

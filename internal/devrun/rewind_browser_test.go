@@ -253,11 +253,20 @@ func getJSON(url string, v any) error {
 // startWithModel starts a local run whose Bedrock is model, reached through
 // AWS_ENDPOINT_URL_BEDROCK_RUNTIME as on a developer's machine, and returns
 // its URL. The SDK reads the variable from the process's environment.
+// Memory is off: its extractions would take the replies a test scripts for
+// the turns.
 func startWithModel(t *testing.T, model *conversetest.Server) string {
+	t.Helper()
+	url, _ := startRun(t, modelRun(t, model))
+	return url
+}
+
+// modelRun is the options of a local run whose Bedrock is model, without
+// memory.
+func modelRun(t *testing.T, model *conversetest.Server) devrun.Options {
 	t.Helper()
 	t.Cleanup(model.Close) // after the run stops: cleanups run last first
 	t.Setenv("AWS_ENDPOINT_URL_BEDROCK_RUNTIME", model.URL)
 	env := map[string]string{"AWS_ENDPOINT_URL_BEDROCK_RUNTIME": model.URL}
-	url, _ := startRun(t, devrun.Options{Getenv: func(k string) string { return env[k] }})
-	return url
+	return devrun.Options{Getenv: func(k string) string { return env[k] }, NoMemory: true}
 }

@@ -9,6 +9,12 @@
 // when AWS credentials are found, or AWS_ENDPOINT_URL_BEDROCK_RUNTIME names
 // an endpoint; otherwise an offline model that speaks the Converse protocol
 // answers, and the run says so when it starts.
+//
+// Long-term memory is on unless Options.NoMemory: the run's one
+// unauthenticated user counts as one person, and the memory function's
+// work, learning from each commit, runs in the process, on the table's
+// writes as a DynamoDB stream would deliver them (streamtest), with the
+// same model as the turns.
 package devrun
 
 import (
@@ -38,10 +44,12 @@ import (
 	"github.com/lambda-agent/lambda-agent/internal/ddbhistory"
 	"github.com/lambda-agent/lambda-agent/internal/devrun/offline"
 	"github.com/lambda-agent/lambda-agent/internal/httpapi"
+	"github.com/lambda-agent/lambda-agent/internal/memory"
 	"github.com/lambda-agent/lambda-agent/internal/remote"
 	"github.com/lambda-agent/lambda-agent/internal/schema"
 	"github.com/lambda-agent/lambda-agent/internal/sdkhttp"
 	"github.com/lambda-agent/lambda-agent/internal/testkit/dynamodbtest"
+	"github.com/lambda-agent/lambda-agent/internal/testkit/streamtest"
 )
 
 // Options configure a local run.
@@ -69,6 +77,8 @@ type Options struct {
 	// http://localhost:4318, that the turns' traces are sent to, as
 	// OTEL_EXPORTER_OTLP_ENDPOINT would.
 	OTel string
+	// NoMemory turns long-term memory off, as MEMORY=off does.
+	NoMemory bool
 }
 
 // Defaults of the local run, for the variables a deployment must set.
@@ -164,6 +174,11 @@ func Run(ctx context.Context, opts Options) error {
 			return env(k, "lambda-agent-local")
 		case "AWS_REGION": // the Region of the calls, whose ARNs ADDITIONAL_MODEL_ARNS lists
 			return awsCfg.Region
+		case "MEMORY":
+			if opts.NoMemory {
+				return "off"
+			}
+			return env(k, "on")
 		}
 		return getenv(k)
 	})
@@ -188,9 +203,23 @@ func Run(ctx context.Context, opts Options) error {
 	if err := ddbhistory.CreateTable(ctx, ddb, cfg.TableName); err != nil {
 		return err
 	}
-	a, err := app.New(cfg, bedrock, ddb, app.Options{
+	// Memory: the one user of the local run is one person, and the memory
+	// function learns from the table's writes in the process.
+	var appDDB ddbhistory.DynamoDBAPI = ddb
+	var stream *streamtest.Mapping
+	memoryWhere := "off (-memory=false or MEMORY=off)"
+	if cfg.Memory.Enabled {
+		if stream, err = learnInProcess(cfg, bedrock, ddb, logger); err != nil {
+			return err
+		}
+		appDDB = stream
+		memoryWhere = "on, learned after each turn in the background; GET /memory lists it, -memory=false turns it off"
+		defer drain(stream, opts.Out)
+	}
+	a, err := app.New(cfg, bedrock, appDDB, app.Options{
 		Routes: httpapi.AllRoutes, CompileSchema: schema.Compile, Logger: logger,
 		Remote: remoteClients(ctx, cfg, awsCfg), Summary: opts.Out,
+		MemoryForAnonymous: true,
 	})
 	if err != nil {
 		return err
@@ -206,10 +235,12 @@ func Run(ctx context.Context, opts Options) error {
             POST /sessions/{sessionId}/tools/{name}   POST /sessions/{sessionId}/rewind
             GET /sessions/{sessionId}/export   POST /sessions/import   POST /sessions/{sessionId}/import
             DELETE /sessions/{sessionId}   POST /structured
+            GET /memory   GET /memory/export   DELETE /memory/{recordId}   DELETE /memory
   model:    %s (MODEL_ID=%s)
   dynamodb: %s, table %s
   auth:     bearer JWTs are decoded but not verified, as with sam local; no token means owner "anonymous"
-`, url, modelWhere, cfg.ModelID, ddbWhere, cfg.TableName)
+  memory:   %s
+`, url, modelWhere, cfg.ModelID, ddbWhere, cfg.TableName, memoryWhere)
 	for _, s := range cfg.MCPServers {
 		fmt.Fprintf(opts.Out, "  mcp:      %s at %s, tools named %s* (listed in the background; /tool NAME {JSON} calls one offline)\n", s.Name, s.URL, s.ToolPrefix())
 	}
@@ -240,6 +271,42 @@ func Run(ctx context.Context, opts Options) error {
 		return err
 	}
 	return nil
+}
+
+// learnInProcess returns the table's stream, recorded from the writes
+// made through ddb and delivered to the memory function's handler, which
+// extracts with the turns' model (MEMORY_MODEL_ID, or MODEL_ID, through
+// converse) and reads and writes the table through ddb itself: its own
+// writes, to memory items, are none that the stream filter passes.
+func learnInProcess(cfg *app.Config, converse *bedrockruntime.Client, ddb *dynamodb.Client, logger *slog.Logger) (*streamtest.Mapping, error) {
+	x, err := app.NewExtractor(cfg, converse, ddb, app.Options{Logger: logger, MemoryForAnonymous: true})
+	if err != nil {
+		return nil, err
+	}
+	return streamtest.New(ddb, streamtest.Config{
+		Table:   cfg.TableName,
+		Watch:   func(_, sk string) bool { return strings.HasSuffix(sk, "meta") }, // session items
+		Filter:  memory.StreamFilter,
+		Handler: x.Handle,
+	}), nil
+}
+
+// drainTimeout bounds how long a run that stops waits for memory to learn
+// from the turns it served.
+const drainTimeout = 10 * time.Second
+
+// drain waits until memory has learned from every commit so far, so that
+// a run that stops leaves no extraction running; what it could not learn
+// is said on out.
+func drain(stream *streamtest.Mapping, out io.Writer) {
+	ctx, cancel := context.WithTimeout(context.Background(), drainTimeout)
+	defer cancel()
+	if err := stream.Drain(ctx); err != nil {
+		fmt.Fprintf(out, "memory: stopped before learning from every turn: %v\n", err)
+	}
+	if n := len(stream.Failed()); n > 0 {
+		fmt.Fprintf(out, "memory: %d commits could not be learned from (see the log above)\n", n)
+	}
 }
 
 // Routes serves the functions' routes with h, as the HTTP API and the

@@ -10,4 +10,11 @@
 // returned, or says plainly that the person denied the call. It writes
 // summaries that only count lines, and answers structured requests with an
 // object built from their schema, not one extracted from the prompt.
+//
+// It keeps long-term memory too (internal/memory): asked to extract, it
+// learns facts ("my X is Y"), preferences ("I like X") and what to forget
+// ("forget my X") from the person's words; and it answers "what
+// is my X" and "what do I like" from the records memory recalled into the
+// turn, as "From memory: ...". The context the application adds to a
+// turn is never taken for the person's words.
 package offline

@@ -44,13 +44,19 @@ var (
 func Respond(req *conversetest.Request) conversetest.Reply {
 	tools := req.ToolNames()
 	if tc := req.ToolConfig; tc != nil && tc.ToolChoice != nil && tc.ToolChoice.Tool != nil {
+		if reply, ok := extraction(req, tc.ToolChoice.Tool.Name); ok {
+			return reply
+		}
 		return structured(req, tc.ToolChoice.Tool.Name)
 	}
 	if len(tools) == 0 && len(req.System) > 0 && strings.Contains(req.System[0].Text, "summarize") {
 		return conversetest.Text("(offline summary) The conversation had " + count(transcriptLines(req.Messages[0].Text()), "line") + " before this point.")
 	}
 	last := req.Messages[len(req.Messages)-1]
-	text := strings.TrimSpace(last.Text())
+	// The context the application adds, such as what memory recalled, is
+	// not the person's words.
+	text, context := personText(last)
+	text = strings.TrimSpace(text)
 	// A user message with text as well as results answers tool uses that
 	// were interrupted; the text is what to answer then.
 	if text == "" && hasToolResults(last) {
@@ -58,6 +64,9 @@ func Respond(req *conversetest.Request) conversetest.Reply {
 	}
 	if name, input, ok := parseCommand(text); ok {
 		return command(req, tools, name, input)
+	}
+	if answer, ok := fromMemory(req, text, recalledRecords(context)); ok {
+		return conversetest.Text(answer)
 	}
 	offered := func(name string) bool { return slices.Contains(tools, name) }
 	switch {

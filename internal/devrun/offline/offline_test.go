@@ -6,12 +6,14 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/lambda-agent/lambda-agent/internal/agent"
 	"github.com/lambda-agent/lambda-agent/internal/devrun/offline"
+	"github.com/lambda-agent/lambda-agent/internal/httpapi"
 	"github.com/lambda-agent/lambda-agent/internal/testkit"
 	"github.com/lambda-agent/lambda-agent/internal/testkit/conversetest"
 	"github.com/lambda-agent/lambda-agent/internal/tools"
@@ -299,4 +301,76 @@ func TestStructured(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("answer (-want +got):\n%s", diff)
 	}
+}
+
+// TestMemoryAcrossSessions runs the offline model as both the agent's
+// model and memory's extraction model, on the stack with memory on: a fact
+// told in one session is learned from its commit, recalled into a turn of
+// another session and answered from there; a new value replaces it; a
+// forget deletes it.
+func TestMemoryAcrossSessions(t *testing.T) {
+	s := testkit.Start(t, testkit.Options{Env: map[string]string{"MEMORY": "on"}})
+	s.Model.Responder, s.MemoryModel.Responder = offline.Respond, offline.Respond
+	chat := func(session, message string) string {
+		t.Helper()
+		body, _ := json.Marshal(map[string]string{"session_id": session, "message": message})
+		r := httptest.NewRequestWithContext(t.Context(), http.MethodPost, "/chat", strings.NewReader(string(body)))
+		r.Header.Set("Content-Type", "application/json")
+		w := s.Serve(testkit.As(r, "alice"))
+		if w.Code != http.StatusOK {
+			t.Fatalf("chat %q: %d %s", message, w.Code, w.Body)
+		}
+		var got httpapi.ChatResponse
+		if err := json.Unmarshal(w.Body.Bytes(), &got); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Stream.Drain(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if f := s.Stream.Failed(); len(f) > 0 {
+			t.Fatalf("%d stream records failed; logs:\n%s", len(f), s.Logs)
+		}
+		return got.Text
+	}
+	records := func() []string {
+		t.Helper()
+		r := httptest.NewRequestWithContext(t.Context(), http.MethodGet, "/memory", nil)
+		w := s.Serve(testkit.As(r, "alice"))
+		var got httpapi.MemoryResponse
+		if err := json.Unmarshal(w.Body.Bytes(), &got); err != nil || w.Code != http.StatusOK || !got.Enabled {
+			t.Fatalf("GET /memory: %d %s", w.Code, w.Body)
+		}
+		var out []string
+		for _, r := range got.Records {
+			out = append(out, r.Kind+": "+r.Text)
+		}
+		return out
+	}
+
+	chat("first", "Hello! My favourite colour is teal, and I like green tea.")
+	if diff := cmp.Diff([]string{"fact: The person's favourite colour is teal.", "preference: The person likes green tea."}, sorted(records())); diff != "" {
+		t.Errorf("memory after the first session (-want +got):\n%s", diff)
+	}
+	if got, want := chat("second", "What is my favourite colour?"), "From memory: The person's favourite colour is teal."; got != want {
+		t.Errorf("the second session answers %q, want %q", got, want)
+	}
+	if got := chat("second", "Hi"); !strings.HasPrefix(got, `You said: "Hi".`) {
+		t.Errorf("with a preference recalled into every turn, an echo says %q", got)
+	}
+	chat("third", "Actually, my favourite colour is orange.")
+	if diff := cmp.Diff([]string{"fact: The person's favourite colour is orange.", "preference: The person likes green tea."}, sorted(records())); diff != "" {
+		t.Errorf("memory after a new value (-want +got):\n%s", diff)
+	}
+	chat("third", "Please forget my favourite colour.")
+	if diff := cmp.Diff([]string{"preference: The person likes green tea."}, records()); diff != "" {
+		t.Errorf("memory after a forget (-want +got):\n%s", diff)
+	}
+	if got := chat("fourth", "What is my favourite colour?"); strings.Contains(got, "orange") || strings.Contains(got, "teal") {
+		t.Errorf("after the forget, the answer is %q", got)
+	}
+}
+
+func sorted(s []string) []string {
+	slices.Sort(s)
+	return s
 }

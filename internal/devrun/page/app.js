@@ -3,7 +3,8 @@
 // responses to a paused turn's interrupts; GET /sessions and GET
 // /sessions/{id} for the list and the transcripts, with the interrupts that
 // wait; DELETE /sessions/{id}; regenerate and edit, which POST /chat/stream
-// runs too; a link to GET /sessions/{id}/export. GET /local/info, the local
+// runs too; a link to GET /sessions/{id}/export; GET /memory, DELETE
+// /memory/{id} and DELETE /memory for the memory panel. GET /local/info, the local
 // run's own route, says which model answers. Everything the model or a user wrote is
 // rendered as text, never as HTML.
 "use strict";
@@ -22,14 +23,21 @@ const owners = new Map();
 // The session list: the ids shown, and the cursor of the next page.
 const list = { loaded: false, ids: new Set(), cursor: "" };
 const PAGE = 50;
+// The memory panel: whether the caller has memory (null until known), the
+// number of records shown, the cursor of the next page, the pending
+// re-reads, and seq, which a read must still hold when it ends to be shown.
+const mem = { enabled: null, shown: 0, cursor: "", timers: [], seq: 0 };
 
-// api calls the JSON API and throws the API's error message on failure.
+// api calls the JSON API and throws the API's error message on failure,
+// with the response's status.
 async function api(path, options) {
   const resp = await fetch(path, options);
   const body = resp.status === 204 ? null : await resp.json().catch(() => null);
   if (!resp.ok) {
     const e = (body && body.error) || {};
-    throw new Error(`${resp.status} ${e.code || ""}: ${e.message || resp.statusText}`);
+    const err = new Error(`${resp.status} ${e.code || ""}: ${e.message || resp.statusText}`);
+    err.status = resp.status;
+    throw err;
   }
   return body;
 }
@@ -216,6 +224,7 @@ function confirmDelete(li, id, title) {
     $("sessions-note").textContent = list.ids.size ? "" : "No sessions yet.";
     if (state.sessionId === id) newChat();
     (next ? next.querySelector(".session") : $("new-chat")).focus();
+    refreshMemorySoon(); // what memory learned from the session goes with it
   });
   const question = el("div", "confirm");
   question.setAttribute("role", "group");
@@ -332,6 +341,149 @@ function showWindow(window, summary) {
     const details = el("details");
     details.append(el("summary", "", "Summary"), el("p", "", summary));
     banner.append(details);
+  }
+}
+
+// ---- memory --------------------------------------------------------------
+// What the agent learned about the caller in earlier sessions, which it
+// recalls in later ones: listed a page at a time, each record deleted by its
+// button, all of it forgotten after a confirmation. Memory learns after a
+// turn's commit, in the background: the panel reads it again shortly after
+// each answer, a few times.
+
+const MEMORY_PAGE = 50;
+// When to read memory again after a turn, in milliseconds.
+const MEMORY_AGAIN = [300, 1200, 3000];
+
+function memoryItem(r) {
+  const li = el("li", "memory-item");
+  li.dataset.id = r.id;
+  const from = r.source && r.source.session_id ? ` in session ${shortId(r.source.session_id)}` : "";
+  li.title = `Learned ${when(r.updated_at)}${from}`;
+  const del = button("delete", undefined, () => forgetRecord(li, r.id));
+  del.title = "Forget this";
+  del.setAttribute("aria-label", `Forget “${r.text}”`);
+  del.append(trashIcon());
+  li.append(el("span", "kind", r.kind), el("span", "text", r.text), del);
+  return li;
+}
+
+// showMemory shows the records of a read, in place of those shown, and
+// keeps the focus on the record it was on.
+function showMemory(enabled, records, cursor) {
+  const ul = $("memory-records");
+  const focused = ul.contains(document.activeElement) ? document.activeElement.closest("li").dataset.id : null;
+  mem.enabled = enabled;
+  ul.replaceChildren(...records.map(memoryItem));
+  mem.shown = records.length;
+  mem.cursor = cursor || "";
+  $("more-memory").hidden = !mem.cursor;
+  $("memory").classList.toggle("off", !enabled);
+  $("memory-off").hidden = enabled;
+  if (focused) {
+    const again = [...ul.children].find((li) => li.dataset.id === focused);
+    (again ? again.querySelector(".delete") : $("memory-title")).focus();
+  }
+  memoryNote();
+}
+
+// memoryNote says what the panel shows when it shows no records, and
+// offers Forget all when it does.
+function memoryNote() {
+  const confirming = !$("memory-confirm").hidden;
+  $("forget-all").hidden = confirming || !mem.enabled || mem.shown === 0;
+  let note = "";
+  if (mem.enabled === false) {
+    note = "Long-term memory is off: nothing is carried from one session to the next. The local run keeps memory unless started with -memory=false.";
+  } else if (mem.enabled && mem.shown === 0) {
+    note = "Nothing yet. Tell the agent about yourself, such as “My favourite colour is teal.”, then ask it in a new chat.";
+  }
+  $("memory-note").textContent = note;
+}
+
+// loadMemory reads the caller's memory again, as many pages as are shown.
+async function loadMemory() {
+  const seq = ++mem.seq;
+  try {
+    const records = [];
+    let cursor = "", enabled = false;
+    do {
+      const body = await api(`/memory?limit=${MEMORY_PAGE}${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ""}`);
+      enabled = body.enabled;
+      records.push(...body.records);
+      cursor = body.next_cursor || "";
+    } while (cursor && records.length < mem.shown);
+    if (seq === mem.seq) showMemory(enabled, records, cursor);
+  } catch (err) {
+    if (seq === mem.seq) $("memory-note").textContent = `Could not read memory: ${err.message}`;
+  }
+}
+
+async function moreMemory() {
+  const more = $("more-memory");
+  more.disabled = true;
+  const seq = ++mem.seq;
+  try {
+    const body = await api(`/memory?limit=${MEMORY_PAGE}&cursor=${encodeURIComponent(mem.cursor)}`);
+    if (seq !== mem.seq) return;
+    $("memory-records").append(...body.records.map(memoryItem));
+    mem.shown += body.records.length;
+    mem.cursor = body.next_cursor || "";
+    more.hidden = !mem.cursor;
+    memoryNote();
+  } catch (err) {
+    $("memory-note").textContent = `Could not read more of memory: ${err.message}`;
+  } finally {
+    more.disabled = false;
+  }
+}
+
+// refreshMemorySoon reads memory again a few times over the next seconds,
+// while it learns from the turn that just ended.
+function refreshMemorySoon() {
+  if (mem.enabled === false) return;
+  for (const t of mem.timers) clearTimeout(t);
+  mem.timers = MEMORY_AGAIN.map((ms) => setTimeout(loadMemory, ms));
+}
+
+async function forgetRecord(li, id) {
+  const del = li.querySelector(".delete");
+  del.disabled = true;
+  mem.seq++; // a read under way may still hold the record
+  try {
+    await api(`/memory/${encodeURIComponent(id)}`, { method: "DELETE" });
+  } catch (err) {
+    if (err.status !== 404) { // a record gone already is what was asked
+      del.disabled = false;
+      $("memory-note").textContent = `Could not forget it: ${err.message}`;
+      return;
+    }
+  }
+  const next = li.nextElementSibling || li.previousElementSibling;
+  li.remove();
+  mem.shown--;
+  memoryNote();
+  (next ? next.querySelector(".delete") : $("memory-title")).focus();
+}
+
+function confirmForget(asking) {
+  $("memory-confirm").hidden = !asking;
+  memoryNote();
+  (asking ? $("forget-cancel") : $("forget-all")).focus();
+}
+
+async function forgetAll() {
+  $("forget-yes").disabled = $("forget-cancel").disabled = true;
+  mem.seq++;
+  try {
+    await api("/memory", { method: "DELETE" });
+    $("memory-confirm").hidden = true;
+    showMemory(mem.enabled, [], "");
+    $("memory-title").focus();
+  } catch (err) {
+    $("memory-note").textContent = `Could not forget: ${err.message}`;
+  } finally {
+    $("forget-yes").disabled = $("forget-cancel").disabled = false;
   }
 }
 
@@ -871,6 +1023,7 @@ async function resume() {
 // after shows what a turn that ended left waiting, if anything, and where
 // the focus goes next.
 function after(turn, done) {
+  refreshMemorySoon();
   follow(() => showPending(turn, done.stop_reason === "interrupt" ? done.interrupts || [] : []));
   if (state.pending.length) focusCard(state.pending[0]);
   else $("input").focus();
@@ -1229,6 +1382,16 @@ for (const example of document.querySelectorAll(".example")) {
 }
 $("new-chat").addEventListener("click", newChat);
 $("more-sessions").addEventListener("click", moreSessions);
+$("more-memory").addEventListener("click", moreMemory);
+$("forget-all").addEventListener("click", () => confirmForget(true));
+$("forget-cancel").addEventListener("click", () => confirmForget(false));
+$("forget-yes").addEventListener("click", forgetAll);
+$("memory-confirm").addEventListener("keydown", (e) => {
+  if (e.key === "Escape") {
+    e.stopPropagation();
+    confirmForget(false);
+  }
+});
 $("open-sessions").addEventListener("click", openSessions);
 $("close-sessions").addEventListener("click", closeSessions);
 $("backdrop").addEventListener("click", closeSessions);
@@ -1253,4 +1416,5 @@ $("jump").addEventListener("click", () => {
 const fromHash = new URLSearchParams(location.hash.slice(1)).get("s");
 loadInfo();
 loadSessions();
+loadMemory();
 if (fromHash) openSession(fromHash); else newChat();
