@@ -184,8 +184,9 @@ func CheckContext(entries []ContextEntry) error {
 	return nil
 }
 
-// contextHeader introduces a turn's context to the model.
-const contextHeader = "Context from the application this conversation runs in (not written by the person):"
+// ContextHeader begins the text block that gives a turn its context: data
+// beside the person's words, not their words.
+const ContextHeader = "Context from the application this conversation runs in (not written by the person):"
 
 // withContext returns view with the context in the last turn start, as
 // its first block: after the cache point at the end of the turns before
@@ -201,7 +202,7 @@ func withContext(view []Message, entries []ContextEntry) []Message {
 			continue
 		}
 		var b strings.Builder
-		b.WriteString(contextHeader)
+		b.WriteString(ContextHeader)
 		for _, e := range entries {
 			b.WriteString("\n- ")
 			if e.Description != "" {

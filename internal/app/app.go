@@ -178,7 +178,9 @@ func memoryStore(cfg *Config, ddb ddbhistory.DynamoDBAPI, opts Options) (*memory
 // from the sessions table's stream, calling the extraction model
 // (MEMORY_MODEL_ID, or MODEL_ID) through converse.
 func NewExtractor(cfg *Config, converse bedrock.ConverseAPI, ddb ddbhistory.DynamoDBAPI, opts Options) (*memory.Extractor, error) {
-	cfg.Memory.Enabled = true
+	on := *cfg // the memory function learns whatever MEMORY says
+	on.Memory.Enabled = true
+	cfg = &on
 	mem, err := memoryStore(cfg, ddb, opts)
 	if err != nil {
 		return nil, err

@@ -69,8 +69,8 @@ Keep only what the person said or clearly confirmed, never what the assistant gu
 
 The kinds of record:`
 
-// updateTool is the tool extraction forces the model to call.
-const updateTool = "update_memory"
+// UpdateTool is the tool extraction forces the model to call.
+const UpdateTool = "update_memory"
 
 // Limits of one extraction.
 const (
@@ -291,14 +291,14 @@ func (x *Extractor) extract(ctx context.Context, records []Record, conv []line) 
 	resp, err := x.Model.Converse(ctx, &agent.ModelRequest{
 		System:     system.String(),
 		Messages:   []agent.Message{{Role: agent.RoleUser, Content: []agent.ContentBlock{{Text: string(raw)}}}},
-		Tools:      []agent.ToolSpec{{Name: updateTool, Description: "Change the person's long-term memory.", InputSchema: opsSchema(names)}},
-		ToolChoice: agent.ToolChoice{Tool: updateTool},
+		Tools:      []agent.ToolSpec{{Name: UpdateTool, Description: "Change the person's long-term memory.", InputSchema: opsSchema(names)}},
+		ToolChoice: agent.ToolChoice{Tool: UpdateTool},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("memory: extract: %w", err)
 	}
 	for _, c := range resp.Message.Content {
-		if c.ToolUse != nil && c.ToolUse.Name == updateTool {
+		if c.ToolUse != nil && c.ToolUse.Name == UpdateTool {
 			return parseOps(c.ToolUse.Input, kinds, conv), nil
 		}
 	}

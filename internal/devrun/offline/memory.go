@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/lambda-agent/lambda-agent/internal/agent"
 	"github.com/lambda-agent/lambda-agent/internal/memory"
 	"github.com/lambda-agent/lambda-agent/internal/testkit/conversetest"
 )
@@ -15,9 +16,8 @@ import (
 // read simple statements only, so that the local run shows memory at work
 // across sessions without Bedrock.
 
-// updateMemory is the tool an extraction request forces
-// (memory.Extractor).
-const updateMemory = "update_memory"
+// updateMemory is the tool an extraction request forces.
+const updateMemory = memory.UpdateTool
 
 // maxMemoryOps bounds the operations of one answer, as update_memory's
 // schema does.
@@ -25,8 +25,8 @@ const maxMemoryOps = 20
 
 // contextHeader starts the text block in which the agent gives a turn its
 // context (agent.Conversation.Context, and what providers such as memory's
-// add): data beside the person's words, not their words.
-const contextHeader = "Context from the application this conversation runs in (not written by the person):"
+// add).
+const contextHeader = agent.ContextHeader
 
 // memoryOp is an operation of update_memory's input.
 type memoryOp struct {
