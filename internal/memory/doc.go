@@ -23,8 +23,8 @@
 //	r#<id>     a record: its kind, text, source (session and message
 //	           index), the time of the commit it was learned from, and a
 //	           version for conditional writes
-//	x#<commit> that the commit, a session and version, was learned from:
-//	           a retried stream record writes nothing twice
+//	x#<commit> that the commit, a session's incarnation and version, was
+//	           learned from: a retried stream record writes nothing twice
 //
 // No memory item has both "owner" and "created_at", so none is in the
 // owner index or GET /sessions. A recall reads the marker and the records

@@ -176,7 +176,7 @@ func (x *Extractor) Record(ctx context.Context, r events.DynamoDBEventRecord) er
 // learn consolidates into the owner's memory what the messages from from
 // on of the commit im taught.
 func (x *Extractor) learn(ctx context.Context, im ddbhistory.SessionImage, from int) error {
-	c := Commit{Owner: im.Owner, SessionID: im.ID, Version: im.Version, At: im.UpdatedAt}
+	c := Commit{Owner: im.Owner, SessionID: im.ID, Incarnation: im.Incarnation, Version: im.Version, At: im.UpdatedAt}
 	if from >= im.Count {
 		return nil
 	}

@@ -17,7 +17,10 @@ import (
 // Commit is a session's commit that memory learns from.
 type Commit struct {
 	Owner, SessionID string
-	Version          int64
+	// Incarnation tells the session from an earlier one under its id,
+	// whose versions were the same numbers.
+	Incarnation string
+	Version     int64
 	// At is when the commit was made: a forget after it forgets what it
 	// taught.
 	At time.Time
@@ -55,7 +58,9 @@ func (s *Store) learned(ctx context.Context, c Commit) (bool, error) {
 	return out.Item != nil, nil
 }
 
-func doneKey(c Commit) string { return fmt.Sprintf("%s%s#%d", skDone, c.SessionID, c.Version) }
+func doneKey(c Commit) string {
+	return fmt.Sprintf("%s%s#%s#%d", skDone, c.SessionID, c.Incarnation, c.Version)
+}
 
 // apply writes ops, consolidation's changes from commit c, to the records
 // of sn, as read: in one transaction, conditioned on the marker as sn read

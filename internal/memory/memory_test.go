@@ -307,3 +307,30 @@ func TestIAMOwnersOnTheFunctionURL(t *testing.T) {
 		}
 	}
 }
+
+// TestSessionRecreatedUnderItsID: a session deleted and made again under
+// its id is another incarnation, whose versions start again at 1; its
+// commits are learned from, not taken for the earlier one's, which were.
+func TestSessionRecreatedUnderItsID(t *testing.T) {
+	s := start(t, nil)
+	s.Model.Enqueue(conversetest.Text("Teal, noted."))
+	learns(s, add("fact", "The person's favourite colour is teal."))
+	chat(t, s, "alice", "daily", "My favourite colour is teal.")
+	if code, body := call(t, s, http.MethodDelete, "/sessions/daily", "alice", ""); code != http.StatusNoContent {
+		t.Fatalf("DELETE /sessions/daily: %d %s", code, body)
+	}
+	drain(t, s)
+	if got := records(t, s, "alice"); len(got.Records) != 0 {
+		t.Fatalf("alice's memory after the session's delete: %+v", got.Records)
+	}
+
+	s.Model.Enqueue(conversetest.Text("Rust, noted."))
+	learns(s, add("fact", "The person writes Rust."))
+	chat(t, s, "alice", "daily", "I write Rust.")
+	if n := s.MemoryModel.Calls(); n != 2 {
+		t.Errorf("%d extraction calls; want 2, one for each incarnation's first commit", n)
+	}
+	if got := records(t, s, "alice"); len(got.Records) != 1 || got.Records[0].Text != "The person writes Rust." {
+		t.Errorf("alice's memory after the new session's first turn: %+v", got.Records)
+	}
+}
