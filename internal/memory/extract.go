@@ -74,9 +74,12 @@ const UpdateTool = "update_memory"
 
 // Limits of one extraction.
 const (
-	// maxOps bounds the operations of one commit, so that one transaction
-	// holds them, with the records they make room for.
-	maxOps = 20
+	// maxOps bounds the operations of one commit that are applied, so
+	// that one transaction holds them, with the records they make room
+	// for; maxParsed bounds those read from the model's answer, before the
+	// ids that are not the owner's are left out.
+	maxOps    = 20
+	maxParsed = 100
 	// maxConversationBytes bounds the text of a commit's messages that
 	// extraction reads: the newest.
 	maxConversationBytes = 24 << 10
@@ -332,8 +335,8 @@ func opsSchema(kinds []string) json.RawMessage {
 
 // parseOps reads the model's operations, hostile as any model output
 // that read outside content: what is malformed, too long, of an unknown
-// kind, or past maxOps is left out. Ids are checked against the owner's
-// records when they are applied.
+// kind, or past maxParsed is left out. Ids are checked against the
+// owner's records when they are applied, and maxOps of what is left are.
 func parseOps(input json.RawMessage, kinds []Kind, conv []line) []Op {
 	var in struct {
 		Operations []opInput `json:"operations"`
@@ -343,7 +346,7 @@ func parseOps(input json.RawMessage, kinds []Kind, conv []line) []Op {
 	}
 	var out []Op
 	for _, o := range in.Operations {
-		if len(out) == maxOps {
+		if len(out) == maxParsed {
 			break
 		}
 		op := Op{ID: o.ID, Kind: o.Kind, Text: strings.TrimSpace(o.Text), Message: conv[0].Index}

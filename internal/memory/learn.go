@@ -95,8 +95,11 @@ func (s *Store) apply(ctx context.Context, sn *snapshot, c Commit, ops []Op) err
 		ConditionExpression:      aws.String("attribute_not_exists(#pk)"),
 		ExpressionAttributeNames: map[string]string{"#pk": ddbhistory.PartitionKey},
 	}})
-	touched, added := map[string]bool{}, 0
+	touched, added, applied := map[string]bool{}, 0, 0
 	for _, op := range ops {
+		if applied == maxOps {
+			break
+		}
 		old, known := byID[op.ID]
 		switch {
 		case op.ID == "":
@@ -116,6 +119,7 @@ func (s *Store) apply(ctx context.Context, sn *snapshot, c Commit, ops []Op) err
 			writes = append(writes, s.putRecord(c.Owner, r, old.version))
 		}
 		touched[op.ID] = true
+		applied++
 	}
 	if over := len(live) + added - MaxRecords; over > 0 {
 		oldest := slices.Clone(live)

@@ -223,7 +223,7 @@ func TestParseOpsRefusesWhatIsMalformed(t *testing.T) {
 		{"an update without an id", map[string]any{"operations": []any{map[string]any{"action": "update", "text": "ok"}}}, 0},
 		{"a malformed id", map[string]any{"operations": []any{map[string]any{"action": "delete", "id": "mem#bob"}}}, 0},
 		{"an unknown action", map[string]any{"operations": []any{map[string]any{"action": "drop", "id": "abcdefghij"}}}, 0},
-		{"more than maxOps", map[string]any{"operations": many}, maxOps},
+		{"more than are read", map[string]any{"operations": append(many, many...)}, maxParsed},
 		{"not an object", []any{1, 2}, 0},
 	} {
 		raw, _ := json.Marshal(c.input)
@@ -298,5 +298,28 @@ func TestHandleKeepsTimeToAnswer(t *testing.T) {
 	defer cancel()
 	if resp, err := x.Handle(ctx, ev); err != nil || len(resp.BatchItemFailures) != 0 {
 		t.Errorf("with time to spare: %+v, %v", resp, err)
+	}
+}
+
+// TestUnknownIDsTakeNoPlace: operations on ids that are not the owner's
+// are left out before the limit is counted, so a hostile answer cannot
+// crowd out what the turn taught.
+func TestUnknownIDsTakeNoPlace(t *testing.T) {
+	clock := newClock(time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC))
+	s, _ := newStore(t, clock)
+	var ops []Op
+	for i := range 10 {
+		ops = append(ops, Op{ID: fmt.Sprintf("zzzzzzzz%02d", i)[:10], Text: "taken over"}, Op{ID: fmt.Sprintf("yyyyyyyy%02d", i)[:10], Delete: true})
+	}
+	for i := range maxOps + 5 {
+		ops = append(ops, Op{Kind: "fact", Text: fmt.Sprintf("fact %d", i)})
+	}
+	sn, _ := s.read(t.Context(), "alice", true)
+	if err := s.apply(t.Context(), sn, Commit{Owner: "alice", SessionID: "s1", Version: 1, At: clock.Now()}, ops); err != nil {
+		t.Fatal(err)
+	}
+	sn, _ = s.read(t.Context(), "alice", true)
+	if len(sn.records) != maxOps {
+		t.Errorf("%d records learned, want %d", len(sn.records), maxOps)
 	}
 }

@@ -52,7 +52,8 @@ type Options struct {
 	// Retry is the model calls' retry policy; nil means FastRetry.
 	Retry *agent.RetryPolicy
 	// DynamoDB wraps the transport of the application's DynamoDB client,
-	// to time or break its requests; nil leaves it as it is.
+	// and of the memory function's, to time or break their requests; nil
+	// leaves them as they are.
 	DynamoDB func(http.RoundTripper) http.RoundTripper
 	// DynamoDBOptions adjust the application's DynamoDB client, such as its
 	// retryer.
@@ -126,7 +127,16 @@ func New(ctx context.Context, opts Options) (*Stack, error) {
 	if cfg.Memory.Enabled {
 		s.MemoryModel = conversetest.NewServer()
 		s.MemoryMeter = &dynamodbtest.Meter{}
-		memClient := s.DDB.Client(func(o *dynamodb.Options) { o.HTTPClient = &http.Client{Transport: s.MemoryMeter} })
+		// The memory function's client is metered apart, and goes through
+		// Options.DynamoDB as the application's does, so that a test can
+		// break its requests too.
+		var memTransport http.RoundTripper = s.MemoryMeter
+		if opts.DynamoDB != nil {
+			memTransport = opts.DynamoDB(memTransport)
+		}
+		memClient := s.DDB.Client(append([]func(*dynamodb.Options){func(o *dynamodb.Options) {
+			o.HTTPClient = &http.Client{Transport: memTransport}
+		}}, opts.DynamoDBOptions...)...)
 		s.Stream = streamtest.New(client, streamtest.Config{
 			Table:  Table,
 			Images: s.DDB.Client(),
