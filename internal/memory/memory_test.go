@@ -11,6 +11,10 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/lambda-agent/lambda-agent/internal/ddbhistory"
 	"github.com/lambda-agent/lambda-agent/internal/httpapi"
 	"github.com/lambda-agent/lambda-agent/internal/memory"
 	"github.com/lambda-agent/lambda-agent/internal/testkit"
@@ -332,5 +336,44 @@ func TestSessionRecreatedUnderItsID(t *testing.T) {
 	}
 	if got := records(t, s, "alice"); len(got.Records) != 1 || got.Records[0].Text != "The person writes Rust." {
 		t.Errorf("alice's memory after the new session's first turn: %+v", got.Records)
+	}
+}
+
+// TestMemoryIsNotASession: no memory item has both the owner index's keys,
+// so none is in the index or in GET /sessions.
+func TestMemoryIsNotASession(t *testing.T) {
+	s := start(t, nil)
+	s.Model.Enqueue(conversetest.Text("Noted."))
+	learns(s, add("fact", "The person is a nurse."))
+	chat(t, s, "alice", "only", "I am a nurse.")
+	if code, _ := call(t, s, http.MethodDelete, "/memory", "alice", ""); code != http.StatusNoContent {
+		t.Fatal("forget")
+	}
+	s.Model.Enqueue(conversetest.Text("Noted."))
+	learns(s, add("fact", "The person is a doctor now."))
+	chat(t, s, "alice", "only", "I am a doctor now.")
+
+	out, err := s.DDB.Client().Scan(t.Context(), &dynamodb.ScanInput{TableName: aws.String(testkit.Table)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := map[string]int{}
+	for _, it := range out.Items {
+		pk := it[ddbhistory.PartitionKey].(*types.AttributeValueMemberS).Value
+		if !strings.HasPrefix(pk, "mem#") {
+			continue
+		}
+		sk := it[ddbhistory.SortKey].(*types.AttributeValueMemberS).Value
+		kinds[sk[:1]]++
+		if it["owner"] != nil && it["created_at"] != nil {
+			t.Errorf("the memory item %s %s has the owner index's keys", pk, sk)
+		}
+	}
+	if kinds["f"] != 1 || kinds["r"] != 1 || kinds["x"] != 1 {
+		t.Errorf("memory items by kind of sort key: %v; want the marker, a record and a learned commit", kinds)
+	}
+	code, body := call(t, s, http.MethodGet, "/sessions", "alice", "")
+	if code != http.StatusOK || strings.Count(body, `"session_id"`) != 1 || strings.Contains(body, "mem#") {
+		t.Errorf("GET /sessions: %d %s", code, body)
 	}
 }

@@ -51,9 +51,9 @@ type Options struct {
 	Routes httpapi.Routes
 	// Retry is the model calls' retry policy; nil means FastRetry.
 	Retry *agent.RetryPolicy
-	// DynamoDB wraps the transport of the application's DynamoDB client,
-	// and of the memory function's, to time or break their requests; nil
-	// leaves them as they are.
+	// DynamoDB wraps the transport of the DynamoDB client that the
+	// application and the memory function share, to time or break their
+	// requests; nil leaves it as it is.
 	DynamoDB func(http.RoundTripper) http.RoundTripper
 	// DynamoDBOptions adjust the application's DynamoDB client, such as its
 	// retryer.
@@ -90,8 +90,8 @@ type Stack struct {
 	Stream      *streamtest.Mapping
 	Extractor   *memory.Extractor
 	MemoryModel *conversetest.Server
-	// MemoryMeter counts the memory function's DynamoDB requests, apart
-	// from the turns' (Meter).
+	// MemoryMeter counts the DynamoDB requests of the memory function's
+	// deliveries from Stream, apart from the turns' (Meter).
 	MemoryMeter *dynamodbtest.Meter
 }
 
@@ -109,8 +109,10 @@ func New(ctx context.Context, opts Options) (*Stack, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Stack{Model: b.Model, DDB: b.DDB, Meter: &dynamodbtest.Meter{}, Logs: &Buffer{}}
-	var transport http.RoundTripper = s.Meter
+	s := &Stack{Model: b.Model, DDB: b.DDB, Meter: &dynamodbtest.Meter{}, MemoryMeter: &dynamodbtest.Meter{}, Logs: &Buffer{}}
+	// One client, as Options.DynamoDB wraps one transport; the memory
+	// function's requests, which its deliveries mark, are metered apart.
+	var transport http.RoundTripper = meters{app: s.Meter, memory: s.MemoryMeter}
 	if opts.DynamoDB != nil {
 		transport = opts.DynamoDB(transport)
 	}
@@ -126,28 +128,17 @@ func New(ctx context.Context, opts Options) (*Stack, error) {
 	var appClient ddbhistory.DynamoDBAPI = client
 	if cfg.Memory.Enabled {
 		s.MemoryModel = conversetest.NewServer()
-		s.MemoryMeter = &dynamodbtest.Meter{}
-		// The memory function's client is metered apart, and goes through
-		// Options.DynamoDB as the application's does, so that a test can
-		// break its requests too.
-		var memTransport http.RoundTripper = s.MemoryMeter
-		if opts.DynamoDB != nil {
-			memTransport = opts.DynamoDB(memTransport)
-		}
-		memClient := s.DDB.Client(append([]func(*dynamodb.Options){func(o *dynamodb.Options) {
-			o.HTTPClient = &http.Client{Transport: memTransport}
-		}}, opts.DynamoDBOptions...)...)
 		s.Stream = streamtest.New(client, streamtest.Config{
 			Table:  Table,
 			Images: s.DDB.Client(),
 			Watch:  func(_, sk string) bool { return strings.HasSuffix(sk, "meta") },
 			Filter: memory.StreamFilter,
 			Handler: func(ctx context.Context, ev events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
-				return s.Extractor.Handle(ctx, ev)
+				return s.Extractor.Handle(context.WithValue(ctx, memoryCall{}, true), ev)
 			},
 		})
 		appClient = s.Stream
-		if s.Extractor, err = app.NewExtractor(cfg, s.MemoryModel.Client(), memClient, app.Options{Logger: slog.New(slog.NewJSONHandler(s.Logs, nil))}); err != nil {
+		if s.Extractor, err = app.NewExtractor(cfg, s.MemoryModel.Client(), client, app.Options{Logger: slog.New(slog.NewJSONHandler(s.Logs, nil))}); err != nil {
 			s.Close()
 			return nil, err
 		}
@@ -235,6 +226,19 @@ func (s *Stack) DirectStore() *ddbhistory.Store {
 		panic(fmt.Sprintf("testkit: a store on a valid configuration: %v", err)) // app.New accepted it
 	}
 	return store
+}
+
+// memoryCall marks the context of the memory function's deliveries.
+type memoryCall struct{}
+
+// meters meters the memory function's requests apart from the rest.
+type meters struct{ app, memory *dynamodbtest.Meter }
+
+func (m meters) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Context().Value(memoryCall{}) != nil {
+		return m.memory.RoundTrip(r)
+	}
+	return m.app.RoundTrip(r)
 }
 
 // Close stops the stand-ins, once the stream has been handled.
