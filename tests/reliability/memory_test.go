@@ -1083,9 +1083,9 @@ func TestHostileExtraction(t *testing.T) {
 			t.Errorf("a record no well-formed operation added: %q", r.Text)
 		}
 	}
-	if applied == 0 || applied+replaced > 20 {
+	if applied+replaced != 20 {
 		wrong++
-		t.Errorf("%d additions applied; want some, within the 20 of one consolidation", applied)
+		t.Errorf("%d additions applied; want the 20 of one consolidation, which operations on foreign ids take no place of", applied+replaced)
 	}
 	for i, text := range valid {
 		if n := len(withText(got, text)); (i < applied) != (n == 1) || n > 1 {
@@ -1102,7 +1102,7 @@ func TestHostileExtraction(t *testing.T) {
 		t.Errorf("alice's session after the injected turn: %+v", st)
 	}
 	report(t, "An extraction model that obeys a prompt injection changes only the owner's own memory, with well-formed operations, as many as one consolidation takes: another owner's record ids, texts past 512 bytes, unknown kinds, malformed ids and actions are refused; the injection never reaches the extraction's system prompt",
-		fmt.Sprintf("1 injected turn whose extraction returned %d operations: %d malformed, foreign, of an unknown kind or action, or not UTF-8, then %d well-formed additions; the first %d applied (the operations on foreign ids, which only the write tells, took slots of the 20), and the text that was not UTF-8 stored %s, with U+FFFD for its bytes, as the SDK decoded the answer", total, len(hostile), len(valid), applied, map[int]string{0: "never", 1: "once"}[replaced]), wrong)
+		fmt.Sprintf("1 injected turn whose extraction returned %d operations: %d malformed, foreign, of an unknown kind or action, or not UTF-8, then %d well-formed additions; the first %d applied, with the one below, the 20 of one consolidation (operations on foreign ids take none of them), and the text that was not UTF-8 stored %s, with U+FFFD for its bytes, as the SDK decoded the answer", total, len(hostile), len(valid), applied, map[int]string{0: "never", 1: "once"}[replaced]), wrong)
 }
 
 // jsonString is s as a JSON string.
