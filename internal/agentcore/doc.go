@@ -12,7 +12,7 @@
 // of [a-zA-Z0-9][a-zA-Z0-9-_]*. Neither fits as it is, so each is encoded
 // as a short prefix and the lower-case, unpadded base32 of its SHA-256:
 // always valid, of fixed length, and the same in every process. The
-// encoding is one-way; docs/agentcore.md shows an operator how to compute
+// encoding is one-way; its README.md shows an operator how to compute
 // it to find a session's events.
 //
 // The package imports no AWS SDK.

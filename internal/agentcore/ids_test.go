@@ -110,10 +110,10 @@ func FuzzIDs(f *testing.F) {
 	})
 }
 
-// TestDoc checks the worked example of docs/agentcore.md: its ids are the
+// TestDoc checks the worked example of this package's README.md: its ids are the
 // ones this package computes for its owner and session.
 func TestDoc(t *testing.T) {
-	b, err := os.ReadFile("../../docs/agentcore.md")
+	b, err := os.ReadFile("README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +128,7 @@ func TestDoc(t *testing.T) {
 		"sessionId `" + agentcore.SessionID(session) + "`",
 	} {
 		if !strings.Contains(doc, want) {
-			t.Errorf("docs/agentcore.md lacks %q", want)
+			t.Errorf("internal/agentcore/README.md lacks %q", want)
 		}
 	}
 }
