@@ -675,7 +675,7 @@ func checkTotal(t *testing.T, e series, rows map[string]series, fnNames map[stri
 // values, their thresholds and their actions.
 func TestAlarms(t *testing.T) {
 	tp := loadTemplate(t)
-	if got, want := tp.ofType("AWS::CloudWatch::Alarm"), []string{"ServerErrorRateAlarm", "ThrottleAlarm"}; !slices.Equal(got, want) {
+	if got, want := tp.ofType("AWS::CloudWatch::Alarm"), []string{"MemoryFailuresAlarm", "ServerErrorRateAlarm", "ThrottleAlarm"}; !slices.Equal(got, want) {
 		t.Fatalf("alarms = %v, want %v", got, want)
 	}
 	ns := *tp.Parameters["MetricsNamespace"].Default
@@ -817,6 +817,27 @@ func TestAlarms(t *testing.T) {
 			}
 		})
 	}
+	// With memory on, a record left in the memory function's on-failure
+	// queue sets off an alarm of its own.
+	t.Run("MemoryFailuresAlarm", func(t *testing.T) {
+		a := tp.Resources["MemoryFailuresAlarm"]
+		got := map[string]any{"Condition": a.Condition}
+		for _, k := range []string{"Namespace", "MetricName", "Statistic", "Period", "EvaluationPeriods", "DatapointsToAlarm", "ComparisonOperator", "Threshold", "TreatMissingData", "Dimensions"} {
+			got[k] = a.Properties[k]
+		}
+		want := map[string]any{
+			"Condition": "MemoryOn", "Namespace": "AWS/SQS", "MetricName": "ApproximateNumberOfMessagesVisible",
+			"Statistic": "Maximum", "Period": "300", "EvaluationPeriods": "1", "DatapointsToAlarm": "1",
+			"ComparisonOperator": "GreaterThanOrEqualToThreshold", "Threshold": "1", "TreatMissingData": "notBreaching",
+			"Dimensions": []any{map[string]any{"Name": "QueueName", "Value": map[string]any{"Fn::GetAtt": []any{"MemoryFailureQueue", "QueueName"}}}},
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("(-want +got):\n%s", diff)
+		}
+		if q := tp.Resources["MemoryFailureQueue"]; q.Type != "AWS::SQS::Queue" || q.Condition != "MemoryOn" {
+			t.Errorf("the queue the alarm watches: %+v", q)
+		}
+	})
 	for output, id := range map[string]string{"ServerErrorRateAlarmName": "ServerErrorRateAlarm", "ThrottleAlarmName": "ThrottleAlarm"} {
 		if got := refName(tp.Outputs[output].Value); got != id {
 			t.Errorf("output %s = %v, want Ref %s", output, tp.Outputs[output].Value, id)
