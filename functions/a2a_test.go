@@ -1,7 +1,6 @@
 package functions_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"io"
@@ -9,7 +8,6 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2aclient"
@@ -184,25 +182,7 @@ func restFront(t *testing.T, fn *runtimetest.Function) http.Handler {
 		e.RequestContext.DomainName = r.Host
 		e.RequestContext.Path = "/" + e.RequestContext.Stage + r.URL.Path
 		event, _ := json.Marshal(e)
-		out, err := fn.Invoke(r.Context(), event, 30*time.Second)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadGateway)
-			return
-		}
-		prelude, rest, ok := bytes.Cut(out, make([]byte, 8))
-		var p struct {
-			StatusCode int               `json:"statusCode"`
-			Headers    map[string]string `json:"headers"`
-		}
-		if !ok || json.Unmarshal(prelude, &p) != nil {
-			http.Error(w, "not a streamed answer: "+string(out), http.StatusBadGateway)
-			return
-		}
-		for k, v := range p.Headers {
-			w.Header().Set(k, v)
-		}
-		w.WriteHeader(p.StatusCode)
-		_, _ = w.Write(rest)
+		relayStreamed(w, r, fn, event)
 	}))
 }
 

@@ -45,26 +45,32 @@ func frontHandler(t *testing.T, fn *runtimetest.Function, rest bool) http.Handle
 		} else {
 			event = urlEvent(t, r, body, caller)
 		}
-		out, err := fn.Invoke(r.Context(), event, 30*time.Second)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadGateway)
-			return
-		}
-		prelude, rest, ok := bytes.Cut(out, make([]byte, 8))
-		var p struct {
-			StatusCode int               `json:"statusCode"`
-			Headers    map[string]string `json:"headers"`
-		}
-		if !ok || json.Unmarshal(prelude, &p) != nil {
-			http.Error(w, "not a streamed answer: "+string(out), http.StatusBadGateway)
-			return
-		}
-		for k, v := range p.Headers {
-			w.Header().Set(k, v)
-		}
-		w.WriteHeader(p.StatusCode)
-		_, _ = w.Write(rest)
+		relayStreamed(w, r, fn, event)
 	})
+}
+
+// relayStreamed invokes fn with event and writes its streamed answer (a
+// JSON prelude, eight zero bytes, the body) as the response to r.
+func relayStreamed(w http.ResponseWriter, r *http.Request, fn *runtimetest.Function, event []byte) {
+	out, err := fn.Invoke(r.Context(), event, 30*time.Second)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadGateway)
+		return
+	}
+	prelude, rest, ok := bytes.Cut(out, make([]byte, 8))
+	var p struct {
+		StatusCode int               `json:"statusCode"`
+		Headers    map[string]string `json:"headers"`
+	}
+	if !ok || json.Unmarshal(prelude, &p) != nil {
+		http.Error(w, "not a streamed answer: "+string(out), http.StatusBadGateway)
+		return
+	}
+	for k, v := range p.Headers {
+		w.Header().Set(k, v)
+	}
+	w.WriteHeader(p.StatusCode)
+	_, _ = w.Write(rest)
 }
 
 func sample[E any](t *testing.T, name string) E {
