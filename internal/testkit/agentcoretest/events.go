@@ -261,16 +261,13 @@ func (s *Server) listEvents(r *http.Request, body []byte) (int, any, *awstest.Er
 		Events    []event `json:"events"`
 		NextToken *string `json:"nextToken,omitempty"`
 	}{Events: []event{}}
-	end := min(offset+size, len(matched))
-	for _, e := range matched[min(offset, end):end] {
+	matched, out.NextToken = pageOf(s, matched, offset, size, "ListEvents", request)
+	for _, e := range matched {
 		c := *e
 		if in.IncludePayloads != nil && !*in.IncludePayloads {
 			c.Payload = []json.RawMessage{}
 		}
 		out.Events = append(out.Events, c)
-	}
-	if end < len(matched) {
-		out.NextToken = s.newToken(page{op: "ListEvents", request: request, offset: end})
 	}
 	return http.StatusOK, out, nil
 }

@@ -216,12 +216,9 @@ func (s *Server) retrieveRecords(r *http.Request, body []byte) (int, any, *awste
 	})
 	hits = hits[:min(len(hits), topK)]
 	out := recordsPage{MemoryRecordSummaries: []summary{}}
-	end := min(offset+size, len(hits))
-	for _, h := range hits[min(offset, end):end] {
+	hits, out.NextToken = pageOf(s, hits, offset, size, "RetrieveMemoryRecords", r.URL.Path+request)
+	for _, h := range hits {
 		out.MemoryRecordSummaries = append(out.MemoryRecordSummaries, h.r.summary(&h.score))
-	}
-	if end < len(hits) {
-		out.NextToken = s.newToken(page{op: "RetrieveMemoryRecords", request: r.URL.Path + request, offset: end})
 	}
 	return http.StatusOK, out, nil
 }
@@ -317,12 +314,9 @@ func (s *Server) listRecords(r *http.Request, body []byte) (int, any, *awstest.E
 		}
 	}
 	out := recordsPage{MemoryRecordSummaries: []summary{}}
-	end := min(offset+size, len(matched))
-	for _, rec := range matched[min(offset, end):end] {
+	matched, out.NextToken = pageOf(s, matched, offset, size, "ListMemoryRecords", r.URL.Path+request)
+	for _, rec := range matched {
 		out.MemoryRecordSummaries = append(out.MemoryRecordSummaries, rec.summary(nil))
-	}
-	if end < len(matched) {
-		out.NextToken = s.newToken(page{op: "ListMemoryRecords", request: r.URL.Path + request, offset: end})
 	}
 	return http.StatusOK, out, nil
 }

@@ -257,6 +257,18 @@ func (s *Server) newToken(p page) *string {
 	return &t
 }
 
+// pageOf is the page of items from offset, size long, and the nextToken
+// of the page after it, nil on the last: for the operation op on
+// request. s.mu is held.
+func pageOf[T any](s *Server, items []T, offset, size int, op, request string) ([]T, *string) {
+	end := min(offset+size, len(items))
+	var next *string
+	if end < len(items) {
+		next = s.newToken(page{op: op, request: request, offset: end})
+	}
+	return items[min(offset, end):end], next
+}
+
 // resume returns the offset a nextToken stands for; "" is the start. A
 // token this server did not hand out for the same operation and request
 // is refused. s.mu is held.
