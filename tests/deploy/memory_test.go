@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -412,13 +411,7 @@ func TestMemoryLeastPrivilege(t *testing.T) {
 // role it makes for a function with a DynamoDB event, and the memory
 // function's mapping is a resource of its own, with a role of its own.
 func TestMemoryRoleTransformed(t *testing.T) {
-	python, err := exec.LookPath("python3")
-	if err != nil {
-		t.Skip("python3 is not on PATH; it runs the SAM transform (pip install aws-sam-translator)")
-	}
-	if err := exec.CommandContext(t.Context(), python, "-c", "import samtranslator").Run(); err != nil {
-		t.Skip("python3 cannot import samtranslator (pip install aws-sam-translator, which cfn-lint installs too)")
-	}
+	python := samPython(t)
 	doc := loadGeneric(t)
 	for _, id := range slices.Sorted(maps.Keys(functions)) {
 		get(doc, "Resources", id, "Properties").(map[string]any)["CodeUri"] = "s3://bucket/key"

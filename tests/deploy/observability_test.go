@@ -223,13 +223,7 @@ func TestObservabilitySettings(t *testing.T) {
 // xray:PutTelemetryRecords, which Lambda's tracing needs, and the
 // xray:GetSampling* reads, which SAM offers no way to leave out.
 func TestTracingPermissions(t *testing.T) {
-	python, err := exec.LookPath("python3")
-	if err != nil {
-		t.Skip("python3 is not on PATH; it runs the SAM transform (pip install aws-sam-translator)")
-	}
-	if err := exec.CommandContext(t.Context(), python, "-c", "import samtranslator").Run(); err != nil {
-		t.Skip("python3 cannot import samtranslator (pip install aws-sam-translator, which cfn-lint installs too)")
-	}
+	python := samPython(t)
 	doc := loadGeneric(t)
 	for _, id := range slices.Sorted(maps.Keys(functions)) {
 		// The transform wants code in S3, as sam deploy leaves it.
@@ -298,6 +292,20 @@ func loadGeneric(t *testing.T) map[string]any {
 
 // samTransform runs the SAM transform on a template with parameter values,
 // as CloudFormation does at deploy time.
+// samPython returns the python3 that runs the SAM transform, and skips t
+// where there is none, or it cannot import samtranslator.
+func samPython(t *testing.T) string {
+	t.Helper()
+	python, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("python3 is not on PATH; it runs the SAM transform (pip install aws-sam-translator)")
+	}
+	if err := exec.CommandContext(t.Context(), python, "-c", "import samtranslator").Run(); err != nil {
+		t.Skip("python3 cannot import samtranslator (pip install aws-sam-translator, which cfn-lint installs too)")
+	}
+	return python
+}
+
 func samTransform(t *testing.T, python string, template []byte, params map[string]string) map[string]any {
 	t.Helper()
 	const script = `

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"os/exec"
 	"regexp"
 	"slices"
 	"strings"
@@ -380,13 +379,7 @@ func TestStreamRestApiOutputs(t *testing.T) {
 // template that spells the event's mode STREAM, as CloudFormation does,
 // gets the buffered URI: the check that catches it.
 func TestStreamRestApiTransformed(t *testing.T) {
-	python, err := exec.LookPath("python3")
-	if err != nil {
-		t.Skip("python3 is not on PATH; it runs the SAM transform (pip install aws-sam-translator)")
-	}
-	if err := exec.CommandContext(t.Context(), python, "-c", "import samtranslator").Run(); err != nil {
-		t.Skip("python3 cannot import samtranslator (pip install aws-sam-translator, which cfn-lint installs too)")
-	}
+	python := samPython(t)
 	transform := func(t *testing.T, mode string) map[string]any {
 		doc := loadGeneric(t)
 		for id := range functions {
