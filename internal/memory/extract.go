@@ -213,8 +213,23 @@ func (x *Extractor) learn(ctx context.Context, im ddbhistory.SessionImage, from 
 	return fmt.Errorf("memory: learn from %s: %w after %d attempts", im.ID, errRace, attempts)
 }
 
-// line is a message as extraction reads it.
-type line struct {
+// ExtractionData is an extraction request's user message, as JSON: the
+// owner's records as they stand, and the commit's messages. The offline
+// model and the tests read it.
+type ExtractionData struct {
+	Memory       []Known `json:"memory"`
+	Conversation []Line  `json:"conversation"`
+}
+
+// Known is a record as extraction shows it to the model.
+type Known struct {
+	ID   string `json:"id"`
+	Kind string `json:"kind"`
+	Text string `json:"text"`
+}
+
+// Line is a message as extraction reads it.
+type Line struct {
 	Index int    `json:"index"`
 	Role  string `json:"role"`
 	Text  string `json:"text"`
@@ -223,13 +238,13 @@ type line struct {
 // conversation is the text of msgs, by index, as extraction reads it: the
 // person's and the assistant's words, without tool calls, media or
 // reasoning, the newest within maxConversationBytes.
-func conversation(msgs map[int]agent.Message) []line {
+func conversation(msgs map[int]agent.Message) []Line {
 	idx := make([]int, 0, len(msgs))
 	for i := range msgs {
 		idx = append(idx, i)
 	}
 	slices.Sort(idx)
-	var out []line
+	var out []Line
 	size := 0
 	for _, i := range slices.Backward(idx) {
 		m := msgs[i]
@@ -247,7 +262,7 @@ func conversation(msgs map[int]agent.Message) []line {
 		if size += len(text); size > maxConversationBytes {
 			break
 		}
-		out = append(out, line{Index: i, Role: string(m.Role), Text: text})
+		out = append(out, Line{Index: i, Role: string(m.Role), Text: text})
 	}
 	slices.Reverse(out)
 	return out
@@ -263,22 +278,14 @@ type opInput struct {
 }
 
 // extract asks the model what conv changes in records.
-func (x *Extractor) extract(ctx context.Context, records []Record, conv []line) ([]Op, error) {
+func (x *Extractor) extract(ctx context.Context, records []Record, conv []Line) ([]Op, error) {
 	kinds := x.Kinds
 	if len(kinds) == 0 {
 		kinds = DefaultKinds
 	}
-	type known struct {
-		ID   string `json:"id"`
-		Kind string `json:"kind"`
-		Text string `json:"text"`
-	}
-	data := struct {
-		Memory       []known `json:"memory"`
-		Conversation []line  `json:"conversation"`
-	}{Memory: []known{}, Conversation: conv}
+	data := ExtractionData{Memory: []Known{}, Conversation: conv}
 	for _, r := range records {
-		data.Memory = append(data.Memory, known{r.ID, r.Kind, r.Text})
+		data.Memory = append(data.Memory, Known{r.ID, r.Kind, r.Text})
 	}
 	raw, err := json.Marshal(data)
 	if err != nil {
@@ -337,7 +344,7 @@ func opsSchema(kinds []string) json.RawMessage {
 // that read outside content: what is malformed, too long, of an unknown
 // kind, or past maxParsed is left out. Ids are checked against the
 // owner's records when they are applied, and maxOps of what is left are.
-func parseOps(input json.RawMessage, kinds []Kind, conv []line) []Op {
+func parseOps(input json.RawMessage, kinds []Kind, conv []Line) []Op {
 	var in struct {
 		Operations []opInput `json:"operations"`
 	}
@@ -350,7 +357,7 @@ func parseOps(input json.RawMessage, kinds []Kind, conv []line) []Op {
 			break
 		}
 		op := Op{ID: o.ID, Kind: o.Kind, Text: strings.TrimSpace(o.Text), Message: conv[0].Index}
-		if o.Message != nil && slices.ContainsFunc(conv, func(l line) bool { return l.Index == *o.Message }) {
+		if o.Message != nil && slices.ContainsFunc(conv, func(l Line) bool { return l.Index == *o.Message }) {
 			op.Message = *o.Message
 		}
 		textOK := op.Text != "" && len(op.Text) <= MaxTextBytes && utf8.ValidString(op.Text)

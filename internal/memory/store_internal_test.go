@@ -205,7 +205,7 @@ func TestExpiredRecordsAreGone(t *testing.T) {
 // content; only well-formed ones, within the limits, are kept.
 func TestParseOpsRefusesWhatIsMalformed(t *testing.T) {
 	kinds := DefaultKinds
-	conv := []line{{Index: 4, Role: "user", Text: "hi"}, {Index: 5, Role: "assistant", Text: "hello"}}
+	conv := []Line{{Index: 4, Role: "user", Text: "hi"}, {Index: 5, Role: "assistant", Text: "hello"}}
 	many := make([]map[string]any, 0, 100)
 	for range 100 {
 		many = append(many, map[string]any{"action": "add", "kind": "fact", "text": "x"})

@@ -246,18 +246,7 @@ func updateOp(id, text string) map[string]any {
 
 // extraction is what an extraction request gives the model, as data: the
 // memory as it stands and the conversation's new messages.
-type extraction struct {
-	Memory []struct {
-		ID   string `json:"id"`
-		Kind string `json:"kind"`
-		Text string `json:"text"`
-	} `json:"memory"`
-	Conversation []struct {
-		Index int    `json:"index"`
-		Role  string `json:"role"`
-		Text  string `json:"text"`
-	} `json:"conversation"`
-}
+type extraction memory.ExtractionData
 
 // extractionOf decodes r's data; ok is false when r is not an extraction
 // request as the memory function sends it.

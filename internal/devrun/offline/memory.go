@@ -87,18 +87,7 @@ func memoryKinds(props map[string]any) []string {
 // (passwords, keys, card or account numbers) teach nothing. Data that is
 // not of that shape teaches nothing either; nothing makes it panic.
 func extract(data string, kinds []string) []memoryOp {
-	var in struct {
-		Memory []struct {
-			ID   string `json:"id"`
-			Kind string `json:"kind"`
-			Text string `json:"text"`
-		} `json:"memory"`
-		Conversation []struct {
-			Index int    `json:"index"`
-			Role  string `json:"role"`
-			Text  string `json:"text"`
-		} `json:"conversation"`
-	}
+	var in memory.ExtractionData
 	if json.Unmarshal([]byte(data), &in) != nil {
 		return []memoryOp{}
 	}
