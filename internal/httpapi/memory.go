@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 
 	"github.com/lambda-agent/lambda-agent/internal/memory"
@@ -114,13 +113,4 @@ func (h *Handler) forget(r *http.Request, _ *record) (int, []byte, error) {
 		}
 	}
 	return http.StatusNoContent, nil, nil
-}
-
-// jsonOK is a 200 with v.
-func jsonOK(v any) (int, []byte, error) {
-	body, err := json.Marshal(v)
-	if err != nil {
-		return 0, nil, err
-	}
-	return http.StatusOK, body, nil
 }

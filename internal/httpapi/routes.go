@@ -209,11 +209,7 @@ func answer[A any](out *turn.Outcome[A], err error, rec *record) (int, []byte, e
 		return 0, nil, err
 	}
 	rec.result, rec.replayed = out.Result, out.Replayed
-	body, err := json.Marshal(out.Answer)
-	if err != nil {
-		return 0, nil, err
-	}
-	return http.StatusOK, body, nil
+	return jsonOK(out.Answer)
 }
 
 // namedSession returns the session a turn's body names, checked; "" for
@@ -395,7 +391,12 @@ func (h *Handler) listSessions(r *http.Request, _ *record) (int, []byte, error) 
 	for _, s := range list.Sessions {
 		out.Sessions = append(out.Sessions, SessionSummary{SessionID: s.SessionID, Title: s.Title, CreatedAt: s.CreatedAt.UTC()})
 	}
-	body, err := json.Marshal(out)
+	return jsonOK(out)
+}
+
+// jsonOK is a 200 with v.
+func jsonOK(v any) (int, []byte, error) {
+	body, err := json.Marshal(v)
 	if err != nil {
 		return 0, nil, err
 	}
