@@ -96,20 +96,15 @@ func (s *Store) CommittedMessages(ctx context.Context, im SessionImage, from, to
 	}
 	set := newMessageSet(mainKeys)
 	set.add(items, s.cfg.Now())
+	// A message is the commit's as a read beside the session item of the
+	// image would see it (messageSet.current).
+	commit := &Session{Key: im.Key, Version: im.Version, Count: im.Count, rewound: im.Rewound, rewoundTo: im.RewoundTo}
 	out := make(map[int]agent.Message, to-from)
 	for i := from; i < to; i++ {
-		sm := set.found[i]
-		if sm == nil || sm.first == nil {
+		if !set.complete(i) || !set.current(i, commit) {
 			continue
 		}
-		rewritten := false
-		for p := range max(int(getN(sm.first, attrParts)), 1) {
-			rewritten = rewritten || sm.written[p] > im.Version
-		}
-		if rewritten {
-			continue
-		}
-		if m, err := sm.decode(); err == nil {
+		if m, err := set.found[i].decode(); err == nil {
 			out[i] = m
 		}
 	}
