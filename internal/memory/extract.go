@@ -412,3 +412,10 @@ func image(img map[string]events.DynamoDBAttributeValue) map[string]types.Attrib
 // of session items, sort key "meta" in a session's partition, reach the
 // memory function. A message item's record is never a commit.
 const StreamFilter = `{"eventName":["INSERT","MODIFY"],"dynamodb":{"Keys":{"pk":{"S":[{"prefix":"s#"}]},"sk":{"S":["meta"]}}}}`
+
+// ForgetFilter is the event source mapping's second filter, there when
+// AgentCore Memory is on (internal/agentcore): the INSERT and MODIFY
+// records of forget markers, sort key "f" in an owner's memory partition,
+// through which a forget-all (Store.Forget, DELETE /memory) reaches the
+// memory function, which deletes the owner's records in AgentCore.
+const ForgetFilter = `{"eventName":["INSERT","MODIFY"],"dynamodb":{"Keys":{"pk":{"S":[{"prefix":"mem#"}]},"sk":{"S":["f"]}}}}`
