@@ -112,77 +112,117 @@ type Extractor struct {
 	Logger *slog.Logger
 }
 
-// Handle handles a batch of stream records, in order, and reports the
-// first that failed, from which the event source mapping delivers the
-// batch again: records of one session arrive in order, and a later one
-// must not be learned from before an earlier one.
+// Handle handles a batch of stream records (Batch).
 func (x *Extractor) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
+	return Batch(ctx, ev, x.Record, x.Logger), nil
+}
+
+// Batch handles a batch of stream records with record, in order, and
+// reports the first that failed, from which the event source mapping
+// delivers the batch again: records of one session arrive in order, and a
+// later one must not be acted on before an earlier one. A record the
+// invocation's time can no longer cover is reported failed, not started.
+// logger gets a line for each record that fails; nil means
+// slog.Default().
+func Batch(ctx context.Context, ev events.DynamoDBEvent, record func(context.Context, events.DynamoDBEventRecord) error, logger *slog.Logger) events.DynamoDBEventResponse {
 	resp := events.DynamoDBEventResponse{BatchItemFailures: []events.DynamoDBBatchItemFailure{}}
 	deadline, bounded := ctx.Deadline()
 	for _, r := range ev.Records {
-		err := errors.New("memory: too little of the invocation's time is left to learn from it; it comes again")
+		err := errors.New("memory: too little of the invocation's time is left for a stream record; it comes again")
 		if !bounded || time.Until(deadline) > deadlineMargin {
 			rctx, cancel := ctx, context.CancelFunc(func() {})
 			if bounded {
 				// Time to report the batch's progress is kept back, so
-				// that what was learned is not delivered again.
+				// that what was done is not delivered again.
 				rctx, cancel = context.WithDeadline(ctx, deadline.Add(-deadlineMargin/2))
 			}
-			err = x.Record(rctx, r)
+			err = record(rctx, r)
 			cancel()
 		}
 		if err != nil {
-			cmp.Or(x.Logger, slog.Default()).ErrorContext(ctx, "memory: a stream record failed",
+			cmp.Or(logger, slog.Default()).ErrorContext(ctx, "memory: a stream record failed",
 				"event_id", r.EventID, "sequence_number", r.Change.SequenceNumber, "error", err.Error())
 			resp.BatchItemFailures = append(resp.BatchItemFailures, events.DynamoDBBatchItemFailure{ItemIdentifier: r.Change.SequenceNumber})
 			break
 		}
 	}
-	return resp, nil
+	return resp
 }
 
 // Record learns from one stream record. Only a session item's record
 // marks a commit; any other, and a session whose owner has no memory, is
 // skipped.
 func (x *Extractor) Record(ctx context.Context, r events.DynamoDBEventRecord) error {
-	if r.EventName != string(events.DynamoDBOperationTypeInsert) && r.EventName != string(events.DynamoDBOperationTypeModify) {
+	c, ok := ChangeOf(r)
+	if !ok || !x.Store.Has(c.Session.Owner) {
 		return nil
 	}
-	now, ok := ddbhistory.SessionImageOf(image(r.Change.NewImage))
-	if !ok || !x.Store.Has(now.Owner) {
-		return nil
-	}
-	was, _ := ddbhistory.SessionImageOf(image(r.Change.OldImage))
-	switch {
-	case now.Deleted:
-		return x.Store.discard(ctx, now.Owner, now.ID, 0)
-	case !now.Live:
-		return nil
-	case !was.Live || was.Incarnation != now.Incarnation:
-		if was.Live {
-			if err := x.Store.discard(ctx, now.Owner, now.ID, 0); err != nil {
-				return err
-			}
-		}
-		return x.learn(ctx, now, 0)
-	case now.Rewound > was.Version:
-		if err := x.Store.discard(ctx, now.Owner, now.ID, now.RewoundTo); err != nil {
+	if c.Discard {
+		if err := x.Store.discard(ctx, c.Session.Owner, c.Session.ID, c.DiscardFrom); err != nil {
 			return err
 		}
-		return x.learn(ctx, now, now.RewoundTo)
-	case now.Count > was.Count:
-		return x.learn(ctx, now, was.Count)
+	}
+	if c.Add {
+		return x.learn(ctx, c.Session, c.From)
 	}
 	return nil
+}
+
+// Change is what a stream record of a session item did to the messages
+// its readers see: what it took away, and what it added. The memory
+// function's handlers, this package's Extractor and AgentCore Memory's
+// mirror (internal/agentcore), follow the same changes.
+type Change struct {
+	// Session is the session as the commit left it.
+	Session ddbhistory.SessionImage
+	// Discard says that the messages from DiscardFrom on, which readers
+	// saw before, are gone: all of them when the session was deleted or
+	// became another incarnation under its id, those past a rewind's
+	// index otherwise.
+	Discard     bool
+	DiscardFrom int
+	// Add says that messages from From to Session.Count are new.
+	Add  bool
+	From int
+}
+
+// ChangeOf reads r as a change of a session's messages. ok is false for a
+// record of any other item, and for one that changed no message a reader
+// sees: a writer's mark of a new session, a staging, a pause.
+func ChangeOf(r events.DynamoDBEventRecord) (c Change, ok bool) {
+	if r.EventName != string(events.DynamoDBOperationTypeInsert) && r.EventName != string(events.DynamoDBOperationTypeModify) {
+		return Change{}, false
+	}
+	now, ok := ddbhistory.SessionImageOf(Image(r.Change.NewImage))
+	if !ok {
+		return Change{}, false
+	}
+	was, _ := ddbhistory.SessionImageOf(Image(r.Change.OldImage))
+	c.Session = now
+	switch {
+	case now.Deleted:
+		c.Discard = true
+	case !now.Live:
+		return Change{}, false
+	case !was.Live || was.Incarnation != now.Incarnation:
+		c.Discard = was.Live
+		c.Add = true
+	case now.Rewound > was.Version:
+		c.Discard, c.DiscardFrom = true, now.RewoundTo
+		c.Add, c.From = true, now.RewoundTo
+	case now.Count > was.Count:
+		c.Add, c.From = true, was.Count
+	default:
+		return Change{}, false
+	}
+	c.Add = c.Add && c.From < now.Count
+	return c, c.Discard || c.Add
 }
 
 // learn consolidates into the owner's memory what the messages from from
 // on of the commit im taught.
 func (x *Extractor) learn(ctx context.Context, im ddbhistory.SessionImage, from int) error {
 	c := Commit{Owner: im.Owner, SessionID: im.ID, Incarnation: im.Incarnation, Version: im.Version, At: im.UpdatedAt}
-	if from >= im.Count {
-		return nil
-	}
 	if done, err := x.Store.learned(ctx, c); err != nil || done {
 		return err
 	}
@@ -387,10 +427,10 @@ func parseOps(input json.RawMessage, kinds []Kind, conv []Line) []Op {
 	return out
 }
 
-// image is a stream record's image as the SDK's attribute values: the
+// Image is a stream record's image as the SDK's attribute values: the
 // scalar types, which are all a session item's image needs; others are
 // left out.
-func image(img map[string]events.DynamoDBAttributeValue) map[string]types.AttributeValue {
+func Image(img map[string]events.DynamoDBAttributeValue) map[string]types.AttributeValue {
 	out := make(map[string]types.AttributeValue, len(img))
 	for name, v := range img {
 		switch v.DataType() {

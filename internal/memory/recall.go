@@ -89,18 +89,19 @@ func (s *Store) Search(ctx context.Context, owner, query string, n int) ([]Recor
 // {"kind":"","text":"","learned":"2006-01-02"}, and its comma.
 func recalledSize(r Record) int { return len(r.Kind) + len(r.Text) + 47 }
 
-// recalled is a record as the model sees it.
-type recalled struct {
+// Recalled is a record as the model sees it, whichever memory recalled
+// it: this package's or AgentCore Memory's (internal/agentcore).
+type Recalled struct {
 	Kind string `json:"kind"`
 	Text string `json:"text"`
 	// Learned is the day it was last learned.
 	Learned string `json:"learned"`
 }
 
-func asRecalled(rs []Record) []recalled {
-	out := make([]recalled, len(rs))
+func asRecalled(rs []Record) []Recalled {
+	out := make([]Recalled, len(rs))
 	for i, r := range rs {
-		out[i] = recalled{Kind: r.Kind, Text: r.Text, Learned: r.UpdatedAt.Format(time.DateOnly)}
+		out[i] = Recalled{Kind: r.Kind, Text: r.Text, Learned: r.UpdatedAt.Format(time.DateOnly)}
 	}
 	return out
 }
@@ -118,25 +119,37 @@ var _ turn.Provider = (*Provider)(nil)
 // turn's input. Memory is an aid: a read that fails gives the turn no
 // memory rather than fail it.
 func (p *Provider) Provide(ctx context.Context, pv turn.Provision) ([]agent.ContextEntry, error) {
+	room := pv.Room - len(RecallDescription)
+	rs, err := p.Store.recall(ctx, pv.Owner, Query(pv), min(p.Store.cfg.RecallBytes, room))
+	if err != nil {
+		return nil, nil
+	}
+	return Entry(asRecalled(rs), pv.Room), nil
+}
+
+// Query is what a recall for the turn pv looks for: the text of its input.
+func Query(pv turn.Provision) string {
 	var query strings.Builder
 	for _, b := range pv.Input {
 		query.WriteString(b.Text)
 		query.WriteByte('\n')
 	}
-	room := pv.Room - len(RecallDescription)
-	rs, err := p.Store.recall(ctx, pv.Owner, query.String(), min(p.Store.cfg.RecallBytes, room))
-	if err != nil {
-		return nil, nil
-	}
-	// Escaping can make the list longer than its budget: the least
-	// relevant go until it fits the turn's room.
+	return query.String()
+}
+
+// Entry is the context entry that gives a turn rs, most relevant first,
+// within room bytes of context (turn.Provision.Room), description
+// included: the least relevant go until the list, escaped, fits. It is
+// nil when none fits.
+func Entry(rs []Recalled, room int) []agent.ContextEntry {
+	room -= len(RecallDescription)
 	for ; len(rs) > 0; rs = rs[:len(rs)-1] {
-		value, err := json.Marshal(asRecalled(rs))
+		value, err := json.Marshal(rs)
 		if err == nil && len(value) <= room {
-			return []agent.ContextEntry{{Description: RecallDescription, Value: string(value)}}, nil
+			return []agent.ContextEntry{{Description: RecallDescription, Value: string(value)}}
 		}
 	}
-	return nil, nil
+	return nil
 }
 
 // Committed does nothing: extraction runs from the table's stream.
@@ -152,7 +165,7 @@ type SearchInput struct {
 
 // SearchOutput is search_memory's answer.
 type SearchOutput struct {
-	Records []recalled `json:"records"`
+	Records []Recalled `json:"records"`
 	Note    string     `json:"note,omitempty"`
 }
 
@@ -167,7 +180,7 @@ func SearchTool(s *Store) agent.Tool {
 		func(ctx context.Context, _ *agent.ToolCall, in SearchInput) (SearchOutput, error) {
 			owner, ok := turn.Owner(ctx)
 			if !ok || !s.Has(owner) {
-				return SearchOutput{Records: []recalled{}, Note: "There is no long-term memory for this person."}, nil
+				return SearchOutput{Records: []Recalled{}, Note: "There is no long-term memory for this person."}, nil
 			}
 			if strings.TrimSpace(in.Query) == "" || len(in.Query) > 1000 {
 				return SearchOutput{}, errors.New("query must be 1 to 1000 bytes of words")

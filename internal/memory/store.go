@@ -350,21 +350,9 @@ func (s *Store) Forget(ctx context.Context, owner string) error {
 	if !s.Has(owner) {
 		return nil
 	}
-	now := s.cfg.Now()
-	at := now.UnixMilli()
-	marker := s.key(owner, skMarker)
-	marker[attrForgotAt] = num(at)
-	marker[ddbhistory.TTLAttribute] = num(now.Add(markerTTL).Unix())
-	_, err := s.client.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName: aws.String(s.cfg.Table),
-		Item:      marker,
-		// A forget never moves the marker back.
-		ConditionExpression:       aws.String("attribute_not_exists(#pk) OR #at < :at"),
-		ExpressionAttributeNames:  map[string]string{"#pk": ddbhistory.PartitionKey, "#at": attrForgotAt},
-		ExpressionAttributeValues: item{":at": num(at)},
-	})
-	if err = ddbhistory.Classify(s.cfg.Table, err); err != nil && !errors.Is(err, ddbhistory.ErrConflict) {
-		return fmt.Errorf("memory: forget: %w", err)
+	at, err := s.MarkForgotten(ctx, owner)
+	if err != nil {
+		return err
 	}
 	in := &dynamodb.QueryInput{
 		TableName:                 aws.String(s.cfg.Table),
@@ -395,6 +383,40 @@ func (s *Store) Forget(ctx context.Context, owner string) error {
 		}
 		in.ExclusiveStartKey = out.LastEvaluatedKey
 	}
+}
+
+// MarkForgotten writes owner's forget marker, and returns its time in Unix
+// milliseconds: nothing learned from a commit made before it is learned
+// any more. Its stream record is how a forget-all reaches AgentCore
+// Memory (ForgetFilter).
+func (s *Store) MarkForgotten(ctx context.Context, owner string) (int64, error) {
+	now := s.cfg.Now()
+	at := now.UnixMilli()
+	marker := s.key(owner, skMarker)
+	marker[attrForgotAt] = num(at)
+	marker[ddbhistory.TTLAttribute] = num(now.Add(markerTTL).Unix())
+	_, err := s.client.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName: aws.String(s.cfg.Table),
+		Item:      marker,
+		// A forget never moves the marker back.
+		ConditionExpression:       aws.String("attribute_not_exists(#pk) OR #at < :at"),
+		ExpressionAttributeNames:  map[string]string{"#pk": ddbhistory.PartitionKey, "#at": attrForgotAt},
+		ExpressionAttributeValues: item{":at": num(at)},
+	})
+	if err = ddbhistory.Classify(s.cfg.Table, err); err != nil && !errors.Is(err, ddbhistory.ErrConflict) {
+		return 0, fmt.Errorf("memory: forget: %w", err)
+	}
+	return at, nil
+}
+
+// ForgottenBy reads a stream record's image as a forget marker: whose
+// memory it marks, and when. ok is false for any other item.
+func ForgottenBy(img map[string]types.AttributeValue) (owner string, at int64, ok bool) {
+	owner, ok = strings.CutPrefix(getS(img, ddbhistory.PartitionKey), "mem#")
+	if !ok || getS(img, ddbhistory.SortKey) != skMarker {
+		return "", 0, false
+	}
+	return owner, getN(img, attrForgotAt), true
 }
 
 // deleteLearnedBy deletes the item of key it if it was learned from a

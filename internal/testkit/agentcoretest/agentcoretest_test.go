@@ -370,6 +370,18 @@ func TestRecords(t *testing.T) {
 		t.Fatalf("ListMemoryRecords = %+v, %v; want one record and a nextToken", list, err)
 	}
 
+	got1, err := c.GetMemoryRecord(ctx, &bedrockagentcore.GetMemoryRecordInput{MemoryId: aws.String(agentcoretest.MemoryID), MemoryRecordId: aws.String(tea)})
+	if err != nil || aws.ToString(got1.MemoryRecord.MemoryRecordId) != tea ||
+		!cmp.Equal(got1.MemoryRecord.Namespaces, []string{"/users/a1/preferences"}) ||
+		got1.MemoryRecord.Content.(*types.MemoryContentMemberText).Value != "Prefers green tea in the morning" {
+		t.Errorf("GetMemoryRecord(%s) = %+v, %v", tea, got1, err)
+	}
+	var nf *types.ResourceNotFoundException
+	if _, err := c.GetMemoryRecord(ctx, &bedrockagentcore.GetMemoryRecordInput{MemoryId: aws.String(agentcoretest.MemoryID),
+		MemoryRecordId: aws.String("mem-missing")}); !errors.As(err, &nf) {
+		t.Errorf("GetMemoryRecord of an unknown record: %v, want ResourceNotFoundException", err)
+	}
+
 	del, err := c.BatchDeleteMemoryRecords(ctx, &bedrockagentcore.BatchDeleteMemoryRecordsInput{MemoryId: aws.String(agentcoretest.MemoryID),
 		Records: []types.MemoryRecordDeleteInput{{MemoryRecordId: aws.String(tea)}, {MemoryRecordId: aws.String(coffee)}, {MemoryRecordId: aws.String("mem-missing")}}})
 	if err != nil {

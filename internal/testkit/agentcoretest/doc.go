@@ -21,8 +21,8 @@
 // # Operations
 //
 // CreateEvent (201), ListEvents, DeleteEvent, RetrieveMemoryRecords,
-// ListMemoryRecords and BatchDeleteMemoryRecords, on the paths and methods
-// of the SDK's model. A refusal is an HTTP status, the code in
+// ListMemoryRecords, GetMemoryRecord and BatchDeleteMemoryRecords, on the
+// paths and methods of the SDK's model. A refusal is an HTTP status, the code in
 // X-Amzn-Errortype and {"message", ...} in the body, from which the SDK
 // builds its typed errors (*types.ValidationException with its Reason,
 // *types.ResourceNotFoundException, ...).
@@ -79,6 +79,8 @@
 //     the query's words (lower-cased runs of letters and digits) that the
 //     record's text has. Records with no word in common are not returned;
 //     ties go to the newest record.
+//   - GetMemoryRecord answers 404 ResourceNotFoundException for a record
+//     the memory does not have.
 //   - BatchDeleteMemoryRecords needs records, each with a memoryRecordId;
 //     an unknown id is a failed record (status FAILED, errorCode 404), not
 //     an error.

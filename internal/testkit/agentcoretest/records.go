@@ -321,6 +321,23 @@ func (s *Server) listRecords(r *http.Request, body []byte) (int, any, *awstest.E
 	return http.StatusOK, out, nil
 }
 
+func (s *Server) getRecord(r *http.Request, _ []byte) (int, any, *awstest.Error) {
+	id := r.PathValue("memoryRecordId")
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m, aerr := s.memoryLocked(r)
+	if aerr != nil {
+		return 0, nil, aerr
+	}
+	i := slices.IndexFunc(m.records, func(r *record) bool { return r.id == id })
+	if i < 0 {
+		return 0, nil, notFound("Memory record %s not found", id)
+	}
+	return http.StatusOK, struct {
+		MemoryRecord summary `json:"memoryRecord"`
+	}{m.records[i].summary(nil)}, nil
+}
+
 type recordOutput struct {
 	MemoryRecordID string  `json:"memoryRecordId"`
 	Status         string  `json:"status"`

@@ -164,6 +164,7 @@ func (s *Server) Handler() http.Handler {
 	route("DELETE /memories/{memoryId}/actor/{actorId}/sessions/{sessionId}/events/{eventId}", "DeleteEvent", s.deleteEvent)
 	route("POST /memories/{memoryId}/retrieve", "RetrieveMemoryRecords", s.retrieveRecords)
 	route("POST /memories/{memoryId}/memoryRecords", "ListMemoryRecords", s.listRecords)
+	route("GET /memories/{memoryId}/memoryRecord/{memoryRecordId}", "GetMemoryRecord", s.getRecord)
 	route("POST /memories/{memoryId}/memoryRecords/batchDelete", "BatchDeleteMemoryRecords", s.batchDeleteRecords)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("X-Amzn-Requestid", awstest.NewRequestID())
