@@ -1,9 +1,11 @@
 // Command memory is the memory function: it learns long-term memory from
-// the sessions table's stream (docs/memory.md). An event source mapping
-// delivers the records of session items, which mark commits; the handler,
-// internal/memory's Extractor, reports partial batch failures. It only
-// wires things up: the configuration is read and checked, and the AWS
-// clients are built, once at init.
+// the sessions table's stream, or mirrors it into AgentCore Memory when
+// AGENTCORE_MEMORY_ID is set (docs/memory.md). An event source mapping
+// delivers the records of session items, which mark commits, and of forget
+// markers; the handler, internal/memory's Extractor or internal/agentcore's
+// Mirror, reports partial batch failures. It only wires things up: the
+// configuration is read and checked, and the AWS clients are built, once
+// at init.
 package main
 
 import (
@@ -18,10 +20,10 @@ import (
 
 func main() {
 	logger := slog.New(telemetry.NewLogHandler(os.Stdout, os.Getenv))
-	x, err := app.NewExtractorFromEnv(context.Background(), os.Getenv, app.Options{Logger: logger})
+	h, err := app.NewStreamHandlerFromEnv(context.Background(), os.Getenv, app.Options{Logger: logger, Metrics: os.Stdout})
 	if err != nil {
 		logger.Error("init failed", "error", err)
 		os.Exit(1)
 	}
-	lambda.Start(x.Handle)
+	lambda.Start(h)
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -14,11 +15,13 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/google/go-cmp/cmp"
+	"github.com/lambda-agent/lambda-agent/internal/agentcore"
 	"github.com/lambda-agent/lambda-agent/internal/app"
 	"github.com/lambda-agent/lambda-agent/internal/ddbhistory"
 	"github.com/lambda-agent/lambda-agent/internal/httpapi"
 	"github.com/lambda-agent/lambda-agent/internal/memory"
 	"github.com/lambda-agent/lambda-agent/internal/testkit"
+	"github.com/lambda-agent/lambda-agent/internal/testkit/agentcoretest"
 	"github.com/lambda-agent/lambda-agent/internal/testkit/conversetest"
 	"github.com/lambda-agent/lambda-agent/internal/testkit/streamtest"
 )
@@ -212,4 +215,43 @@ func item(t *testing.T, img map[string]events.DynamoDBAttributeValue) map[string
 		}
 	}
 	return out
+}
+
+// TestMirrorFromTheEnvironment: with AGENTCORE_MEMORY_ID set, the memory
+// function's handler, as main builds it from the environment alone, with
+// AWS_ENDPOINT_URL_DYNAMODB and AWS_ENDPOINT_URL_BEDROCK_AGENTCORE pointing
+// at stand-ins, mirrors a commit into AgentCore Memory through the real
+// SDK clients.
+func TestMirrorFromTheEnvironment(t *testing.T) {
+	s := testkit.Start(t, testkit.Options{Env: map[string]string{"AGENTCORE_MEMORY_ID": agentcoretest.MemoryID}})
+	s.Model.Enqueue(conversetest.Text("Noted."))
+	if code, out := call(t, s, http.MethodPost, "/chat", "ada", `{"session_id":"s1","message":"I grow tomatoes."}`); code != http.StatusOK {
+		t.Fatalf("chat: %d %s", code, out)
+	}
+	if err := s.Stream.Drain(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	// The function's own AgentCore, apart from the stack's mirror's.
+	ac := agentcoretest.NewServer()
+	defer ac.Close()
+	env := map[string]string{
+		"TABLE_NAME": testkit.Table, "MODEL_ID": "test-model", "AGENTCORE_MEMORY_ID": agentcoretest.MemoryID,
+		"AWS_ENDPOINT_URL_DYNAMODB": s.DDB.URL, "AWS_ENDPOINT_URL_BEDROCK_AGENTCORE": ac.URL,
+		"AWS_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "AKID", "AWS_SECRET_ACCESS_KEY": "SECRET",
+		"AWS_CONFIG_FILE": "/dev/null", "AWS_SHARED_CREDENTIALS_FILE": "/dev/null",
+	}
+	for k, v := range env {
+		t.Setenv(k, v)
+	}
+	h, err := app.NewStreamHandlerFromEnv(t.Context(), os.Getenv, app.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := h(t.Context(), events.DynamoDBEvent{Records: s.Stream.Delivered()})
+	if err != nil || len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("handler: %+v, %v", resp, err)
+	}
+	if n := len(ac.Events(agentcoretest.MemoryID, agentcore.ActorID("ada"), agentcore.SessionID("s1"))); n != 2 {
+		t.Errorf("the function mirrored %d events, want 2", n)
+	}
 }

@@ -1,19 +1,23 @@
-// Package agentcore holds what lambda-agent's use of Bedrock AgentCore
-// Memory needs to agree on everywhere: how an owner and a session id
-// become AgentCore's actorId and sessionId. The mirror that writes events,
-// the recall that reads records under an actor's namespace, and the
-// deletes that forget an owner must all compute the same ids, so they come
-// from here and nowhere else.
+// Package agentcore is Bedrock AgentCore Memory as lambda-agent's
+// long-term memory: the alternative to internal/memory for teams that
+// have standardised on AgentCore (docs/memory.md, "AgentCore Memory").
 //
-// Our owners are up to 1 KB of any UTF-8, colons included (such as
-// iam:arn:aws:iam::123456789012:role/agent), and our session ids up to 128
-// characters of [A-Za-z0-9][A-Za-z0-9._:-]*; AgentCore's actorId is 1 to
-// 255 characters of [a-zA-Z0-9][a-zA-Z0-9-_/]* and its sessionId 1 to 100
-// of [a-zA-Z0-9][a-zA-Z0-9-_]*. Neither fits as it is, so each is encoded
-// as a short prefix and the lower-case, unpadded base32 of its SHA-256:
-// always valid, of fixed length, and the same in every process. The
-// encoding is one-way; its README.md shows an operator how to compute
-// it to find a session's events.
+// DynamoDB stays the session's source of truth. AgentCore gets a mirror of
+// each committed turn, from the sessions table's stream, and its
+// strategies extract long-term records from it, with no code of ours:
 //
-// The package imports no AWS SDK.
+//   - [Memory] recalls an owner's records into each of their turns (a
+//     turn.Provider), with one RetrieveMemoryRecords call, and serves the
+//     memory routes: it lists and deletes the owner's records, and marks a
+//     forget-all.
+//   - [Mirror] is the memory function's handler: it writes each commit's
+//     messages as CreateEvents, idempotent by a clientToken derived from
+//     the commit, and deletes what the API lets it delete when a session
+//     is deleted, rewound or re-created, and when its owner forgets all.
+//
+// Owners that have memory are those internal/memory gives it to: one
+// person each. An owner and a session id become AgentCore's actorId and
+// sessionId through [ActorID] and [SessionID], the only encoding used for
+// events, namespaces and deletes; README.md shows an operator how to
+// compute it.
 package agentcore

@@ -13,8 +13,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/bedrockagentcore"
 	"github.com/aws/aws-sdk-go-v2/service/bedrockruntime"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
@@ -22,6 +24,7 @@ import (
 	"github.com/lambda-agent/lambda-agent/internal/a2a"
 	"github.com/lambda-agent/lambda-agent/internal/agent"
 	"github.com/lambda-agent/lambda-agent/internal/agent/bedrock"
+	"github.com/lambda-agent/lambda-agent/internal/agentcore"
 	"github.com/lambda-agent/lambda-agent/internal/ddbhistory"
 	"github.com/lambda-agent/lambda-agent/internal/httpapi"
 	"github.com/lambda-agent/lambda-agent/internal/memory"
@@ -60,6 +63,9 @@ type Options struct {
 	// unauthenticated sessions: the local run's one user, one person.
 	// Deployed, anonymous never has memory.
 	MemoryForAnonymous bool
+	// AgentCore reaches AgentCore Memory: required when
+	// AGENTCORE_MEMORY_ID is set (FromEnv builds it).
+	AgentCore agentcore.API
 }
 
 // Remote is how the remote tools are reached.
@@ -82,9 +88,11 @@ type App struct {
 	Config *Config
 	Agent  *agent.Agent
 	Store  *ddbhistory.Store
-	// Memory is the long-term memory; nil when it is off.
+	// Memory is the built-in long-term memory; nil when it is off.
 	Memory *memory.Store
-	Turns  *turn.Service
+	// AgentCore is AgentCore Memory; nil when it is off.
+	AgentCore *agentcore.Memory
+	Turns     *turn.Service
 	// Handler serves the routes: the API's handler, whose requests
 	// Tracing traces.
 	Handler http.Handler
@@ -98,6 +106,10 @@ func New(cfg *Config, converse bedrock.ConverseAPI, ddb ddbhistory.DynamoDBAPI, 
 	opts.Logger = slog.New(telemetry.WithTraceID(cmp.Or(opts.Logger, slog.Default()).Handler()))
 	tracing := telemetry.NewTracing(cfg.Tracing, opts.Logger)
 	mem, err := memoryStore(cfg, ddb, opts)
+	if err != nil {
+		return nil, err
+	}
+	ac, err := agentCoreMemory(cfg, ddb, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -120,6 +132,9 @@ func New(cfg *Config, converse bedrock.ConverseAPI, ddb ddbhistory.DynamoDBAPI, 
 	if mem != nil {
 		turnOpts = append(turnOpts, turn.WithProviders(&memory.Provider{Store: mem}))
 	}
+	if ac != nil {
+		turnOpts = append(turnOpts, turn.WithProviders(ac))
+	}
 	turns, err := turn.New(traceStore(tracing, store, cfg.TableName), a, turnOpts...)
 	if err != nil {
 		return nil, err
@@ -130,9 +145,12 @@ func New(cfg *Config, converse bedrock.ConverseAPI, ddb ddbhistory.DynamoDBAPI, 
 	if priced {
 		metrics.Prices.Main, summary.Prices.Main = &prices, &prices
 	}
-	var routesMemory httpapi.Memory // no nil *memory.Store in it
-	if mem != nil {
+	var routesMemory httpapi.Memory // no nil pointer in it
+	switch {
+	case mem != nil:
 		routesMemory = mem
+	case ac != nil:
+		routesMemory = ac
 	}
 	h, err := httpapi.New(httpapi.Config{
 		Memory:          routesMemory,
@@ -153,7 +171,7 @@ func New(cfg *Config, converse bedrock.ConverseAPI, ddb ddbhistory.DynamoDBAPI, 
 	if err != nil {
 		return nil, err
 	}
-	return &App{Config: cfg, Agent: a, Store: store, Memory: mem, Turns: turns, Handler: tracing.Handler(h), Tracing: tracing}, nil
+	return &App{Config: cfg, Agent: a, Store: store, Memory: mem, AgentCore: ac, Turns: turns, Handler: tracing.Handler(h), Tracing: tracing}, nil
 }
 
 // memoryStore is the long-term memory cfg configures, or nil when it is
@@ -172,6 +190,50 @@ func memoryStore(cfg *Config, ddb ddbhistory.DynamoDBAPI, opts Options) (*memory
 		AnonymousIsPerson: opts.MemoryForAnonymous,
 		TTL:               ttl,
 	})
+}
+
+// agentCoreMemory is the AgentCore Memory cfg configures, or nil when it
+// is off.
+func agentCoreMemory(cfg *Config, ddb ddbhistory.DynamoDBAPI, opts Options) (*agentcore.Memory, error) {
+	if cfg.AgentCore.MemoryID == "" {
+		return nil, nil
+	}
+	if opts.AgentCore == nil {
+		return nil, errors.New("AGENTCORE_MEMORY_ID is set, and no AgentCore client was given")
+	}
+	on := *cfg // its owners are those the built-in memory would have
+	on.Memory.Enabled = true
+	owners, err := memoryStore(&on, ddb, opts)
+	if err != nil {
+		return nil, err
+	}
+	ac, err := agentcore.New(opts.AgentCore, owners, agentcore.Config{MemoryID: cfg.AgentCore.MemoryID, Namespace: cfg.AgentCore.Namespace})
+	if err != nil {
+		return nil, err
+	}
+	ac.Logger = opts.Logger
+	return ac, nil
+}
+
+// NewMirror builds the memory function's handler when AgentCore Memory
+// is on: it mirrors the sessions table's stream into AgentCore.
+func NewMirror(cfg *Config, ddb ddbhistory.DynamoDBAPI, opts Options) (*agentcore.Mirror, error) {
+	ac, err := agentCoreMemory(cfg, ddb, opts)
+	if err != nil {
+		return nil, err
+	}
+	if ac == nil {
+		return nil, errors.New("AGENTCORE_MEMORY_ID is not set")
+	}
+	sessions, err := ddbhistory.New(ddb, StoreConfig(cfg))
+	if err != nil {
+		return nil, err
+	}
+	m := &agentcore.Mirror{Memory: ac, Sessions: sessions, Logger: opts.Logger}
+	if opts.Metrics != nil {
+		m.Metrics = &telemetry.Metrics{Namespace: cfg.MetricsNamespace, Function: cfg.FunctionName, Out: opts.Metrics}
+	}
+	return m, nil
 }
 
 // NewExtractor builds the memory function's handler from cfg: it learns
@@ -696,6 +758,9 @@ func NewFromEnv(ctx context.Context, getenv func(string) string, opts Options) (
 			return nil, err
 		}
 	}
+	if cfg.AgentCore.MemoryID != "" && opts.AgentCore == nil {
+		opts.AgentCore = bedrockagentcore.NewFromConfig(awsCfg)
+	}
 	a, err := New(cfg, bedrockruntime.NewFromConfig(awsCfg), dynamodb.NewFromConfig(awsCfg), opts)
 	if err == nil && opts.Metrics != nil && telemetry.MetricsDropped(getenv) {
 		cmp.Or(opts.Logger, slog.Default()).Warn("metrics dropped: Lambda filters logs below " + getenv("AWS_LAMBDA_LOG_LEVEL") +
@@ -704,14 +769,32 @@ func NewFromEnv(ctx context.Context, getenv func(string) string, opts Options) (
 	return a, err
 }
 
-// NewExtractorFromEnv builds the memory function's handler from the
-// environment, with AWS clients from the default configuration chain.
-func NewExtractorFromEnv(ctx context.Context, getenv func(string) string, opts Options) (*memory.Extractor, error) {
+// StreamHandler handles a batch of the sessions table's stream records:
+// the memory function's handler.
+type StreamHandler func(context.Context, events.DynamoDBEvent) (events.DynamoDBEventResponse, error)
+
+// NewStreamHandlerFromEnv builds the memory function's handler from the
+// environment, with AWS clients from the default configuration chain: it
+// mirrors into AgentCore Memory when AGENTCORE_MEMORY_ID is set, and
+// learns the built-in memory otherwise.
+func NewStreamHandlerFromEnv(ctx context.Context, getenv func(string) string, opts Options) (StreamHandler, error) {
 	cfg, awsCfg, err := fromEnv(ctx, getenv)
 	if err != nil {
 		return nil, err
 	}
-	return NewExtractor(cfg, bedrockruntime.NewFromConfig(awsCfg), dynamodb.NewFromConfig(awsCfg), opts)
+	if cfg.AgentCore.MemoryID != "" {
+		opts.AgentCore = bedrockagentcore.NewFromConfig(awsCfg)
+		m, err := NewMirror(cfg, dynamodb.NewFromConfig(awsCfg), opts)
+		if err != nil {
+			return nil, err
+		}
+		return m.Handle, nil
+	}
+	x, err := NewExtractor(cfg, bedrockruntime.NewFromConfig(awsCfg), dynamodb.NewFromConfig(awsCfg), opts)
+	if err != nil {
+		return nil, err
+	}
+	return x.Handle, nil
 }
 
 // fromEnv reads the configuration from the environment, and the AWS

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/lambda-agent/lambda-agent/internal/agent"
+	"github.com/lambda-agent/lambda-agent/internal/agentcore"
 	"github.com/lambda-agent/lambda-agent/internal/httpapi"
 	"github.com/lambda-agent/lambda-agent/internal/memory"
 	"github.com/lambda-agent/lambda-agent/internal/pricing"
@@ -140,6 +141,21 @@ type Config struct {
 	Tracing telemetry.TracingConfig
 	// Memory is the long-term memory's configuration (docs/memory.md).
 	Memory MemoryConfig
+	// AgentCore is AgentCore Memory's, the alternative to Memory
+	// (docs/memory.md, "AgentCore Memory").
+	AgentCore AgentCoreConfig
+}
+
+// AgentCoreConfig configures AgentCore Memory (internal/agentcore). The
+// owners that have memory are the built-in memory's: MEMORY_IAM_OWNERS
+// applies.
+type AgentCoreConfig struct {
+	// MemoryID is AGENTCORE_MEMORY_ID, the AgentCore Memory resource's id;
+	// empty means off. It excludes MEMORY=on.
+	MemoryID string
+	// Namespace is AGENTCORE_NAMESPACE, where an owner's long-term records
+	// are, with {actorId}; default agentcore.DefaultNamespace.
+	Namespace string
 }
 
 // MemoryConfig configures long-term memory (internal/memory).
@@ -334,6 +350,21 @@ func ConfigFromEnv(getenv func(string) string) (*Config, error) {
 		} else if err := memory.CheckKinds(c.Memory.Kinds); err != nil {
 			p.fail("MEMORY_KINDS: %v", err)
 		}
+	}
+	c.AgentCore = AgentCoreConfig{
+		MemoryID:  getenv("AGENTCORE_MEMORY_ID"),
+		Namespace: cmp.Or(getenv("AGENTCORE_NAMESPACE"), agentcore.DefaultNamespace),
+	}
+	if id := c.AgentCore.MemoryID; id != "" {
+		if err := agentcore.CheckMemoryID(id); err != nil {
+			p.fail("AGENTCORE_MEMORY_ID: %v", err)
+		}
+		if c.Memory.Enabled {
+			p.fail("AGENTCORE_MEMORY_ID is set and MEMORY=on: choose one long-term memory, AgentCore's or the built-in one")
+		}
+	}
+	if err := agentcore.CheckNamespace(c.AgentCore.Namespace); err != nil {
+		p.fail("AGENTCORE_NAMESPACE: %v", err)
 	}
 	tracing, err := telemetry.TracingConfigFromEnv(getenv)
 	if err != nil {

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -27,6 +28,7 @@ func TestConfigFromEnvDefaults(t *testing.T) {
 		InterruptTTL: 24 * time.Hour, TrimTurns: 3, PromptCache: true, GuardrailRedactedInput: "[User input redacted.]",
 		FunctionName: "local", MetricsNamespace: "LambdaAgent", Tracing: telemetry.TracingConfig{ServiceName: "lambda-agent"},
 		A2A: A2AConfig{Name: DefaultA2AName, Description: DefaultA2ADescription}, Memory: MemoryConfig{TTLDays: 365},
+		AgentCore: AgentCoreConfig{Namespace: "/users/{actorId}"},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("defaults (-want +got):\n%s", diff)
@@ -51,7 +53,8 @@ func TestConfigFromEnvReadsEverything(t *testing.T) {
 		"ALLOWED_ORIGINS": "https://chat.example.com,http://localhost:3000",
 		"A2A_NAME":        "support", "A2A_DESCRIPTION": "Answers support questions.", "A2A_PUBLIC_URL": "https://agents.example.com/support/a2a",
 		"MEMORY": "on", "MEMORY_IAM_OWNERS": "true", "MEMORY_MODEL_ID": "small", "MEMORY_TTL_DAYS": "0",
-		"MEMORY_KINDS": `[{"name":"fact","prompt":"Facts."},{"name":"style","prompt":"How to answer.","always":true}]`,
+		"MEMORY_KINDS":        `[{"name":"fact","prompt":"Facts."},{"name":"style","prompt":"How to answer.","always":true}]`,
+		"AGENTCORE_NAMESPACE": "/teams/support/{actorId}",
 	}))
 	if err != nil {
 		t.Fatal(err)
@@ -68,6 +71,7 @@ func TestConfigFromEnvReadsEverything(t *testing.T) {
 		A2A:            A2AConfig{Name: "support", Description: "Answers support questions.", PublicURL: "https://agents.example.com/support/a2a"},
 		Memory: MemoryConfig{Enabled: true, IAMOwners: true, ModelID: "small", TTLDays: 0,
 			Kinds: []memory.Kind{{Name: "fact", Prompt: "Facts."}, {Name: "style", Prompt: "How to answer.", Always: true}}},
+		AgentCore: AgentCoreConfig{Namespace: "/teams/support/{actorId}"},
 		Tracing: telemetry.TracingConfig{
 			Endpoint: "http://localhost:4318/v1/traces", Headers: map[string]string{"x-api-key": "a b", "tenant": "7"},
 			Gzip: true, Timeout: 2500 * time.Millisecond, ServiceName: "chat-fn", CaptureContent: true,
@@ -112,6 +116,7 @@ func TestConfigFromEnvReportsEveryProblem(t *testing.T) {
 		"DIRECT_TOOLS": "calculator,rm -rf", "GUARDRAIL_REDACTED_INPUT": " \n ",
 		"ALLOWED_ORIGINS": "https://ok.example.com,https://chat.example.com/app",
 		"A2A_NAME":        strings.Repeat("n", 65), "A2A_DESCRIPTION": " ", "A2A_PUBLIC_URL": "http://agents.example.com/a2a",
+		"AGENTCORE_MEMORY_ID": "arn:aws:bedrock-agentcore:us-east-1:123456789012:memory/m-AbCdE01234", "AGENTCORE_NAMESPACE": "/users/{sessionId}",
 	}))
 	if err == nil {
 		t.Fatal("ConfigFromEnv accepted a broken environment")
@@ -128,9 +133,38 @@ func TestConfigFromEnvReportsEveryProblem(t *testing.T) {
 		"OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", `DIRECT_TOOLS: "rm -rf" is not a tool name`,
 		"GUARDRAIL_REDACTED_INPUT", `ALLOWED_ORIGINS: "https://chat.example.com/app" is not an origin`,
 		"A2A_NAME", "A2A_DESCRIPTION", `A2A_PUBLIC_URL="http://agents.example.com/a2a"`,
+		"AGENTCORE_MEMORY_ID: \"arn:aws:", "AGENTCORE_NAMESPACE: namespace \"/users/{sessionId}\" must have {actorId} once",
 	} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("the error does not mention %s:\n%v", want, err)
+		}
+	}
+}
+
+// TestConfigAgentCore: AGENTCORE_MEMORY_ID takes a memory id, not an ARN,
+// and excludes MEMORY=on; AGENTCORE_NAMESPACE needs {actorId} once and no
+// other placeholder.
+func TestConfigAgentCore(t *testing.T) {
+	base := map[string]string{"TABLE_NAME": "t", "MODEL_ID": "m"}
+	with := func(vars map[string]string) (*Config, error) {
+		all := maps.Clone(base)
+		maps.Copy(all, vars)
+		return ConfigFromEnv(env(all))
+	}
+	got, err := with(map[string]string{"AGENTCORE_MEMORY_ID": "support_memory-AbCdE01234"})
+	if err != nil || got.AgentCore != (AgentCoreConfig{MemoryID: "support_memory-AbCdE01234", Namespace: "/users/{actorId}"}) {
+		t.Errorf("AGENTCORE_MEMORY_ID alone: %+v, %v", got, err)
+	}
+	for _, bad := range []map[string]string{
+		{"AGENTCORE_MEMORY_ID": "support_memory-AbCdE01234", "MEMORY": "on"},
+		{"AGENTCORE_MEMORY_ID": "short-AbCdE0123"},
+		{"AGENTCORE_NAMESPACE": "users/{actorId}"},
+		{"AGENTCORE_NAMESPACE": "/users/{actorId}/{actorId}"},
+		{"AGENTCORE_NAMESPACE": "/strategies/{memoryStrategyId}/actors/{actorId}"},
+		{"AGENTCORE_NAMESPACE": "/users/{actorId}/" + strings.Repeat("n", 1000)},
+	} {
+		if _, err := with(bad); err == nil {
+			t.Errorf("%v was accepted", bad)
 		}
 	}
 }

@@ -286,7 +286,7 @@ func learnInProcess(cfg *app.Config, converse *bedrockruntime.Client, ddb *dynam
 	return streamtest.New(ddb, streamtest.Config{
 		Table:   cfg.TableName,
 		Watch:   func(_, sk string) bool { return strings.HasSuffix(sk, "meta") }, // session items
-		Filter:  memory.StreamFilter,
+		Filters: []string{memory.StreamFilter},
 		Handler: x.Handle,
 	}), nil
 }

@@ -209,6 +209,28 @@ func (m *Metrics) Record(ctx context.Context, r Request) {
 	_, _ = m.Out.Write(buf.Bytes()) // a metric that cannot be written is not worth failing a request for
 }
 
+// Counts writes a line of counts, by metric name, with the FunctionName
+// dimension alone: the memory function's, for each batch of stream
+// records. A nil Metrics, or one without Out, records nothing.
+func (m *Metrics) Counts(ctx context.Context, counts map[string]int) {
+	if m == nil || m.Out == nil || len(counts) == 0 {
+		return
+	}
+	props := map[string]any{}
+	if lc, ok := lambdacontext.FromContext(ctx); ok {
+		props["requestId"] = lc.AwsRequestID
+	}
+	var metrics []metric
+	for _, name := range slices.Sorted(maps.Keys(counts)) {
+		metrics = append(metrics, count(name, counts[name]))
+	}
+	var buf bytes.Buffer
+	m.encode(&buf, m.now(), props, []dimensionSet{{names: []string{dimFunction}, metrics: metrics}})
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	_, _ = m.Out.Write(buf.Bytes())
+}
+
 func (m *Metrics) now() time.Time {
 	if m.Now != nil {
 		return m.Now()

@@ -24,11 +24,13 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/lambda-agent/lambda-agent/internal/agent"
 	"github.com/lambda-agent/lambda-agent/internal/agent/bedrock"
+	"github.com/lambda-agent/lambda-agent/internal/agentcore"
 	"github.com/lambda-agent/lambda-agent/internal/app"
 	"github.com/lambda-agent/lambda-agent/internal/ddbhistory"
 	"github.com/lambda-agent/lambda-agent/internal/httpapi"
 	"github.com/lambda-agent/lambda-agent/internal/memory"
 	"github.com/lambda-agent/lambda-agent/internal/schema"
+	"github.com/lambda-agent/lambda-agent/internal/testkit/agentcoretest"
 	"github.com/lambda-agent/lambda-agent/internal/testkit/conversetest"
 	"github.com/lambda-agent/lambda-agent/internal/testkit/dynamodbtest"
 	"github.com/lambda-agent/lambda-agent/internal/testkit/streamtest"
@@ -93,6 +95,12 @@ type Stack struct {
 	// MemoryMeter counts the DynamoDB requests of the memory function's
 	// deliveries from Stream, apart from the turns' (Meter).
 	MemoryMeter *dynamodbtest.Meter
+	// With AGENTCORE_MEMORY_ID set: AgentCore is the AgentCore Memory
+	// stand-in, which has that memory, and Stream delivers to Mirror, the
+	// memory function's handler then, with both of the template's
+	// filters.
+	AgentCore *agentcoretest.Server
+	Mirror    *agentcore.Mirror
 }
 
 // New builds a Stack. Close it when done.
@@ -126,13 +134,36 @@ func New(ctx context.Context, opts Options) (*Stack, error) {
 		})
 	}
 	var appClient ddbhistory.DynamoDBAPI = client
-	if cfg.Memory.Enabled {
-		s.MemoryModel = conversetest.NewServer()
+	var agentCore agentcore.API
+	if id := cfg.AgentCore.MemoryID; id != "" {
+		s.AgentCore = agentcoretest.NewServer()
+		s.AgentCore.AddMemory(id)
+		agentCore = s.AgentCore.Client()
 		s.Stream = streamtest.New(client, streamtest.Config{
 			Table:  Table,
 			Images: s.DDB.Client(),
-			Watch:  func(_, sk string) bool { return strings.HasSuffix(sk, "meta") },
-			Filter: memory.StreamFilter,
+			Watch: func(pk, sk string) bool {
+				return strings.HasSuffix(sk, "meta") || strings.HasPrefix(pk, "mem#") && sk == "f"
+			},
+			Filters: []string{memory.StreamFilter, memory.ForgetFilter},
+			Handler: func(ctx context.Context, ev events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
+				return s.Mirror.Handle(context.WithValue(ctx, memoryCall{}, true), ev)
+			},
+		})
+		appClient = s.Stream
+		if s.Mirror, err = app.NewMirror(cfg, client, app.Options{AgentCore: agentCore, Logger: slog.New(slog.NewJSONHandler(s.Logs, nil)),
+			Metrics: opts.Metrics}); err != nil {
+			s.Close()
+			return nil, err
+		}
+	}
+	if cfg.Memory.Enabled {
+		s.MemoryModel = conversetest.NewServer()
+		s.Stream = streamtest.New(client, streamtest.Config{
+			Table:   Table,
+			Images:  s.DDB.Client(),
+			Watch:   func(_, sk string) bool { return strings.HasSuffix(sk, "meta") },
+			Filters: []string{memory.StreamFilter},
 			Handler: func(ctx context.Context, ev events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
 				return s.Extractor.Handle(context.WithValue(ctx, memoryCall{}, true), ev)
 			},
@@ -158,6 +189,7 @@ func New(ctx context.Context, opts Options) (*Stack, error) {
 		Retry:         retry,
 		Remote:        opts.Remote,
 		Metrics:       opts.Metrics,
+		AgentCore:     agentCore,
 	})
 	if err != nil {
 		s.Close()
@@ -247,7 +279,12 @@ func (s *Stack) Close() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		_ = s.Stream.Drain(ctx)
 		cancel()
+	}
+	if s.MemoryModel != nil {
 		s.MemoryModel.Close()
+	}
+	if s.AgentCore != nil {
+		s.AgentCore.Close()
 	}
 	s.Model.Close()
 	s.DDB.Close()

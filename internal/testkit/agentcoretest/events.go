@@ -24,8 +24,9 @@ type event struct {
 	Branch         *branch                    `json:"branch,omitempty"`
 	Metadata       map[string]json.RawMessage `json:"metadata,omitempty"`
 
-	at  float64 // EventTimestamp, for ordering
-	seq int     // creation order, for ties
+	at   float64 // EventTimestamp, for ordering
+	seq  int     // creation order, for ties
+	skip bool    // extractionMode SKIP: not an output member
 }
 
 type branch struct {
@@ -130,6 +131,7 @@ func (s *Server) createEvent(r *http.Request, body []byte) (int, any, *awstest.E
 		Metadata:       in.Metadata,
 		at:             at,
 		seq:            len(m.events),
+		skip:           in.ExtractionMode != nil,
 	}
 	if len(m.events) > 0 {
 		e.seq = m.events[len(m.events)-1].seq + 1
@@ -310,7 +312,7 @@ func (s *Server) Events(memoryID, actorID, sessionID string) []Event {
 	for _, e := range m.events {
 		if e.ActorID == actorID && e.SessionID == sessionID {
 			out = append(out, Event{ID: e.EventID, Timestamp: time.UnixMilli(int64(e.at * 1000)).UTC(),
-				Payload: slices.Clone(e.Payload), at: e.at, seq: e.seq})
+				Payload: slices.Clone(e.Payload), Metadata: metadataOf(e.Metadata), Skip: e.skip, at: e.at, seq: e.seq})
 		}
 	}
 	slices.SortStableFunc(out, func(a, b Event) int {
@@ -332,7 +334,26 @@ type Event struct {
 	// Payload holds the payload members as they went on the wire, such as
 	// {"conversational":{"content":{"text":"hi"},"role":"USER"}}.
 	Payload []json.RawMessage
+	// Metadata holds the string values of the event's metadata.
+	Metadata map[string]string
+	// Skip is an event created with extractionMode SKIP: no strategy
+	// extracts from it.
+	Skip bool
 
 	at  float64
 	seq int
+}
+
+// metadataOf is md's string values.
+func metadataOf(md map[string]json.RawMessage) map[string]string {
+	out := map[string]string{}
+	for k, v := range md {
+		var sv struct {
+			StringValue *string `json:"stringValue"`
+		}
+		if json.Unmarshal(v, &sv) == nil && sv.StringValue != nil {
+			out[k] = *sv.StringValue
+		}
+	}
+	return out
 }

@@ -34,9 +34,9 @@ type Config struct {
 	// Watch chooses the items whose changes are recorded, by key; the
 	// stream has every item's, but recording one costs two reads.
 	Watch func(pk, sk string) bool
-	// Filter is the mapping's filter pattern (FilterCriteria): only the
-	// records it matches reach Handler. Empty passes all.
-	Filter string
+	// Filters are the mapping's filter patterns (FilterCriteria): only
+	// the records one of them matches reach Handler. None passes all.
+	Filters []string
 	// Handler gets the records, BatchSize at a time.
 	Handler Handler
 	// BatchSize is 10 when 0.
@@ -184,12 +184,16 @@ func (m *Mapping) publish(name string, keys, old, now map[string]types.Attribute
 			SequenceNumber: fmt.Sprintf("%021d", m.seq), StreamViewType: "NEW_AND_OLD_IMAGES",
 		},
 	}
-	if m.cfg.Filter != "" {
-		ok, err := Match(m.cfg.Filter, r)
-		if err != nil {
-			m.err = err
+	if len(m.cfg.Filters) > 0 {
+		pass := false
+		for _, f := range m.cfg.Filters {
+			ok, err := Match(f, r)
+			if err != nil {
+				m.err = err
+			}
+			pass = pass || ok
 		}
-		if !ok {
+		if !pass {
 			return
 		}
 	}

@@ -1,0 +1,331 @@
+package agentcore_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	lambdaevents "github.com/aws/aws-lambda-go/events"
+	"github.com/lambda-agent/lambda-agent/internal/agentcore"
+	"github.com/lambda-agent/lambda-agent/internal/httpapi"
+	"github.com/lambda-agent/lambda-agent/internal/memory"
+	"github.com/lambda-agent/lambda-agent/internal/testkit"
+	"github.com/lambda-agent/lambda-agent/internal/testkit/agentcoretest"
+	"github.com/lambda-agent/lambda-agent/internal/testkit/conversetest"
+)
+
+// start is the application with AgentCore Memory on, on stand-ins.
+func start(t *testing.T, env map[string]string) *testkit.Stack {
+	t.Helper()
+	vars := map[string]string{"AGENTCORE_MEMORY_ID": agentcoretest.MemoryID}
+	for k, v := range env {
+		vars[k] = v
+	}
+	return testkit.Start(t, testkit.Options{Env: vars})
+}
+
+// call serves a request as the JWT subject sub ("" for anonymous) and
+// returns the status and body.
+func call(t *testing.T, s *testkit.Stack, method, path, sub, body string) (int, string) {
+	t.Helper()
+	r := httptest.NewRequest(method, path, strings.NewReader(body))
+	if body != "" {
+		r.Header.Set("Content-Type", "application/json")
+	}
+	w := s.Serve(testkit.As(r, sub))
+	return w.Code, w.Body.String()
+}
+
+// chat runs a turn, and waits until the memory function has handled what
+// it wrote.
+func chat(t *testing.T, s *testkit.Stack, sub, session, message string) {
+	t.Helper()
+	body, _ := json.Marshal(map[string]string{"session_id": session, "message": message})
+	if code, out := call(t, s, http.MethodPost, "/chat", sub, string(body)); code != http.StatusOK {
+		t.Fatalf("chat: %d %s", code, out)
+	}
+	drain(t, s)
+}
+
+func drain(t *testing.T, s *testkit.Stack) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	if err := s.Stream.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if f := s.Stream.Failed(); len(f) > 0 {
+		t.Fatalf("%d stream records went to the on-failure destination; logs:\n%s", len(f), s.Logs)
+	}
+}
+
+// events are the mirrored events of sub's session.
+func events(s *testkit.Stack, sub, session string) []agentcoretest.Event {
+	return s.AgentCore.Events(agentcoretest.MemoryID, agentcore.ActorID(sub), agentcore.SessionID(session))
+}
+
+// texts are the conversational payloads of evs, as role: text.
+func texts(t *testing.T, evs []agentcoretest.Event) []string {
+	t.Helper()
+	var out []string
+	for _, e := range evs {
+		for _, p := range e.Payload {
+			var m struct {
+				Conversational struct {
+					Role    string `json:"role"`
+					Content struct {
+						Text string `json:"text"`
+					} `json:"content"`
+				} `json:"conversational"`
+			}
+			if err := json.Unmarshal(p, &m); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, m.Conversational.Role+": "+m.Conversational.Content.Text)
+		}
+	}
+	return out
+}
+
+// addRecord adds a record of sub's, as a strategy writing under the
+// default namespace would.
+func addRecord(s *testkit.Stack, sub, kind, text string) string {
+	return s.AgentCore.AddRecord(agentcoretest.MemoryID, agentcoretest.Record{
+		Namespaces: []string{"/users/" + agentcore.ActorID(sub) + "/" + kind}, StrategyID: kind, Text: text})
+}
+
+// lastUserText is the text of the last message of the agent's last model
+// request.
+func lastUserText(s *testkit.Stack) string {
+	reqs := s.Model.Requests()
+	msgs := reqs[len(reqs)-1].Messages
+	return msgs[len(msgs)-1].Text()
+}
+
+// TestMirrorAndRecall: a committed turn becomes events of the owner's
+// encoded actor and session, in order; a record a strategy extracted under
+// the owner's namespace is recalled in a later session, beside the
+// message and never stored in it; another owner gets none of it, and an
+// owner who is not one person is neither mirrored nor recalled.
+func TestMirrorAndRecall(t *testing.T) {
+	s := start(t, nil)
+	s.Model.Enqueue(conversetest.Text("Teal, noted."))
+	chat(t, s, "alice", "first", "My favourite colour is teal.")
+
+	evs := events(s, "alice", "first")
+	if got, want := texts(t, evs), []string{"USER: My favourite colour is teal.", "ASSISTANT: Teal, noted."}; strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Fatalf("mirrored %q, want %q", got, want)
+	}
+	for i, e := range evs {
+		if e.Skip || e.Metadata["lambda_agent.session"] != "first" || e.Metadata["lambda_agent.message"] != []string{"0", "1"}[i] {
+			t.Errorf("event %d: skip %v, metadata %v", i, e.Skip, e.Metadata)
+		}
+	}
+
+	addRecord(s, "alice", "facts", "The person's favourite colour is teal.")
+	addRecord(s, "bob", "facts", "Bob's favourite colour is red.")
+	s.Model.Enqueue(conversetest.Text("Teal."))
+	chat(t, s, "alice", "second", "What is my favourite colour?")
+	text := lastUserText(s)
+	if !strings.Contains(text, memory.RecallDescription) || !strings.Contains(text, "favourite colour is teal") || strings.Contains(text, "red") {
+		t.Errorf("alice's second request does not recall her memory alone: %q", text)
+	}
+	if code, body := call(t, s, http.MethodGet, "/sessions/second", "alice", ""); code != http.StatusOK || strings.Contains(body, "teal") {
+		t.Errorf("the second session stores the recalled memory: %d %s", code, body)
+	}
+
+	calls := s.AgentCore.Calls("RetrieveMemoryRecords")
+	s.Model.Enqueue(conversetest.Text("I do not know."))
+	chat(t, s, "", "anon", "What is my favourite colour?")
+	if text := lastUserText(s); strings.Contains(text, memory.RecallDescription) {
+		t.Errorf("anonymous was given memory: %q", text)
+	}
+	if n := s.AgentCore.Calls("RetrieveMemoryRecords"); n != calls {
+		t.Errorf("an anonymous turn called RetrieveMemoryRecords %d times", n-calls)
+	}
+	if evs := events(s, "anonymous", "anon"); len(evs) != 0 {
+		t.Errorf("an anonymous session was mirrored: %d events", len(evs))
+	}
+}
+
+// TestToolChatterIsSkipped: a turn's tool calls and results are events of
+// their own, with extractionMode SKIP, apart from the words strategies
+// extract from.
+func TestToolChatterIsSkipped(t *testing.T) {
+	s := start(t, nil)
+	s.Model.Enqueue(conversetest.Text("Let me compute.").WithToolUse("c1", "calculator", map[string]string{"expression": "6*7"}))
+	s.Model.Enqueue(conversetest.Text("It is 42."))
+	chat(t, s, "alice", "calc", "What is six times seven?")
+
+	var words, tools []string
+	for _, e := range events(s, "alice", "calc") {
+		ts := texts(t, []agentcoretest.Event{e})
+		if e.Skip {
+			tools = append(tools, ts...)
+		} else {
+			words = append(words, ts...)
+		}
+	}
+	if strings.Join(words, "|") != "USER: What is six times seven?|ASSISTANT: Let me compute.|ASSISTANT: It is 42." {
+		t.Errorf("words mirrored for extraction: %q", words)
+	}
+	if len(tools) != 2 || !strings.HasPrefix(tools[0], `TOOL: {"toolUse":{"input":{"expression":"6*7"},"name":"calculator"}}`) ||
+		!strings.HasPrefix(tools[1], `TOOL: {"toolResult":`) || !strings.Contains(tools[1], "42") {
+		t.Errorf("tool chatter mirrored with SKIP: %q", tools)
+	}
+}
+
+// TestMirrorRetried: a batch delivered again, as after a crash before the
+// memory function answered, creates no event twice.
+func TestMirrorRetried(t *testing.T) {
+	s := start(t, nil)
+	s.Model.Enqueue(conversetest.Text("Noted."))
+	chat(t, s, "alice", "first", "I live in Oslo.")
+	before := events(s, "alice", "first")
+	delivered := s.Stream.Delivered()
+	for range 2 {
+		resp, err := s.Mirror.Handle(t.Context(), eventOf(delivered))
+		if err != nil || len(resp.BatchItemFailures) != 0 {
+			t.Fatalf("Handle again: %+v, %v", resp, err)
+		}
+	}
+	if after := events(s, "alice", "first"); len(after) != len(before) || len(before) != 2 {
+		t.Errorf("%d events after two more deliveries, %d before; want 2", len(after), len(before))
+	}
+}
+
+func eventOf(rs []lambdaevents.DynamoDBEventRecord) lambdaevents.DynamoDBEvent {
+	return lambdaevents.DynamoDBEvent{Records: rs}
+}
+
+// TestDeletesReachAgentCore: a rewind deletes the events of the messages
+// it discarded, and mirrors those that replace them; a deleted session
+// loses all of its events; another session's stay.
+func TestDeletesReachAgentCore(t *testing.T) {
+	s := start(t, nil)
+	s.Model.Enqueue(conversetest.Text("Noted."))
+	chat(t, s, "alice", "s1", "I live in Oslo.")
+	s.Model.Enqueue(conversetest.Text("Bergen, then."))
+	chat(t, s, "alice", "s1", "Actually I moved to Bergen.")
+	s.Model.Enqueue(conversetest.Text("Hello."))
+	chat(t, s, "alice", "other", "Hello.")
+	if n := len(events(s, "alice", "s1")); n != 4 {
+		t.Fatalf("%d events of s1, want 4", n)
+	}
+
+	if code, body := call(t, s, http.MethodPost, "/sessions/s1/rewind", "alice", `{"to":2}`); code != http.StatusOK {
+		t.Fatalf("rewind: %d %s", code, body)
+	}
+	drain(t, s)
+	if got := texts(t, events(s, "alice", "s1")); strings.Join(got, "|") != "USER: I live in Oslo.|ASSISTANT: Noted." {
+		t.Errorf("after the rewind, s1's events are %q", got)
+	}
+	s.Model.Enqueue(conversetest.Text("Stockholm it is."))
+	chat(t, s, "alice", "s1", "I moved to Stockholm.")
+	if got := texts(t, events(s, "alice", "s1")); strings.Join(got, "|") != "USER: I live in Oslo.|ASSISTANT: Noted.|USER: I moved to Stockholm.|ASSISTANT: Stockholm it is." {
+		t.Errorf("after the next turn, s1's events are %q", got)
+	}
+
+	if code, body := call(t, s, http.MethodDelete, "/sessions/s1", "alice", ""); code != http.StatusNoContent {
+		t.Fatalf("delete: %d %s", code, body)
+	}
+	drain(t, s)
+	if n := len(events(s, "alice", "s1")); n != 0 {
+		t.Errorf("%d events of the deleted session remain", n)
+	}
+	if n := len(events(s, "alice", "other")); n != 2 {
+		t.Errorf("%d events of another session remain, want 2", n)
+	}
+}
+
+// TestMemoryRoutes: GET /memory lists the caller's records in AgentCore,
+// paged; DELETE /memory/{recordId} deletes one of theirs and answers 404
+// for anyone else's; DELETE /memory marks a forget-all, from which the
+// memory function deletes every record of the caller's, and no one
+// else's.
+func TestMemoryRoutes(t *testing.T) {
+	s := start(t, nil)
+	a1 := addRecord(s, "alice", "facts", "Lives in Oslo.")
+	addRecord(s, "alice", "preferences", "Prefers tea.")
+	b1 := addRecord(s, "bob", "facts", "Lives in Rome.")
+
+	list := func(sub, query string) httpapi.MemoryResponse {
+		t.Helper()
+		code, body := call(t, s, http.MethodGet, "/memory"+query, sub, "")
+		if code != http.StatusOK {
+			t.Fatalf("GET /memory%s: %d %s", query, code, body)
+		}
+		var out httpapi.MemoryResponse
+		if err := json.Unmarshal([]byte(body), &out); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	page := list("alice", "?limit=1")
+	if !page.Enabled || len(page.Records) != 1 || page.Records[0].Text != "Lives in Oslo." || page.NextCursor == "" {
+		t.Fatalf("alice's first page: %+v", page)
+	}
+	if next := list("alice", "?limit=1&cursor="+page.NextCursor); len(next.Records) != 1 || next.Records[0].Text != "Prefers tea." || next.Records[0].Kind != "preferences" {
+		t.Errorf("alice's second page: %+v", next)
+	}
+	if code, _ := call(t, s, http.MethodGet, "/memory?cursor=not-a-cursor!", "alice", ""); code != http.StatusBadRequest {
+		t.Errorf("a malformed cursor: %d, want 400", code)
+	}
+	if got := list("", ""); got.Enabled || len(got.Records) != 0 {
+		t.Errorf("anonymous's memory: %+v", got)
+	}
+
+	if code, body := call(t, s, http.MethodDelete, "/memory/"+b1, "alice", ""); code != http.StatusNotFound {
+		t.Errorf("alice deleting bob's record: %d %s, want 404", code, body)
+	}
+	if code, body := call(t, s, http.MethodDelete, "/memory/"+a1, "alice", ""); code != http.StatusNoContent {
+		t.Errorf("alice deleting her record: %d %s, want 204", code, body)
+	}
+	if code, _ := call(t, s, http.MethodDelete, "/memory/"+a1, "alice", ""); code != http.StatusNotFound {
+		t.Errorf("deleting it again: %d, want 404", code)
+	}
+
+	if code, body := call(t, s, http.MethodDelete, "/memory", "alice", ""); code != http.StatusNoContent {
+		t.Fatalf("forget all: %d %s", code, body)
+	}
+	drain(t, s)
+	var left []string
+	for _, r := range s.AgentCore.Records(agentcoretest.MemoryID) {
+		left = append(left, r.Text)
+	}
+	if strings.Join(left, "|") != "Lives in Rome." {
+		t.Errorf("after alice forgot all, the records are %q; want bob's alone", left)
+	}
+}
+
+// TestAgentCoreUnavailable: a recall that AgentCore throttles or fails
+// gives the turn no memory, and the turn succeeds; a mirror that fails is
+// reported for the record, delivered again, counted in the metrics, and
+// creates each event once.
+func TestAgentCoreUnavailable(t *testing.T) {
+	var metrics testkit.Buffer
+	s := testkit.Start(t, testkit.Options{Env: map[string]string{"AGENTCORE_MEMORY_ID": agentcoretest.MemoryID}, Metrics: &metrics})
+	addRecord(s, "alice", "facts", "My home is Oslo.")
+	s.AgentCore.FailNext("RetrieveMemoryRecords", 1, agentcoretest.Throttled)
+	s.AgentCore.FailNext("CreateEvent", 1, agentcoretest.Unavailable)
+	s.Model.Enqueue(conversetest.Text("I do not know."))
+	chat(t, s, "alice", "s1", "Where is my home?")
+	if text := lastUserText(s); strings.Contains(text, memory.RecallDescription) {
+		t.Errorf("a throttled recall gave memory: %q", text)
+	}
+	if got := texts(t, events(s, "alice", "s1")); strings.Join(got, "|") != "USER: Where is my home?|ASSISTANT: I do not know." {
+		t.Errorf("mirrored after a failed CreateEvent: %q", got)
+	}
+	if !strings.Contains(metrics.String(), `"StreamRecordsFailed":1`) {
+		t.Errorf("no metrics line counts the failed record:\n%s", metrics.String())
+	}
+	s.Model.Enqueue(conversetest.Text("In Oslo."))
+	chat(t, s, "alice", "s1", "Where is my home?")
+	if text := lastUserText(s); !strings.Contains(text, "My home is Oslo.") {
+		t.Errorf("the next recall, with AgentCore back, gave no memory: %q", text)
+	}
+}
