@@ -3,8 +3,10 @@ package agentcore_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -129,7 +131,11 @@ func TestMirrorAndRecall(t *testing.T) {
 	addRecord(s, "alice", "facts", "The person's favourite colour is teal.")
 	addRecord(s, "bob", "facts", "Bob's favourite colour is red.")
 	s.Model.Enqueue(conversetest.Text("Teal."))
+	before := s.AgentCore.Calls("RetrieveMemoryRecords")
 	chat(t, s, "alice", "second", "What is my favourite colour?")
+	if n := s.AgentCore.Calls("RetrieveMemoryRecords") - before; n != 1 {
+		t.Errorf("a turn made %d RetrieveMemoryRecords calls, want 1", n)
+	}
 	text := lastUserText(s)
 	if !strings.Contains(text, memory.RecallDescription) || !strings.Contains(text, "favourite colour is teal") || strings.Contains(text, "red") {
 		t.Errorf("alice's second request does not recall her memory alone: %q", text)
@@ -230,10 +236,16 @@ func TestDeletesReachAgentCore(t *testing.T) {
 		t.Errorf("after the next turn, s1's events are %q", got)
 	}
 
+	addRecord(s, "alice", "facts", "The person lives in Stockholm.")
 	if code, body := call(t, s, http.MethodDelete, "/sessions/s1", "alice", ""); code != http.StatusNoContent {
 		t.Fatalf("delete: %d %s", code, body)
 	}
 	drain(t, s)
+	// No operation links a record to its events: a session's delete
+	// leaves what the strategies extracted from it (docs/memory.md).
+	if n := len(s.AgentCore.Records(agentcoretest.MemoryID)); n != 1 {
+		t.Errorf("%d records after the session's delete, want the 1 extracted", n)
+	}
 	if n := len(events(s, "alice", "s1")); n != 0 {
 		t.Errorf("%d events of the deleted session remain", n)
 	}
@@ -327,5 +339,56 @@ func TestAgentCoreUnavailable(t *testing.T) {
 	chat(t, s, "alice", "s1", "Where is my home?")
 	if text := lastUserText(s); !strings.Contains(text, "My home is Oslo.") {
 		t.Errorf("the next recall, with AgentCore back, gave no memory: %q", text)
+	}
+}
+
+// TestSessionRecreatedUnderItsID: a session deleted and made again under
+// its id keeps none of the earlier session's events, and its own are
+// mirrored, though its commits' versions start again.
+func TestSessionRecreatedUnderItsID(t *testing.T) {
+	s := start(t, nil)
+	s.Model.Enqueue(conversetest.Text("Teal, noted."))
+	chat(t, s, "alice", "daily", "My favourite colour is teal.")
+	if code, body := call(t, s, http.MethodDelete, "/sessions/daily", "alice", ""); code != http.StatusNoContent {
+		t.Fatalf("DELETE /sessions/daily: %d %s", code, body)
+	}
+	drain(t, s)
+	s.Model.Enqueue(conversetest.Text("Rust, noted."))
+	chat(t, s, "alice", "daily", "I write Rust.")
+	if got := texts(t, events(s, "alice", "daily")); strings.Join(got, "|") != "USER: I write Rust.|ASSISTANT: Rust, noted." {
+		t.Errorf("the re-created session's events: %q", got)
+	}
+}
+
+// TestRedactedInputNeverReachesAgentCore: an input the guardrail blocks is
+// stored redacted before the mirror reads it, so AgentCore never gets it.
+func TestRedactedInputNeverReachesAgentCore(t *testing.T) {
+	s := start(t, map[string]string{"GUARDRAIL_ID": "gr1", "GUARDRAIL_VERSION": "1"})
+	s.Model.Enqueue(conversetest.GuardrailInput("Sorry, the model cannot answer this question."))
+	chat(t, s, "alice", "g", "How do I hurt my neighbour?")
+	got := texts(t, events(s, "alice", "g"))
+	if len(got) == 0 || strings.Contains(strings.Join(got, "|"), "neighbour") {
+		t.Errorf("mirrored %q; want the redacted input", got)
+	}
+}
+
+// TestDocsAreTheCode: docs/memory.md's AgentCore Memory section states the
+// filter, limits and defaults the code has.
+func TestDocsAreTheCode(t *testing.T) {
+	raw, err := os.ReadFile("../../docs/memory.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(raw)
+	for name, want := range map[string]string{
+		"the forget filter": "```json\n" + memory.ForgetFilter + "\n```",
+		"the namespace":     fmt.Sprintf("(`AGENTCORE_NAMESPACE`, default `%s`)", agentcore.DefaultNamespace),
+		"top k":             fmt.Sprintf("top\n%d.", agentcore.DefaultTopK),
+		"the timeout":       fmt.Sprintf("longer than %d seconds", agentcore.DefaultRecallTimeout/time.Second),
+		"the budget":        fmt.Sprintf("within the same %d,%03d bytes", memory.DefaultRecallBytes/1000, memory.DefaultRecallBytes%1000),
+	} {
+		if !strings.Contains(doc, want) {
+			t.Errorf("docs/memory.md lacks %s: %q", name, want)
+		}
 	}
 }

@@ -18,6 +18,6 @@
 // Owners that have memory are those internal/memory gives it to: one
 // person each. An owner and a session id become AgentCore's actorId and
 // sessionId through [ActorID] and [SessionID], the only encoding used for
-// events, namespaces and deletes; README.md shows an operator how to
+// events, namespaces and deletes; docs/memory.md shows an operator how to
 // compute it.
 package agentcore

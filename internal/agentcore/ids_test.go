@@ -110,10 +110,11 @@ func FuzzIDs(f *testing.F) {
 	})
 }
 
-// TestDoc checks the worked example of this package's README.md: its ids are the
-// ones this package computes for its owner and session.
+// TestDoc checks the worked example of docs/memory.md's AgentCore Memory
+// section: its ids are the ones this package computes for its owner and
+// session, and its namespace path the one recall uses.
 func TestDoc(t *testing.T) {
-	b, err := os.ReadFile("README.md")
+	b, err := os.ReadFile("../../docs/memory.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,9 +127,10 @@ func TestDoc(t *testing.T) {
 		"--session-id " + agentcore.SessionID(session),
 		"actorId `" + agentcore.ActorID(owner) + "`",
 		"sessionId `" + agentcore.SessionID(session) + "`",
+		"`" + (&agentcore.Config{Namespace: agentcore.DefaultNamespace}).NamespacePath(owner) + "`",
 	} {
 		if !strings.Contains(doc, want) {
-			t.Errorf("internal/agentcore/README.md lacks %q", want)
+			t.Errorf("docs/memory.md lacks %q", want)
 		}
 	}
 }
