@@ -255,3 +255,29 @@ func TestMirrorFromTheEnvironment(t *testing.T) {
 		t.Errorf("the function mirrored %d events, want 2", n)
 	}
 }
+
+// TestBatchesAreCounted: the memory function as main builds it from the
+// environment writes a line of metrics per batch, with its records and
+// failures (docs/observability.md).
+func TestBatchesAreCounted(t *testing.T) {
+	b := testkit.StartBackends(t, testkit.BackendOptions{})
+	for _, kv := range append(b.Env, "MODEL_ID=test-model", "MEMORY=on", "AWS_CONFIG_FILE=/dev/null", "AWS_SHARED_CREDENTIALS_FILE=/dev/null") {
+		k, v, _ := strings.Cut(kv, "=")
+		t.Setenv(k, v)
+	}
+	var metrics testkit.Buffer
+	h, err := app.NewStreamHandlerFromEnv(t.Context(), os.Getenv, app.Options{Metrics: &metrics})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h(t.Context(), sample(t)); err != nil {
+		t.Fatal(err)
+	}
+	var line map[string]any
+	if err := json.Unmarshal([]byte(metrics.String()), &line); err != nil {
+		t.Fatalf("metrics %q: %v", metrics.String(), err)
+	}
+	if line[memory.MetricRecords] != 1.0 || line[memory.MetricFailed] != 0.0 {
+		t.Errorf("the batch's line: %v", line)
+	}
+}

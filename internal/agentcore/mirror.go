@@ -31,10 +31,9 @@ type Counter interface {
 	Counts(ctx context.Context, counts map[string]int)
 }
 
-// The metrics of a batch.
+// The metrics of a batch, besides memory.MetricRecords and
+// memory.MetricFailed.
 const (
-	MetricRecords        = "StreamRecords"
-	MetricFailed         = "StreamRecordsFailed"
 	MetricEvents         = "AgentCoreEvents"
 	MetricEventsDeleted  = "AgentCoreEventsDeleted"
 	MetricRecordsDeleted = "AgentCoreRecordsDeleted"
@@ -80,8 +79,8 @@ func (m *Mirror) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.Dy
 	}, m.Logger)
 	if m.Metrics != nil {
 		m.Metrics.Counts(ctx, map[string]int{
-			MetricRecords:        len(ev.Records),
-			MetricFailed:         len(resp.BatchItemFailures),
+			memory.MetricRecords: len(ev.Records),
+			memory.MetricFailed:  len(resp.BatchItemFailures),
 			MetricEvents:         int(t.events.Load()),
 			MetricEventsDeleted:  int(t.eventsDeleted.Load()),
 			MetricRecordsDeleted: int(t.recordsDeleted.Load()),

@@ -794,7 +794,21 @@ func NewStreamHandlerFromEnv(ctx context.Context, getenv func(string) string, op
 	if err != nil {
 		return nil, err
 	}
-	return x.Handle, nil
+	return counted(x.Handle, cfg, opts), nil
+}
+
+// counted is h with each batch's records and failures counted in opts'
+// metrics, as the mirror counts its own.
+func counted(h StreamHandler, cfg *Config, opts Options) StreamHandler {
+	if opts.Metrics == nil {
+		return h
+	}
+	m := &telemetry.Metrics{Namespace: cfg.MetricsNamespace, Function: cfg.FunctionName, Out: opts.Metrics}
+	return func(ctx context.Context, ev events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
+		resp, err := h(ctx, ev)
+		m.Counts(ctx, map[string]int{memory.MetricRecords: len(ev.Records), memory.MetricFailed: len(resp.BatchItemFailures)})
+		return resp, err
+	}
 }
 
 // fromEnv reads the configuration from the environment, and the AWS

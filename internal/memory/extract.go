@@ -117,6 +117,12 @@ func (x *Extractor) Handle(ctx context.Context, ev events.DynamoDBEvent) (events
 	return Batch(ctx, ev, x.Record, x.Logger), nil
 }
 
+// The memory function's metrics of a batch, whichever its handler.
+const (
+	MetricRecords = "StreamRecords"
+	MetricFailed  = "StreamRecordsFailed"
+)
+
 // Batch handles a batch of stream records with record, in order, and
 // reports the first that failed, from which the event source mapping
 // delivers the batch again: records of one session arrive in order, and a

@@ -9,6 +9,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/lambda-agent/lambda-agent/internal/agent"
+	"github.com/lambda-agent/lambda-agent/internal/agentcore"
+	"github.com/lambda-agent/lambda-agent/internal/memory"
 	"github.com/lambda-agent/lambda-agent/internal/pricing"
 	"github.com/lambda-agent/lambda-agent/internal/telemetry"
 	"github.com/lambda-agent/lambda-agent/internal/testkit"
@@ -51,6 +53,13 @@ func TestDocsListTheMetrics(t *testing.T) {
 		AgentUsage: map[string]agent.Usage{agent.MainAgent: {InputTokens: 1}}, // a turn that delegated
 	}
 	m.Record(t.Context(), telemetry.Request{Route: "POST /chat", Turn: true, Status: 504, Code: "timeout", Result: res})
+	// The memory function's line of a batch: the mirror's counts, which
+	// include the extractor's.
+	counts := map[string]int{}
+	for _, name := range []string{memory.MetricRecords, memory.MetricFailed, agentcore.MetricEvents, agentcore.MetricEventsDeleted, agentcore.MetricRecordsDeleted} {
+		counts[name] = 1
+	}
+	m.Counts(t.Context(), counts)
 	var got []string
 	for _, l := range parseEMFLines(t, out.Bytes()) {
 		for _, d := range l.directives {
