@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"strconv"
 	"strings"
@@ -107,7 +106,7 @@ func TestSampleEventIsACommit(t *testing.T) {
 		s.Model.Enqueue(conversetest.Text(turn.answer))
 		s.MemoryModel.Enqueue(conversetest.ToolUse("x1", "update_memory", map[string]any{"operations": []any{}}))
 		body, _ := json.Marshal(map[string]string{"session_id": session, "message": turn.message})
-		if code, out := call(t, s, http.MethodPost, "/chat", owner, string(body)); code != http.StatusOK {
+		if code, out := s.Call(http.MethodPost, "/chat", owner, string(body)); code != http.StatusOK {
 			t.Fatalf("chat: %d %s", code, out)
 		}
 		if err := s.Stream.Drain(t.Context()); err != nil {
@@ -156,7 +155,7 @@ func TestSampleEventIsACommit(t *testing.T) {
 	if !strings.Contains(data, second) || strings.Contains(data, first) {
 		t.Errorf("the extraction read %q; want the second turn's messages alone", data)
 	}
-	code, out := call(t, s, http.MethodGet, "/memory", owner, "")
+	code, out := s.Call(http.MethodGet, "/memory", owner, "")
 	var got httpapi.MemoryResponse
 	if err := json.Unmarshal([]byte(out), &got); code != http.StatusOK || err != nil {
 		t.Fatalf("GET /memory: %d %s", code, out)
@@ -164,18 +163,6 @@ func TestSampleEventIsACommit(t *testing.T) {
 	if len(got.Records) != 1 || got.Records[0].Kind != "preference" || got.Records[0].Source != (memory.Source{SessionID: session, Message: 2}) {
 		t.Errorf("the owner's memory after the sample: %+v", got)
 	}
-}
-
-// call serves a request as the JWT subject sub and returns the status and
-// body.
-func call(t *testing.T, s *testkit.Stack, method, path, sub, body string) (int, string) {
-	t.Helper()
-	r := httptest.NewRequest(method, path, strings.NewReader(body))
-	if body != "" {
-		r.Header.Set("Content-Type", "application/json")
-	}
-	w := s.Serve(testkit.As(r, sub))
-	return w.Code, w.Body.String()
 }
 
 // recordShape is what a stream record's handler may rely on: its kind,
@@ -225,7 +212,7 @@ func item(t *testing.T, img map[string]events.DynamoDBAttributeValue) map[string
 func TestMirrorFromTheEnvironment(t *testing.T) {
 	s := testkit.Start(t, testkit.Options{Env: map[string]string{"AGENTCORE_MEMORY_ID": agentcoretest.MemoryID}})
 	s.Model.Enqueue(conversetest.Text("Noted."))
-	if code, out := call(t, s, http.MethodPost, "/chat", "ada", `{"session_id":"s1","message":"I grow tomatoes."}`); code != http.StatusOK {
+	if code, out := s.Call(http.MethodPost, "/chat", "ada", `{"session_id":"s1","message":"I grow tomatoes."}`); code != http.StatusOK {
 		t.Fatalf("chat: %d %s", code, out)
 	}
 	if err := s.Stream.Drain(t.Context()); err != nil {

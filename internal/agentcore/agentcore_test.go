@@ -1,11 +1,9 @@
 package agentcore_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"strings"
 	"testing"
@@ -30,39 +28,15 @@ func start(t *testing.T, env map[string]string) *testkit.Stack {
 	return testkit.Start(t, testkit.Options{Env: vars})
 }
 
-// call serves a request as the JWT subject sub ("" for anonymous) and
-// returns the status and body.
-func call(t *testing.T, s *testkit.Stack, method, path, sub, body string) (int, string) {
-	t.Helper()
-	r := httptest.NewRequest(method, path, strings.NewReader(body))
-	if body != "" {
-		r.Header.Set("Content-Type", "application/json")
-	}
-	w := s.Serve(testkit.As(r, sub))
-	return w.Code, w.Body.String()
-}
-
 // chat runs a turn, and waits until the memory function has handled what
 // it wrote.
 func chat(t *testing.T, s *testkit.Stack, sub, session, message string) {
 	t.Helper()
 	body, _ := json.Marshal(map[string]string{"session_id": session, "message": message})
-	if code, out := call(t, s, http.MethodPost, "/chat", sub, string(body)); code != http.StatusOK {
+	if code, out := s.Call(http.MethodPost, "/chat", sub, string(body)); code != http.StatusOK {
 		t.Fatalf("chat: %d %s", code, out)
 	}
-	drain(t, s)
-}
-
-func drain(t *testing.T, s *testkit.Stack) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
-	defer cancel()
-	if err := s.Stream.Drain(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if f := s.Stream.Failed(); len(f) > 0 {
-		t.Fatalf("%d stream records went to the on-failure destination; logs:\n%s", len(f), s.Logs)
-	}
+	s.Drained(t)
 }
 
 // events are the mirrored events of sub's session.
@@ -140,7 +114,7 @@ func TestMirrorAndRecall(t *testing.T) {
 	if !strings.Contains(text, memory.RecallDescription) || !strings.Contains(text, "favourite colour is teal") || strings.Contains(text, "red") {
 		t.Errorf("alice's second request does not recall her memory alone: %q", text)
 	}
-	if code, body := call(t, s, http.MethodGet, "/sessions/second", "alice", ""); code != http.StatusOK || strings.Contains(body, "teal") {
+	if code, body := s.Call(http.MethodGet, "/sessions/second", "alice", ""); code != http.StatusOK || strings.Contains(body, "teal") {
 		t.Errorf("the second session stores the recalled memory: %d %s", code, body)
 	}
 
@@ -223,10 +197,10 @@ func TestDeletesReachAgentCore(t *testing.T) {
 		t.Fatalf("%d events of s1, want 4", n)
 	}
 
-	if code, body := call(t, s, http.MethodPost, "/sessions/s1/rewind", "alice", `{"to":2}`); code != http.StatusOK {
+	if code, body := s.Call(http.MethodPost, "/sessions/s1/rewind", "alice", `{"to":2}`); code != http.StatusOK {
 		t.Fatalf("rewind: %d %s", code, body)
 	}
-	drain(t, s)
+	s.Drained(t)
 	if got := texts(t, events(s, "alice", "s1")); strings.Join(got, "|") != "USER: I live in Oslo.|ASSISTANT: Noted." {
 		t.Errorf("after the rewind, s1's events are %q", got)
 	}
@@ -237,10 +211,10 @@ func TestDeletesReachAgentCore(t *testing.T) {
 	}
 
 	addRecord(s, "alice", "facts", "The person lives in Stockholm.")
-	if code, body := call(t, s, http.MethodDelete, "/sessions/s1", "alice", ""); code != http.StatusNoContent {
+	if code, body := s.Call(http.MethodDelete, "/sessions/s1", "alice", ""); code != http.StatusNoContent {
 		t.Fatalf("delete: %d %s", code, body)
 	}
-	drain(t, s)
+	s.Drained(t)
 	// No operation links a record to its events: a session's delete
 	// leaves what the strategies extracted from it (docs/memory.md).
 	if n := len(s.AgentCore.Records(agentcoretest.MemoryID)); n != 1 {
@@ -267,7 +241,7 @@ func TestMemoryRoutes(t *testing.T) {
 
 	list := func(sub, query string) httpapi.MemoryResponse {
 		t.Helper()
-		code, body := call(t, s, http.MethodGet, "/memory"+query, sub, "")
+		code, body := s.Call(http.MethodGet, "/memory"+query, sub, "")
 		if code != http.StatusOK {
 			t.Fatalf("GET /memory%s: %d %s", query, code, body)
 		}
@@ -284,27 +258,27 @@ func TestMemoryRoutes(t *testing.T) {
 	if next := list("alice", "?limit=1&cursor="+page.NextCursor); len(next.Records) != 1 || next.Records[0].Text != "Prefers tea." || next.Records[0].Kind != "preferences" {
 		t.Errorf("alice's second page: %+v", next)
 	}
-	if code, _ := call(t, s, http.MethodGet, "/memory?cursor=not-a-cursor!", "alice", ""); code != http.StatusBadRequest {
+	if code, _ := s.Call(http.MethodGet, "/memory?cursor=not-a-cursor!", "alice", ""); code != http.StatusBadRequest {
 		t.Errorf("a malformed cursor: %d, want 400", code)
 	}
 	if got := list("", ""); got.Enabled || len(got.Records) != 0 {
 		t.Errorf("anonymous's memory: %+v", got)
 	}
 
-	if code, body := call(t, s, http.MethodDelete, "/memory/"+b1, "alice", ""); code != http.StatusNotFound {
+	if code, body := s.Call(http.MethodDelete, "/memory/"+b1, "alice", ""); code != http.StatusNotFound {
 		t.Errorf("alice deleting bob's record: %d %s, want 404", code, body)
 	}
-	if code, body := call(t, s, http.MethodDelete, "/memory/"+a1, "alice", ""); code != http.StatusNoContent {
+	if code, body := s.Call(http.MethodDelete, "/memory/"+a1, "alice", ""); code != http.StatusNoContent {
 		t.Errorf("alice deleting her record: %d %s, want 204", code, body)
 	}
-	if code, _ := call(t, s, http.MethodDelete, "/memory/"+a1, "alice", ""); code != http.StatusNotFound {
+	if code, _ := s.Call(http.MethodDelete, "/memory/"+a1, "alice", ""); code != http.StatusNotFound {
 		t.Errorf("deleting it again: %d, want 404", code)
 	}
 
-	if code, body := call(t, s, http.MethodDelete, "/memory", "alice", ""); code != http.StatusNoContent {
+	if code, body := s.Call(http.MethodDelete, "/memory", "alice", ""); code != http.StatusNoContent {
 		t.Fatalf("forget all: %d %s", code, body)
 	}
-	drain(t, s)
+	s.Drained(t)
 	var left []string
 	for _, r := range s.AgentCore.Records(agentcoretest.MemoryID) {
 		left = append(left, r.Text)
@@ -349,10 +323,10 @@ func TestSessionRecreatedUnderItsID(t *testing.T) {
 	s := start(t, nil)
 	s.Model.Enqueue(conversetest.Text("Teal, noted."))
 	chat(t, s, "alice", "daily", "My favourite colour is teal.")
-	if code, body := call(t, s, http.MethodDelete, "/sessions/daily", "alice", ""); code != http.StatusNoContent {
+	if code, body := s.Call(http.MethodDelete, "/sessions/daily", "alice", ""); code != http.StatusNoContent {
 		t.Fatalf("DELETE /sessions/daily: %d %s", code, body)
 	}
-	drain(t, s)
+	s.Drained(t)
 	s.Model.Enqueue(conversetest.Text("Rust, noted."))
 	chat(t, s, "alice", "daily", "I write Rust.")
 	if got := texts(t, events(s, "alice", "daily")); strings.Join(got, "|") != "USER: I write Rust.|ASSISTANT: Rust, noted." {

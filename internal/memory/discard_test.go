@@ -27,11 +27,11 @@ func TestDiscardedMessagesLeaveMemory(t *testing.T) {
 	s := start(t, nil)
 	step := func(name, body string, status int, want ...string) {
 		t.Helper()
-		code, out := call(t, s, http.MethodPost, "/chat", "alice", body)
+		code, out := s.Call(http.MethodPost, "/chat", "alice", body)
 		if code != status {
 			t.Fatalf("%s: %d %s", name, code, out)
 		}
-		drain(t, s)
+		s.Drained(t)
 		if got := recordTexts(t, s, "alice"); !slices.Equal(got, want) {
 			t.Fatalf("after %s, memory holds %q, want %q", name, got, want)
 		}
@@ -57,10 +57,10 @@ func TestDiscardedMessagesLeaveMemory(t *testing.T) {
 	step("an edit", `{"session_id":"s","edit":{"from":0,"message":"I live in Nantes."}}`, 200, "The person lives in Nantes.")
 
 	// A rewind to the start discards it all.
-	if code, out := call(t, s, http.MethodPost, "/sessions/s/rewind", "alice", `{"to":0}`); code != http.StatusOK {
+	if code, out := s.Call(http.MethodPost, "/sessions/s/rewind", "alice", `{"to":0}`); code != http.StatusOK {
 		t.Fatalf("rewind: %d %s", code, out)
 	}
-	drain(t, s)
+	s.Drained(t)
 	if got := recordTexts(t, s, "alice"); len(got) != 0 {
 		t.Fatalf("after a rewind to 0, memory holds %q", got)
 	}
@@ -71,10 +71,10 @@ func TestDiscardedMessagesLeaveMemory(t *testing.T) {
 	learns(s, add("fact", "The person is a nurse."))
 	chat(t, s, "alice", "s", "I play chess.")
 	chat(t, s, "alice", "other", "I am a nurse.")
-	if code, out := call(t, s, http.MethodDelete, "/sessions/s", "alice", ""); code != http.StatusNoContent {
+	if code, out := s.Call(http.MethodDelete, "/sessions/s", "alice", ""); code != http.StatusNoContent {
 		t.Fatalf("delete: %d %s", code, out)
 	}
-	drain(t, s)
+	s.Drained(t)
 	if got := recordTexts(t, s, "alice"); !slices.Equal(got, []string{"The person is a nurse."}) {
 		t.Fatalf("after the session's delete, memory holds %q", got)
 	}

@@ -1,14 +1,12 @@
 package memory_test
 
 import (
-	"context"
 	"encoding/json"
 	"maps"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -31,39 +29,15 @@ func start(t *testing.T, env map[string]string) *testkit.Stack {
 	return testkit.Start(t, testkit.Options{Env: vars})
 }
 
-// call serves a request as the JWT subject sub ("" for anonymous) and
-// returns the status and body.
-func call(t *testing.T, s *testkit.Stack, method, path, sub, body string) (int, string) {
-	t.Helper()
-	r := httptest.NewRequest(method, path, strings.NewReader(body))
-	if body != "" {
-		r.Header.Set("Content-Type", "application/json")
-	}
-	w := s.Serve(testkit.As(r, sub))
-	return w.Code, w.Body.String()
-}
-
 // chat runs a turn, and waits until the memory function has handled its
 // commit.
 func chat(t *testing.T, s *testkit.Stack, sub, session, message string) {
 	t.Helper()
 	body, _ := json.Marshal(map[string]string{"session_id": session, "message": message})
-	if code, out := call(t, s, http.MethodPost, "/chat", sub, string(body)); code != http.StatusOK {
+	if code, out := s.Call(http.MethodPost, "/chat", sub, string(body)); code != http.StatusOK {
 		t.Fatalf("chat: %d %s", code, out)
 	}
-	drain(t, s)
-}
-
-func drain(t *testing.T, s *testkit.Stack) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
-	defer cancel()
-	if err := s.Stream.Drain(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if f := s.Stream.Failed(); len(f) > 0 {
-		t.Fatalf("%d stream records went to the on-failure destination; logs:\n%s", len(f), s.Logs)
-	}
+	s.Drained(t)
 }
 
 // learns scripts the extraction model's next answer: these operations.
@@ -78,7 +52,7 @@ func add(kind, text string) map[string]any {
 // records lists sub's memory.
 func records(t *testing.T, s *testkit.Stack, sub string) httpapi.MemoryResponse {
 	t.Helper()
-	code, body := call(t, s, http.MethodGet, "/memory", sub, "")
+	code, body := s.Call(http.MethodGet, "/memory", sub, "")
 	if code != http.StatusOK {
 		t.Fatalf("GET /memory: %d %s", code, body)
 	}
@@ -129,7 +103,7 @@ func TestMemoryAcrossSessions(t *testing.T) {
 	if !strings.Contains(text, memory.RecallDescription) || !strings.Contains(text, "favourite colour is teal") {
 		t.Errorf("the second session's request lacks the memory: %q", text)
 	}
-	if code, body := call(t, s, http.MethodGet, "/sessions/second", "alice", ""); code != http.StatusOK || strings.Contains(body, "teal") {
+	if code, body := s.Call(http.MethodGet, "/sessions/second", "alice", ""); code != http.StatusOK || strings.Contains(body, "teal") {
 		t.Errorf("the second session stores the recalled memory: %d %s", code, body)
 	}
 
@@ -157,7 +131,7 @@ func TestNoMemoryForOwnersThatAreNotOnePerson(t *testing.T) {
 	if got := records(t, s, ""); got.Enabled || len(got.Records) != 0 {
 		t.Errorf("anonymous memory: %+v", got)
 	}
-	if code, _ := call(t, s, http.MethodDelete, "/memory", "", ""); code != http.StatusNoContent {
+	if code, _ := s.Call(http.MethodDelete, "/memory", "", ""); code != http.StatusNoContent {
 		t.Errorf("DELETE /memory for anonymous: %d", code)
 	}
 }
@@ -209,12 +183,12 @@ func TestMemoryRoutes(t *testing.T) {
 	learns(s, add("fact", "The person is a nurse."), add("fact", "The person lives in Lyon."), add("preference", "The person likes short answers."))
 	chat(t, s, "alice", "a1", "I am a nurse in Lyon, and I like short answers.")
 
-	code, body := call(t, s, http.MethodGet, "/memory?limit=2", "alice", "")
+	code, body := s.Call(http.MethodGet, "/memory?limit=2", "alice", "")
 	var page httpapi.MemoryResponse
 	if code != http.StatusOK || json.Unmarshal([]byte(body), &page) != nil || len(page.Records) != 2 || page.NextCursor == "" {
 		t.Fatalf("the first page: %d %s", code, body)
 	}
-	code, body = call(t, s, http.MethodGet, "/memory?limit=2&cursor="+page.NextCursor, "alice", "")
+	code, body = s.Call(http.MethodGet, "/memory?limit=2&cursor="+page.NextCursor, "alice", "")
 	var rest httpapi.MemoryResponse
 	if code != http.StatusOK || json.Unmarshal([]byte(body), &rest) != nil || len(rest.Records) != 1 || rest.NextCursor != "" {
 		t.Fatalf("the second page: %d %s", code, body)
@@ -232,22 +206,22 @@ func TestMemoryRoutes(t *testing.T) {
 		{http.MethodDelete, "/memory/" + id, "alice", 204, ""},
 		{http.MethodDelete, "/memory/" + id, "alice", 404, "not_found"},
 	} {
-		code, body := call(t, s, c.method, c.path, c.sub, "")
+		code, body := s.Call(c.method, c.path, c.sub, "")
 		if code != c.status || (c.code != "" && !strings.Contains(body, `"code":"`+c.code+`"`)) {
 			t.Errorf("%s %s as %s: %d %s, want %d %s", c.method, c.path, c.sub, code, body, c.status, c.code)
 		}
 	}
-	code, body = call(t, s, http.MethodGet, "/memory/export", "alice", "")
+	code, body = s.Call(http.MethodGet, "/memory/export", "alice", "")
 	var export httpapi.MemoryExport
 	if code != http.StatusOK || json.Unmarshal([]byte(body), &export) != nil || export.Format != httpapi.MemoryFormat || len(export.Records) != 2 {
 		t.Fatalf("the export: %d %s", code, body)
 	}
 	// The session's export holds what the person said, never memory.
-	code, body = call(t, s, http.MethodGet, "/sessions/a1/export", "alice", "")
+	code, body = s.Call(http.MethodGet, "/sessions/a1/export", "alice", "")
 	if code != http.StatusOK || strings.Contains(body, export.Records[0].Text) || strings.Contains(body, memory.RecallDescription) {
 		t.Errorf("the session's export: %d %s", code, body)
 	}
-	if code, _ := call(t, s, http.MethodDelete, "/memory", "alice", ""); code != http.StatusNoContent {
+	if code, _ := s.Call(http.MethodDelete, "/memory", "alice", ""); code != http.StatusNoContent {
 		t.Fatalf("forget: %d", code)
 	}
 	if got := records(t, s, "alice"); len(got.Records) != 0 || !got.Enabled {
@@ -266,15 +240,15 @@ func TestRecallCostsOneQuery(t *testing.T) {
 		}
 		s.Model.Enqueue(conversetest.Text("Noted."), conversetest.Text("Teal."))
 		body := `{"session_id":"c1","message":"My favourite colour is teal."}`
-		if code, out := call(t, s, http.MethodPost, "/chat", sub, body); code != http.StatusOK {
+		if code, out := s.Call(http.MethodPost, "/chat", sub, body); code != http.StatusOK {
 			t.Fatalf("%d %s", code, out)
 		}
 		if s.Stream != nil {
-			drain(t, s)
+			s.Drained(t)
 		}
 		s.Meter.Take()
 		body = `{"session_id":"c1","message":"What is my favourite colour?"}`
-		if code, out := call(t, s, http.MethodPost, "/chat", sub, body); code != http.StatusOK {
+		if code, out := s.Call(http.MethodPost, "/chat", sub, body); code != http.StatusOK {
 			t.Fatalf("%d %s", code, out)
 		}
 		return s.Meter.Take().ByOperation
@@ -320,10 +294,10 @@ func TestSessionRecreatedUnderItsID(t *testing.T) {
 	s.Model.Enqueue(conversetest.Text("Teal, noted."))
 	learns(s, add("fact", "The person's favourite colour is teal."))
 	chat(t, s, "alice", "daily", "My favourite colour is teal.")
-	if code, body := call(t, s, http.MethodDelete, "/sessions/daily", "alice", ""); code != http.StatusNoContent {
+	if code, body := s.Call(http.MethodDelete, "/sessions/daily", "alice", ""); code != http.StatusNoContent {
 		t.Fatalf("DELETE /sessions/daily: %d %s", code, body)
 	}
-	drain(t, s)
+	s.Drained(t)
 	if got := records(t, s, "alice"); len(got.Records) != 0 {
 		t.Fatalf("alice's memory after the session's delete: %+v", got.Records)
 	}
@@ -346,7 +320,7 @@ func TestMemoryIsNotASession(t *testing.T) {
 	s.Model.Enqueue(conversetest.Text("Noted."))
 	learns(s, add("fact", "The person is a nurse."))
 	chat(t, s, "alice", "only", "I am a nurse.")
-	if code, _ := call(t, s, http.MethodDelete, "/memory", "alice", ""); code != http.StatusNoContent {
+	if code, _ := s.Call(http.MethodDelete, "/memory", "alice", ""); code != http.StatusNoContent {
 		t.Fatal("forget")
 	}
 	s.Model.Enqueue(conversetest.Text("Noted."))
@@ -372,7 +346,7 @@ func TestMemoryIsNotASession(t *testing.T) {
 	if kinds["f"] != 1 || kinds["r"] != 1 || kinds["x"] != 1 {
 		t.Errorf("memory items by kind of sort key: %v; want the marker, a record and a learned commit", kinds)
 	}
-	code, body := call(t, s, http.MethodGet, "/sessions", "alice", "")
+	code, body := s.Call(http.MethodGet, "/sessions", "alice", "")
 	if code != http.StatusOK || strings.Count(body, `"session_id"`) != 1 || strings.Contains(body, "mem#") {
 		t.Errorf("GET /sessions: %d %s", code, body)
 	}

@@ -1,8 +1,12 @@
 package testkit
 
 import (
+	"context"
 	"net/http"
 	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/lambda-agent/lambda-agent/internal/httpapi"
@@ -24,4 +28,30 @@ func (s *Stack) Serve(r *http.Request) *httptest.ResponseRecorder {
 	w := httptest.NewRecorder()
 	s.Handler.ServeHTTP(w, r)
 	return w
+}
+
+// Call serves a request as the JWT subject sub ("" for anonymous), with
+// body as JSON unless it is empty, and returns the status and body.
+func (s *Stack) Call(method, path, sub, body string) (int, string) {
+	r := httptest.NewRequest(method, path, strings.NewReader(body))
+	if body != "" {
+		r.Header.Set("Content-Type", "application/json")
+	}
+	w := s.Serve(As(r, sub))
+	return w.Code, w.Body.String()
+}
+
+// Drained waits until the memory function has handled every stream record
+// so far, and fails t if one went to the on-failure destination. It needs
+// a Stack with a Stream.
+func (s *Stack) Drained(t testing.TB) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	if err := s.Stream.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if f := s.Stream.Failed(); len(f) > 0 {
+		t.Fatalf("%d stream records went to the on-failure destination; logs:\n%s", len(f), s.Logs)
+	}
 }
