@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lambda-agent/lambda-agent/internal/agentcore"
+	"github.com/lambda-agent/lambda-agent/internal/testkit/agentcoretest"
 	"github.com/lambda-agent/lambda-agent/internal/testkit/conversetest"
 	"github.com/lambda-agent/lambda-agent/internal/testkit/dynamodbtest"
 )
@@ -27,6 +29,7 @@ var turnKinds = []struct {
 	{"delegating", delegatingTurn, map[string]string{"AGENTS": helperAgent}, false, false, ""},
 	{"remote agent (A2A)", remoteTurn, nil, false, true, ""},
 	{"with memory (a person's)", "Hello again", map[string]string{"MEMORY": "on"}, false, false, "bench-person"},
+	{"with AgentCore Memory (a person's)", "Hello again", map[string]string{"AGENTCORE_MEMORY_ID": agentcoretest.MemoryID}, false, false, "bench-person"},
 }
 
 // remoteTurn calls the remote agent once, over A2A: the session keeps the
@@ -90,7 +93,7 @@ func costs(ctx context.Context, cfg config, b *strings.Builder) error {
 	fmt.Fprintf(b, "### DynamoDB cost per turn\n\nAverages over %d turns of each kind, through the handler, counted on the wire by the client's transport (`dynamodbtest.Meter`). RCU is 1 per 4 KB read strongly consistently. WCU is 1 per KB written, doubled in a transaction. Every session has a window of 40 messages. A keyed turn sends a new `Idempotency-Key` each time. A turn of 150 messages is 74 calculator calls in a row (`MAX_CYCLES=80`), more than one transaction holds, so it is committed in parts. A summarizing turn uses `CONVERSATION_MANAGER=summarizing`, whose window summarizes past 40 messages. A delegating turn hands a calculation to a sub-agent (`AGENTS`), which calls the calculator: the turn reads the sub-agent's conversation, which the earlier turns on the session grew, with one Query more, and commits its four new messages and its conversation item in the turn's one transaction. A remote agent turn calls an agent over A2A (`A2A_AGENTS`, an a2a-go server in the bench process that answers at once): its tool result, and the remote context the session keeps in its state, are what it adds.\n\n", cfg.costTurns)
 	b.WriteString("| turn | stored messages | requests | sent | received | RCU | WCU |\n|---|---|---|---|---|---|---|\n")
 	plain := map[int]dynamodbtest.Usage{}
-	var memoryLine string
+	var memoryLine, agentCoreLine string
 	remote := startRemoteAgent()
 	defer remote.srv.Close()
 	var remoteTurns int64
@@ -109,6 +112,9 @@ func costs(ctx context.Context, cfg config, b *strings.Builder) error {
 			if s.MemoryModel != nil {
 				s.MemoryModel.Responder = learnOne
 			}
+			if s.AgentCore != nil {
+				remember(s, kind.person)
+			}
 			id := fmt.Sprintf("kind%d-%d", k, n)
 			err = s.fill(ctx, id, n)
 			key := func(i int) string {
@@ -121,15 +127,21 @@ func costs(ctx context.Context, cfg config, b *strings.Builder) error {
 				_, err = s.chatWithKey(ctx, id, kind.message, key(-1)) // warm up
 			}
 			s.Meter.Take()
+			recalls := agentCoreCalls(s, "RetrieveMemoryRecords")
 			for i := 0; err == nil && i < cfg.costTurns; i++ {
 				_, err = s.chatWithKey(ctx, id, kind.message, key(i))
 			}
 			u := s.Meter.Take()
+			recalls = agentCoreCalls(s, "RetrieveMemoryRecords") - recalls
 			if err == nil && s.Stream != nil {
-				learned, lerr := s.drainMemory(ctx, cfg.costTurns)
-				if lerr != nil {
+				learned, lerr := s.drainMemory(ctx, cfg.costTurns, recalls)
+				switch {
+				case lerr != nil:
 					err = lerr
-				} else if n == sizes[0] {
+				case n != sizes[0]:
+				case s.AgentCore != nil:
+					agentCoreLine = learned
+				default:
 					memoryLine = learned
 				}
 			}
@@ -163,9 +175,8 @@ func costs(ctx context.Context, cfg config, b *strings.Builder) error {
 		fmt.Fprintf(b, "The remote agent got **%.2f** HTTP requests per turn that called it (%d for %d turns, in %d stacks): one JSON-RPC `SendMessage` a turn, and the card once a stack, which init began to fetch.\n\n",
 			float64(remote.requests.Load())/float64(remoteTurns), remote.requests.Load(), remoteTurns, len(sizes))
 	}
-	if memoryLine != "" {
-		b.WriteString(memoryLine)
-	}
+	b.WriteString(memoryLine)
+	b.WriteString(agentCoreLine)
 	return baselineCosts(ctx, cfg, b, plain)
 }
 
@@ -177,9 +188,30 @@ func learnOne(r *conversetest.Request) conversetest.Reply {
 	})
 }
 
-// drainMemory waits until the memory function has learned from the turns
-// so far, and describes what it cost, per commit.
-func (s *stack) drainMemory(ctx context.Context, turns int) (string, error) {
+// remember gives person the records an AgentCore strategy would have
+// extracted: ten, which each turn's recall finds.
+func remember(s *stack, person string) {
+	for i := range 10 {
+		s.AgentCore.AddRecord(agentcoretest.MemoryID, agentcoretest.Record{
+			Namespaces: []string{"/users/" + agentcore.ActorID(person) + "/facts"},
+			Text:       fmt.Sprintf("The person says hello again, fact %d.", i),
+		})
+	}
+}
+
+// agentCoreCalls counts the stack's calls of op to AgentCore, if it has
+// AgentCore Memory.
+func agentCoreCalls(s *stack, op string) int {
+	if s.AgentCore == nil {
+		return 0
+	}
+	return s.AgentCore.Calls(op)
+}
+
+// drainMemory waits until the memory function has handled the turns so
+// far, and describes what it cost, per commit; recalls are the AgentCore
+// recalls of the turns measured.
+func (s *stack) drainMemory(ctx context.Context, turns, recalls int) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	if err := s.Stream.Drain(ctx); err != nil {
@@ -190,6 +222,11 @@ func (s *stack) drainMemory(ctx context.Context, turns int) (string, error) {
 	}
 	u := s.MemoryMeter.Take()
 	commits := float64(len(s.Stream.Delivered()))
+	if s.AgentCore != nil {
+		return fmt.Sprintf("With AgentCore Memory on, a person's turn makes the DynamoDB requests of a plain turn and **%.1f** `RetrieveMemoryRecords` call, which finds 10 records. The memory function, from the table's stream, made **%.1f** DynamoDB requests per commit (%.0f B sent, %.0f B received, %.1f RCU; the commit's messages read) and **%.1f** `CreateEvent` calls (%d commits, the warm-up's included): one per message with words.\n\n",
+			float64(recalls)/float64(turns), float64(u.Requests)/commits, float64(u.Sent)/commits, float64(u.Received)/commits, u.RCU/commits,
+			float64(s.AgentCore.Calls("CreateEvent"))/commits, int(commits)), nil
+	}
 	return fmt.Sprintf("With memory on, a person's turn makes one Query more than a plain turn: the recall of their records, %d of them by the last turn (each turn teaches one). The memory function, from the table's stream, made **%.1f** DynamoDB requests per commit (%.0f B sent, %.0f B received, %.1f RCU, %.1f WCU; %d commits, the warm-up's included) and one Converse call to the extraction model.\n\n",
 		turns+1, float64(u.Requests)/commits, float64(u.Sent)/commits, float64(u.Received)/commits, u.RCU/commits, u.WCU/commits, int(commits)), nil
 }
