@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -58,7 +59,7 @@ const maxRecordBytes = 1000
 // room. Memory is an aid: a recall that fails or takes longer than
 // Config.RecallTimeout gives the turn no memory rather than fail it.
 func (m *Memory) Provide(ctx context.Context, pv turn.Provision) ([]agent.ContextEntry, error) {
-	query := []rune(memory.Query(pv))
+	query := []rune(strings.TrimSpace(memory.Query(pv)))
 	if !m.Has(pv.Owner) || len(query) == 0 {
 		return nil, nil
 	}
