@@ -366,3 +366,24 @@ func TestDocsAreTheCode(t *testing.T) {
 		}
 	}
 }
+
+// TestSearchMemory: search_memory searches AgentCore under the turn's
+// owner's namespace path alone.
+func TestSearchMemory(t *testing.T) {
+	s := start(t, nil)
+	addRecord(s, "alice", "facts", "Her cat is called Miso.")
+	addRecord(s, "bob", "facts", "His cat is called Rex.")
+	s.Model.Enqueue(conversetest.ToolUse("m1", memory.SearchToolName, map[string]string{"query": "cat name"}))
+	s.Model.Enqueue(conversetest.Text("Miso."))
+	chat(t, s, "alice", "s1", "Hello there.")
+	reqs := s.Model.Requests()
+	result := reqs[len(reqs)-1].Messages
+	got := result[len(result)-1].Content[0].ToolResult
+	if got == nil {
+		t.Fatal("the last request does not answer the tool use")
+	}
+	raw, _ := json.Marshal(got)
+	if !strings.Contains(string(raw), "Miso") || strings.Contains(string(raw), "Rex") {
+		t.Errorf("search_memory for alice answered %s", raw)
+	}
+}

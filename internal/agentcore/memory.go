@@ -32,7 +32,10 @@ type Memory struct {
 	Logger *slog.Logger
 }
 
-var _ turn.Provider = (*Memory)(nil)
+var (
+	_ turn.Provider   = (*Memory)(nil)
+	_ memory.Searcher = (*Memory)(nil)
+)
 
 // New returns the Memory of cfg.MemoryID, for the owners that owners says
 // have memory.
@@ -59,21 +62,13 @@ const maxRecordBytes = 1000
 // room. Memory is an aid: a recall that fails or takes longer than
 // Config.RecallTimeout gives the turn no memory rather than fail it.
 func (m *Memory) Provide(ctx context.Context, pv turn.Provision) ([]agent.ContextEntry, error) {
-	query := []rune(strings.TrimSpace(memory.Query(pv)))
-	if !m.Has(pv.Owner) || len(query) == 0 {
+	query := memory.Query(pv)
+	if !m.Has(pv.Owner) || strings.TrimSpace(query) == "" {
 		return nil, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, m.cfg.RecallTimeout)
 	defer cancel()
-	out, err := m.client.RetrieveMemoryRecords(ctx, &bedrockagentcore.RetrieveMemoryRecordsInput{
-		MemoryId:      aws.String(m.cfg.MemoryID),
-		NamespacePath: aws.String(m.cfg.NamespacePath(pv.Owner)),
-		SearchCriteria: &types.SearchCriteria{
-			SearchQuery: aws.String(string(query[:min(len(query), maxSearchQuery)])),
-			TopK:        aws.Int32(int32(m.cfg.TopK)),
-		},
-		MaxResults: aws.Int32(int32(m.cfg.TopK)),
-	})
+	found, err := m.SearchRecalled(ctx, pv.Owner, query, m.cfg.TopK)
 	if err != nil {
 		cmp.Or(m.Logger, slog.Default()).WarnContext(ctx, "agentcore: recall failed; the turn goes on without memory",
 			"memory_id", m.cfg.MemoryID, "error", err.Error())
@@ -81,20 +76,48 @@ func (m *Memory) Provide(ctx context.Context, pv turn.Provision) ([]agent.Contex
 	}
 	var rs []memory.Recalled
 	size := 0
-	for _, s := range out.MemoryRecordSummaries {
-		r, ok := recordOf(s.MemoryRecordId, s.MemoryStrategyId, s.Content, s.CreatedAt)
-		if !ok {
-			continue
-		}
-		r.Text = agent.Clip(r.Text, maxRecordBytes)
+	for _, r := range found {
 		// As the built-in memory counts a record: its kind, its text and
 		// the rest of its JSON.
 		if size += len(r.Kind) + len(r.Text) + 47; size > m.cfg.RecallBytes {
 			break
 		}
-		rs = append(rs, memory.Recalled{Kind: r.Kind, Text: r.Text, Learned: r.UpdatedAt.Format(time.DateOnly)})
+		rs = append(rs, r)
 	}
 	return memory.Entry(rs, pv.Room), nil
+}
+
+// SearchRecalled returns up to n of owner's records relevant to query, most
+// relevant first, with one RetrieveMemoryRecords call under the owner's
+// namespace path, each record's text clipped: search_memory's search
+// (memory.SearchTool), and recall's.
+func (m *Memory) SearchRecalled(ctx context.Context, owner, query string, n int) ([]memory.Recalled, error) {
+	if !m.Has(owner) {
+		return nil, nil
+	}
+	q := []rune(strings.TrimSpace(query))
+	if len(q) == 0 {
+		return nil, nil
+	}
+	out, err := m.client.RetrieveMemoryRecords(ctx, &bedrockagentcore.RetrieveMemoryRecordsInput{
+		MemoryId:      aws.String(m.cfg.MemoryID),
+		NamespacePath: aws.String(m.cfg.NamespacePath(owner)),
+		SearchCriteria: &types.SearchCriteria{
+			SearchQuery: aws.String(string(q[:min(len(q), maxSearchQuery)])),
+			TopK:        aws.Int32(int32(n)),
+		},
+		MaxResults: aws.Int32(int32(n)),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("agentcore: retrieve records: %w", err)
+	}
+	var rs []memory.Recalled
+	for _, s := range out.MemoryRecordSummaries {
+		if r, ok := recordOf(s.MemoryRecordId, s.MemoryStrategyId, s.Content, s.CreatedAt); ok && m.owns(owner, s.Namespaces) {
+			rs = append(rs, memory.Recalled{Kind: r.Kind, Text: agent.Clip(r.Text, maxRecordBytes), Learned: r.UpdatedAt.Format(time.DateOnly)})
+		}
+	}
+	return rs, nil
 }
 
 // Committed does nothing: the memory function mirrors commits from the

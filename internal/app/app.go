@@ -113,7 +113,7 @@ func New(cfg *Config, converse bedrock.ConverseAPI, ddb ddbhistory.DynamoDBAPI, 
 	if err != nil {
 		return nil, err
 	}
-	a, err := newAgent(cfg, converse, opts, tracing, mem)
+	a, err := newAgent(cfg, converse, opts, tracing, mem, ac)
 	if err != nil {
 		return nil, err
 	}
@@ -330,7 +330,7 @@ type SchemaCompiler = func(json.RawMessage) (agent.Schema, error)
 // newAgent builds the agent from cfg, calling Bedrock through client, with
 // the retry policy and the logger of opts; tracing traces its model calls
 // and tool runs.
-func newAgent(cfg *Config, client bedrock.ConverseAPI, opts Options, tracing *telemetry.Tracing, mem *memory.Store) (*agent.Agent, error) {
+func newAgent(cfg *Config, client bedrock.ConverseAPI, opts Options, tracing *telemetry.Tracing, mem *memory.Store, ac *agentcore.Memory) (*agent.Agent, error) {
 	w := &wiring{cfg: cfg, client: client, opts: opts, tracing: tracing, models: map[string]agent.Model{}}
 	model, err := w.model(cfg.ModelID)
 	if err != nil {
@@ -412,8 +412,11 @@ func newAgent(cfg *Config, client bedrock.ConverseAPI, opts Options, tracing *te
 	mains := slices.DeleteFunc(slices.Clone(builtins), func(t agent.Tool) bool {
 		return slices.ContainsFunc(cfg.LambdaTools, func(lt remote.LambdaTool) bool { return lt.Agents != nil && lt.Name == t.Spec().Name })
 	})
-	if mem != nil {
+	switch {
+	case mem != nil:
 		mains = append(mains, memory.SearchTool(mem))
+	case ac != nil:
+		mains = append(mains, memory.SearchTool(ac))
 	}
 	return agent.New(agent.Config{
 		Model:                   model,
