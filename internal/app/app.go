@@ -120,6 +120,7 @@ func New(cfg *Config, converse bedrock.ConverseAPI, ddb ddbhistory.DynamoDBAPI, 
 	if mem != nil {
 		turnOpts = append(turnOpts, turn.WithProviders(&memory.Provider{Store: mem}))
 	}
+	turnOpts = append(turnOpts, auditOptions(cfg, store, opts)...)
 	turns, err := turn.New(traceStore(tracing, store, cfg.TableName), a, turnOpts...)
 	if err != nil {
 		return nil, err

@@ -140,6 +140,8 @@ type Config struct {
 	Tracing telemetry.TracingConfig
 	// Memory is the long-term memory's configuration (docs/memory.md).
 	Memory MemoryConfig
+	// Audit is the audit record's configuration (AUDIT, AUDIT_TTL_DAYS).
+	Audit AuditConfig
 }
 
 // MemoryConfig configures long-term memory (internal/memory).
@@ -317,6 +319,7 @@ func ConfigFromEnv(getenv func(string) string) (*Config, error) {
 		Description: p.text("A2A_DESCRIPTION", DefaultA2ADescription, maxA2ADescription),
 		PublicURL:   p.absoluteURL("A2A_PUBLIC_URL"),
 	}
+	c.Audit = auditConfig(p)
 	c.Memory = MemoryConfig{
 		Enabled:   p.choice("MEMORY", "off", "on", "off") == "on",
 		IAMOwners: p.boolean("MEMORY_IAM_OWNERS"),

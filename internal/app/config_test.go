@@ -27,6 +27,7 @@ func TestConfigFromEnvDefaults(t *testing.T) {
 		InterruptTTL: 24 * time.Hour, TrimTurns: 3, PromptCache: true, GuardrailRedactedInput: "[User input redacted.]",
 		FunctionName: "local", MetricsNamespace: "LambdaAgent", Tracing: telemetry.TracingConfig{ServiceName: "lambda-agent"},
 		A2A: A2AConfig{Name: DefaultA2AName, Description: DefaultA2ADescription}, Memory: MemoryConfig{TTLDays: 365},
+		Audit: AuditConfig{TTLDays: DefaultAuditTTLDays},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("defaults (-want +got):\n%s", diff)
@@ -52,6 +53,7 @@ func TestConfigFromEnvReadsEverything(t *testing.T) {
 		"A2A_NAME":        "support", "A2A_DESCRIPTION": "Answers support questions.", "A2A_PUBLIC_URL": "https://agents.example.com/support/a2a",
 		"MEMORY": "on", "MEMORY_IAM_OWNERS": "true", "MEMORY_MODEL_ID": "small", "MEMORY_TTL_DAYS": "0",
 		"MEMORY_KINDS": `[{"name":"fact","prompt":"Facts."},{"name":"style","prompt":"How to answer.","always":true}]`,
+		"AUDIT":        "on", "AUDIT_TTL_DAYS": "7",
 	}))
 	if err != nil {
 		t.Fatal(err)
@@ -68,6 +70,7 @@ func TestConfigFromEnvReadsEverything(t *testing.T) {
 		A2A:            A2AConfig{Name: "support", Description: "Answers support questions.", PublicURL: "https://agents.example.com/support/a2a"},
 		Memory: MemoryConfig{Enabled: true, IAMOwners: true, ModelID: "small", TTLDays: 0,
 			Kinds: []memory.Kind{{Name: "fact", Prompt: "Facts."}, {Name: "style", Prompt: "How to answer.", Always: true}}},
+		Audit: AuditConfig{Enabled: true, TTLDays: 7},
 		Tracing: telemetry.TracingConfig{
 			Endpoint: "http://localhost:4318/v1/traces", Headers: map[string]string{"x-api-key": "a b", "tenant": "7"},
 			Gzip: true, Timeout: 2500 * time.Millisecond, ServiceName: "chat-fn", CaptureContent: true,
