@@ -200,6 +200,18 @@ type Result struct {
 	// name in order, for the store to keep with the rest of the turn: see
 	// Conversation.Agents.
 	Agents []AgentTurn
+	// Redacted, when a guardrail blocked the turn's input, says what
+	// Messages holds redacted, so that the caller can scrub it from what
+	// else it kept of the turn, such as the audit record of its model
+	// calls; nil otherwise. It is never to be stored.
+	Redacted *Redaction
+}
+
+// Redaction is an input a guardrail blocked: its content, which the turn
+// replaced by Text (Config.RedactedInput).
+type Redaction struct {
+	Input []ContentBlock
+	Text  string
 }
 
 // Metrics describe the work of a turn.
@@ -393,6 +405,9 @@ type turn struct {
 	// answers are the person's answers to Askers' questions, by tool
 	// use, which a resume passes to Answered in place of a run.
 	answers map[string]string
+	// redacted is the input a guardrail's block made the turn redact
+	// (Result.Redacted).
+	redacted *Redaction
 }
 
 // send emits e when the turn streams.
@@ -464,6 +479,7 @@ func (t *turn) finish(stop StopReason, text string) *Result {
 		Window:     t.conv.Window,
 		State:      t.state.Snapshot(),
 		Agents:     t.agentTurns(),
+		Redacted:   t.redacted,
 	}
 }
 

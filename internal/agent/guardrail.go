@@ -18,6 +18,12 @@ func (t *turn) redactBlockedInput(g *GuardrailTrace) {
 	if t.input < 0 || (g != nil && !g.Input) {
 		return
 	}
+	t.redacted = &Redaction{Text: t.a.cfg.RedactedInput}
+	for _, b := range t.added[t.input].Content {
+		if b.ToolResult == nil {
+			t.redacted.Input = append(t.redacted.Input, b)
+		}
+	}
 	t.added[t.input] = redacted(t.added[t.input], t.a.cfg.RedactedInput)
 }
 

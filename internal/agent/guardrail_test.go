@@ -129,6 +129,9 @@ func TestGuardrailBlockedInputAfterATool(t *testing.T) {
 	if len(res.Messages) != 4 || res.Messages[1].ToolUses() == nil || res.Messages[2].Content[0].ToolResult == nil {
 		t.Fatalf("the tool use and its result are gone: %+v", res.Messages)
 	}
+	if diff := cmp.Diff(&agent.Redaction{Input: input("6*7, and something the guardrail blocks"), Text: agent.DefaultRedactedInput}, res.Redacted); diff != "" {
+		t.Errorf("Result.Redacted, the input to scrub elsewhere (-want +got):\n%s", diff)
+	}
 	next(t, conv, res)
 }
 

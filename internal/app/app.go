@@ -135,6 +135,7 @@ func New(cfg *Config, converse bedrock.ConverseAPI, ddb ddbhistory.DynamoDBAPI, 
 	if ac != nil {
 		turnOpts = append(turnOpts, turn.WithProviders(ac))
 	}
+	turnOpts = append(turnOpts, auditOptions(cfg, store, opts)...)
 	turns, err := turn.New(traceStore(tracing, store, cfg.TableName), a, turnOpts...)
 	if err != nil {
 		return nil, err

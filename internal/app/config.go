@@ -144,6 +144,8 @@ type Config struct {
 	// AgentCore is AgentCore Memory's, the alternative to Memory
 	// (docs/memory.md, "AgentCore Memory").
 	AgentCore AgentCoreConfig
+	// Audit is the audit record's configuration (AUDIT, AUDIT_TTL_DAYS).
+	Audit AuditConfig
 }
 
 // AgentCoreConfig configures AgentCore Memory (internal/agentcore). The
@@ -333,6 +335,7 @@ func ConfigFromEnv(getenv func(string) string) (*Config, error) {
 		Description: p.text("A2A_DESCRIPTION", DefaultA2ADescription, maxA2ADescription),
 		PublicURL:   p.absoluteURL("A2A_PUBLIC_URL"),
 	}
+	c.Audit = auditConfig(p)
 	c.Memory = MemoryConfig{
 		Enabled:   p.choice("MEMORY", "off", "on", "off") == "on",
 		IAMOwners: p.boolean("MEMORY_IAM_OWNERS"),

@@ -29,6 +29,7 @@ func TestConfigFromEnvDefaults(t *testing.T) {
 		FunctionName: "local", MetricsNamespace: "LambdaAgent", Tracing: telemetry.TracingConfig{ServiceName: "lambda-agent"},
 		A2A: A2AConfig{Name: DefaultA2AName, Description: DefaultA2ADescription}, Memory: MemoryConfig{TTLDays: 365},
 		AgentCore: AgentCoreConfig{Namespace: "/users/{actorId}"},
+		Audit:     AuditConfig{TTLDays: DefaultAuditTTLDays},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("defaults (-want +got):\n%s", diff)
@@ -55,6 +56,7 @@ func TestConfigFromEnvReadsEverything(t *testing.T) {
 		"MEMORY": "on", "MEMORY_IAM_OWNERS": "true", "MEMORY_MODEL_ID": "small", "MEMORY_TTL_DAYS": "0",
 		"MEMORY_KINDS":        `[{"name":"fact","prompt":"Facts."},{"name":"style","prompt":"How to answer.","always":true}]`,
 		"AGENTCORE_NAMESPACE": "/teams/support/{actorId}",
+		"AUDIT":               "on", "AUDIT_TTL_DAYS": "7",
 	}))
 	if err != nil {
 		t.Fatal(err)
@@ -72,6 +74,7 @@ func TestConfigFromEnvReadsEverything(t *testing.T) {
 		Memory: MemoryConfig{Enabled: true, IAMOwners: true, ModelID: "small", TTLDays: 0,
 			Kinds: []memory.Kind{{Name: "fact", Prompt: "Facts."}, {Name: "style", Prompt: "How to answer.", Always: true}}},
 		AgentCore: AgentCoreConfig{Namespace: "/teams/support/{actorId}"},
+		Audit:     AuditConfig{Enabled: true, TTLDays: 7},
 		Tracing: telemetry.TracingConfig{
 			Endpoint: "http://localhost:4318/v1/traces", Headers: map[string]string{"x-api-key": "a b", "tenant": "7"},
 			Gzip: true, Timeout: 2500 * time.Millisecond, ServiceName: "chat-fn", CaptureContent: true,

@@ -172,6 +172,8 @@ func Run(ctx context.Context, opts Options) error {
 			return getenv(k)
 		case "OTEL_SERVICE_NAME":
 			return env(k, "lambda-agent-local")
+		case "AUDIT": // what the model saw, for each answer: docs/audit.md
+			return env(k, "on")
 		case "AWS_REGION": // the Region of the calls, whose ARNs ADDITIONAL_MODEL_ARNS lists
 			return awsCfg.Region
 		case "MEMORY":

@@ -56,7 +56,7 @@ func statusOf(code string) int {
 		return http.StatusBadRequest
 	case "unauthorized":
 		return http.StatusUnauthorized
-	case "not_found", "no_route", "unknown_tool", "unknown_agent", "import_not_found":
+	case "not_found", "no_route", "unknown_tool", "unknown_agent", "import_not_found", "audit_off":
 		return http.StatusNotFound
 	case "method_not_allowed":
 		return http.StatusMethodNotAllowed
@@ -94,6 +94,8 @@ func errorFor(err error) *Error {
 		return e
 	}
 	switch {
+	case errors.Is(err, turn.ErrAuditOff):
+		return &Error{Code: "audit_off", Message: "this deployment keeps no audit record of its model calls: set AUDIT=on to keep one", err: err}
 	case errors.Is(err, turn.ErrKeyReused):
 		return &Error{Code: "idempotency_key_reused", Message: "this Idempotency-Key was used for a different request; use a new key for a new request", err: err}
 	case errors.Is(err, turn.ErrInProgress):

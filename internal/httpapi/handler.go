@@ -16,6 +16,7 @@ import (
 
 	"github.com/lambda-agent/lambda-agent/internal/a2a"
 	"github.com/lambda-agent/lambda-agent/internal/agent"
+	"github.com/lambda-agent/lambda-agent/internal/ddbhistory"
 	"github.com/lambda-agent/lambda-agent/internal/telemetry"
 	"github.com/lambda-agent/lambda-agent/internal/turn"
 )
@@ -37,6 +38,8 @@ type Service interface {
 	List(ctx context.Context, owner, cursor string, limit int) (*turn.SessionList, error)
 	Delete(ctx context.Context, owner, id string) error
 	Cancel(ctx context.Context, c turn.Cancel) (*turn.Outcome[turn.ChatAnswer], error)
+	Audit(ctx context.Context, owner, id, cursor string, limit, budget int) (*turn.AuditPage, error)
+	AuditRecord(ctx context.Context, owner, id, record string) (*ddbhistory.AuditRecord, error)
 }
 
 var _ Service = (*turn.Service)(nil)
@@ -154,6 +157,8 @@ func New(cfg Config) (*Handler, error) {
 		h.handle(RouteImportSession, h.importSession)
 		h.handle(RouteImportPage, h.importPage)
 		h.handle(RouteRewind, h.rewind)
+		h.handle(RouteAudit, h.getAudit)
+		h.handle(RouteAuditRecord, h.getAuditRecord)
 		h.handle(RouteListMemory, h.listMemory)
 		h.handle(RouteExportMemory, h.exportMemory)
 		h.handle(RouteDeleteRecord, h.deleteRecord)

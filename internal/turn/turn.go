@@ -138,6 +138,8 @@ type Service struct {
 	docs   documentChecks
 	// providers take part in every chat turn (Provider).
 	providers []Provider
+	// audit, when set, keeps the audit record (WithAudit).
+	audit *AuditConfig
 }
 
 // New returns a Service that runs turns with a and keeps sessions in store.
@@ -430,7 +432,19 @@ func run[A any](ctx context.Context, s *Service, req Request, j job[A]) (*Outcom
 		}
 	}
 	sess.Conversation.Agents = s.agentLoader(sess)
-	out, err := commitRun(ctx, storeCtx, s, sess, hold, j)
+	ctx, audited := s.startAudit(ctx)
+	if audited != nil {
+		audited.base, audited.at = sess.Version, sess.Count
+	}
+	var ended outcomeOf
+	out, err := commitRun(ctx, storeCtx, s, sess, hold, j, &ended)
+	defer func() {
+		if err == nil {
+			s.saveAudit(ctx, sess, audited, &ended, ended.rewound)
+		} else {
+			s.saveAudit(ctx, sess, audited, nil, false)
+		}
+	}()
 	if err != nil && !errors.Is(err, ddbhistory.ErrOutcomeUnknown) {
 		// Free the key of a turn that did not commit, so that a retry need
 		// not wait for the hold to expire. A turn that may be stored keeps
@@ -449,8 +463,18 @@ func run[A any](ctx context.Context, s *Service, req Request, j job[A]) (*Outcom
 	return out, err
 }
 
-// commitRun runs the turn on sess and commits it with hold.
-func commitRun[A any](ctx, storeCtx context.Context, s *Service, sess *ddbhistory.Session, hold *ddbhistory.Hold, j job[A]) (*Outcome[A], error) {
+// outcomeOf is what the audit record needs of a committed turn: where
+// its first message is, whether it rewound the session, and what its
+// guardrail made it redact.
+type outcomeOf struct {
+	first    int
+	rewound  bool
+	redacted *agent.Redaction
+}
+
+// commitRun runs the turn on sess and commits it with hold, and, once it
+// is committed, says so in ended.
+func commitRun[A any](ctx, storeCtx context.Context, s *Service, sess *ddbhistory.Session, hold *ddbhistory.Hold, j job[A], ended *outcomeOf) (*Outcome[A], error) {
 	d, err := j.run(ctx, storeCtx, sess)
 	if err != nil {
 		return nil, err
@@ -480,6 +504,7 @@ func commitRun[A any](ctx, storeCtx context.Context, s *Service, sess *ddbhistor
 		return nil, &CommitError{Result: d.Result, Err: err}
 	}
 	s.committed(ctx, sess.Key, at, t.Messages)
+	*ended = outcomeOf{first: first, rewound: d.Rewind, redacted: d.Result.Redacted}
 	return &Outcome[A]{Answer: d.Answer, Result: d.Result, First: first}, nil
 }
 

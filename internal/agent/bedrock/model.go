@@ -88,6 +88,14 @@ func (m *Model) Converse(ctx context.Context, req *agent.ModelRequest) (*agent.M
 	if err != nil {
 		return nil, &agent.ModelError{Kind: agent.KindInvalid, Message: err.Error(), Err: err}
 	}
+	start := time.Now()
+	resp, err := m.converse(ctx, in)
+	m.record(ctx, in, false, start, resp, err)
+	return resp, err
+}
+
+// converse makes the call of Converse.
+func (m *Model) converse(ctx context.Context, in *bedrockruntime.ConverseInput) (*agent.ModelResponse, error) {
 	out, err := m.client.Converse(ctx, in, func(o *bedrockruntime.Options) { o.Retryer = aws.NopRetryer{} })
 	if err != nil {
 		if ctx.Err() != nil {

@@ -23,6 +23,14 @@ func (m *Model) ConverseStream(ctx context.Context, req *agent.ModelRequest, emi
 	if err != nil {
 		return nil, &agent.ModelError{Kind: agent.KindInvalid, Message: err.Error(), Err: err}
 	}
+	start := time.Now()
+	resp, err := m.converseStream(ctx, in, emit)
+	m.record(ctx, in, true, start, resp, err)
+	return resp, err
+}
+
+// converseStream makes the call of ConverseStream.
+func (m *Model) converseStream(ctx context.Context, in *bedrockruntime.ConverseInput, emit func(agent.Delta)) (*agent.ModelResponse, error) {
 	out, err := m.client.ConverseStream(ctx, streamInput(in), func(o *bedrockruntime.Options) {
 		o.Retryer = aws.NopRetryer{}
 		// The client's protocol holds one event-stream decoder, with its
