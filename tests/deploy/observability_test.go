@@ -77,17 +77,19 @@ func TestObservabilityParameters(t *testing.T) {
 		{
 			name:    "MetricsNamespace",
 			def:     "LambdaAgent",
-			allowed: []string{"LambdaAgent", "My/Agent", "a.b_c#d:e-f", "AWS", "AWSAgent", "My/AWS/x", strings.Repeat("n", 128)},
+			allowed: []string{"LambdaAgent", "My/Agent", "a.b_c#d:e-f", "AWS", "AWSAgent", "My/AWS/x", strings.Repeat("n", 64)},
 			// AWS/ is reserved for AWS's namespaces. CloudWatch takes 255
-			// characters, the template 128, to keep the functions'
+			// characters, the template 64, to keep the functions'
 			// variables within Lambda's 4 KB (TestEnvironmentFitsLambda).
-			forbidden: []string{"", "AWS/Lambda", "AWS/", "my agent", "agent*", "ågent", strings.Repeat("n", 129)},
+			forbidden: []string{"", "AWS/Lambda", "AWS/", "my agent", "agent*", "ågent", strings.Repeat("n", 65)},
 		},
 		{name: "Tracing", def: "Disabled", allowed: []string{"Active", "Disabled"}, forbidden: []string{"PassThrough", "", "active"}},
 		{
-			name:      "OtlpEndpoint",
-			allowed:   []string{"", "http://localhost:4318", "https://otlp.example.com:4318/agent"},
-			forbidden: []string{"localhost:4318", "grpc://localhost:4317", "http://", "http://a b"},
+			name:    "OtlpEndpoint",
+			allowed: []string{"", "http://localhost:4318", "https://otlp.example.com:4318/agent", "https://" + strings.Repeat("o", 56)},
+			// 64 characters, to keep the functions' variables within
+			// Lambda's 4 KB (TestEnvironmentFitsLambda).
+			forbidden: []string{"localhost:4318", "grpc://localhost:4317", "http://", "http://a b", "https://" + strings.Repeat("o", 57)},
 		},
 		{
 			name:      "CollectorLayerArn",
