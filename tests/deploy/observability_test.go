@@ -827,8 +827,8 @@ func TestAlarms(t *testing.T) {
 			}
 		})
 	}
-	// With memory on, a record left in the memory function's on-failure
-	// queue sets off an alarm of its own.
+	// With either memory, a record left in the memory function's
+	// on-failure queue sets off an alarm of its own.
 	t.Run("MemoryFailuresAlarm", func(t *testing.T) {
 		a := tp.Resources["MemoryFailuresAlarm"]
 		got := map[string]any{"Condition": a.Condition}
@@ -836,7 +836,7 @@ func TestAlarms(t *testing.T) {
 			got[k] = a.Properties[k]
 		}
 		want := map[string]any{
-			"Condition": "MemoryOn", "Namespace": "AWS/SQS", "MetricName": "ApproximateNumberOfMessagesVisible",
+			"Condition": "MemoryFunctionOn", "Namespace": "AWS/SQS", "MetricName": "ApproximateNumberOfMessagesVisible",
 			"Statistic": "Maximum", "Period": "300", "EvaluationPeriods": "1", "DatapointsToAlarm": "1",
 			"ComparisonOperator": "GreaterThanOrEqualToThreshold", "Threshold": "1", "TreatMissingData": "notBreaching",
 			"Dimensions": []any{map[string]any{"Name": "QueueName", "Value": map[string]any{"Fn::GetAtt": []any{"MemoryFailureQueue", "QueueName"}}}},
@@ -844,7 +844,7 @@ func TestAlarms(t *testing.T) {
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Errorf("(-want +got):\n%s", diff)
 		}
-		if q := tp.Resources["MemoryFailureQueue"]; q.Type != "AWS::SQS::Queue" || q.Condition != "MemoryOn" {
+		if q := tp.Resources["MemoryFailureQueue"]; q.Type != "AWS::SQS::Queue" || q.Condition != "MemoryFunctionOn" {
 			t.Errorf("the queue the alarm watches: %+v", q)
 		}
 	})
