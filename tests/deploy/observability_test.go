@@ -36,6 +36,8 @@ var emfMetrics = map[string][]string{
 	"ErrorCode,FunctionName,Model": {"Errors"},
 	"FunctionName,Model,ToolName":  {"ToolCalls", "ToolErrors", "ToolDuration"},
 	"AgentName,FunctionName,Model": {"InputTokens", "OutputTokens", "CacheReadTokens", "CacheWriteTokens", "EstimatedCost"},
+	// The memory function's, one line per batch of stream records.
+	"FunctionName": {"StreamRecords", "StreamRecordsFailed", "AgentCoreEvents", "AgentCoreEventsDeleted", "AgentCoreRecordsDeleted"},
 }
 
 // lambdaMetrics are the AWS/Lambda metrics they may read, with the
