@@ -23,8 +23,8 @@ var memoryResources = []string{memoryFunction, "MemoryRole", "MemoryStream", "Me
 
 // memoryEnvVars are exactly the memory function's variables: what
 // extraction reads (the table, the models it may call, memory's settings),
-// what the mirror into AgentCore Memory reads, and the SDK's DynamoDB
-// endpoint for sam local.
+// what the mirror into AgentCore Memory reads, the namespace of its
+// metrics, and the SDK's DynamoDB endpoint for sam local.
 var memoryEnvVars = []string{
 	"TABLE_NAME",
 	"MODEL_ID",
@@ -36,6 +36,7 @@ var memoryEnvVars = []string{
 	"MEMORY_TTL_DAYS",
 	"AGENTCORE_MEMORY_ID",
 	"AGENTCORE_NAMESPACE",
+	"METRICS_NAMESPACE",
 	"AWS_ENDPOINT_URL_DYNAMODB",
 }
 
@@ -110,7 +111,7 @@ func TestMemoryFunction(t *testing.T) {
 	if diff := cmp.Diff(slices.Sorted(slices.Values(memoryEnvVars)), slices.Sorted(maps.Keys(vars))); diff != "" {
 		t.Errorf("%s: environment variables (-want +got):\n%s", memoryFunction, diff)
 	}
-	for k, v := range map[string]any{"TABLE_NAME": ref(tableID), "MODEL_ID": ref("ModelId"), "AWS_ENDPOINT_URL_DYNAMODB": ""} {
+	for k, v := range map[string]any{"TABLE_NAME": ref(tableID), "MODEL_ID": ref("ModelId"), "METRICS_NAMESPACE": ref("MetricsNamespace"), "AWS_ENDPOINT_URL_DYNAMODB": ""} {
 		if diff := cmp.Diff(v, vars[k]); diff != "" {
 			t.Errorf("%s: %s (-want +got):\n%s", memoryFunction, k, diff)
 		}
