@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/lambda-agent/lambda-agent/internal/agentcore"
 )
 
 // agentCoreMemoryArn is the one AgentCore Memory the functions may use, as
@@ -17,67 +19,81 @@ const agentCoreMemoryArn = "arn:${AWS::Partition}:bedrock-agentcore:${AWS::Regio
 
 // TestAgentCoreParameters: AgentCoreMemoryId takes a memory's id, and
 // nothing else, not even its ARN, or nothing; AgentCoreNamespace a
-// namespace path with {actorId} once. Whatever they accept, the
-// functions' configuration accepts too. Both sit with the built-in
-// memory's parameters.
+// namespace path with {actorId} once. They agree with the functions'
+// checks (agentcore.CheckMemoryID and CheckNamespace), except that they
+// bound the length, for Lambda's 4 KB: whatever they accept, the functions
+// accept at init, and what the functions refuse they refuse at deploy.
+// Both sit with the built-in memory's parameters.
 func TestAgentCoreParameters(t *testing.T) {
 	tp := loadTemplate(t)
 	id, ns := tp.Parameters["AgentCoreMemoryId"], tp.Parameters["AgentCoreNamespace"]
 	if id.Default == nil || *id.Default != "" {
 		t.Errorf("AgentCoreMemoryId's default = %v, want empty: AgentCore Memory is asked for by name", id.Default)
 	}
-	if ns.Default == nil || *ns.Default != "/users/{actorId}" {
-		t.Errorf("AgentCoreNamespace's default = %v, want /users/{actorId}", ns.Default)
+	if ns.Default == nil || *ns.Default != agentcore.DefaultNamespace {
+		t.Errorf("AgentCoreNamespace's default = %v, want agentcore.DefaultNamespace, %s", ns.Default, agentcore.DefaultNamespace)
 	}
 	name48 := "m" + strings.Repeat("_", 47) // AWS::BedrockAgentCore::Memory's longest Name
 	for _, tt := range []struct {
-		value string
-		ok    bool
+		value    string
+		ok, goOK bool // the template accepts it; agentcore.CheckMemoryID does
 	}{
-		{"", true},
-		{agentCoreID, true},
-		{"my_agent_memory-AbCdE01234", true},
-		{"m-0123456789", true},
-		{name48 + "-AbCdE01234", true},
-		{"arn:aws:bedrock-agentcore:eu-west-1:123456789012:memory/" + agentCoreID, false},
-		{"lambdaagent", false},
-		{"lambdaagent-AbCdE0123", false},   // a suffix of 9
-		{"lambdaagent-AbCdE012345", false}, // of 11, with no hyphen before its last 10
-		{"lambdaagent_AbCdE01234", false},
-		{"-AbCdE01234", false},
-		{"1lambdaagent-AbCdE01234", false},
-		{"lambda agent-AbCdE01234", false},
-		{" " + agentCoreID, false},
-		{name48 + "x-AbCdE01234", false}, // past MaxLength
+		{"", true, false}, // off
+		{agentCoreID, true, true},
+		{"my_agent_memory-AbCdE01234", true, true},
+		{"m-0123456789", true, true},
+		{name48 + "-AbCdE01234", true, true},
+		{name48 + "x-AbCdE01234", false, true}, // past MaxLength, which no memory's name reaches
+		{"arn:aws:bedrock-agentcore:eu-west-1:123456789012:memory/" + agentCoreID, false, false},
+		{"lambdaagent", false, false},
+		{"lambdaagent-AbCdE0123", false, false},   // a suffix of 9
+		{"lambdaagent_AbCdE01234", false, false},  // no hyphen before the suffix
+		{"lambdaagent-AbCdE01234-", false, false}, // a hyphen at the end
+		{"-AbCdE01234", false, false},
+		{"1lambdaagent-AbCdE01234", false, false},
+		{"lambda agent-AbCdE01234", false, false},
+		{" " + agentCoreID, false, false},
 	} {
 		if got := id.allowed(t, tt.value); got != tt.ok {
 			t.Errorf("AgentCoreMemoryId allows %q: %v, want %v", tt.value, got, tt.ok)
 		}
+		if tt.value == "" {
+			continue // off: the functions check no id
+		}
+		if got := agentcore.CheckMemoryID(tt.value) == nil; got != tt.goOK {
+			t.Errorf("agentcore.CheckMemoryID(%q) accepts: %v, want %v", tt.value, got, tt.goOK)
+		}
 	}
 	for _, tt := range []struct {
-		value string
-		ok    bool
+		value    string
+		ok, goOK bool // the template accepts it; agentcore.CheckNamespace does
 	}{
-		{"/users/{actorId}", true},
-		{"/users/{actorId}/", true},
-		{"/{actorId}", true},
-		{"/actor/{actorId}/facts", true},
-		{"/tenants/acme-eu/users/{actorId}", true},
-		{"/" + strings.Repeat("n", 37) + "/{actorId}", true}, // 48 characters
-		{"/" + strings.Repeat("n", 38) + "/{actorId}", false},
-		{"", false},
-		{"/users", false},
-		{"/users/{actorid}", false},
-		{"users/{actorId}", false},
-		{"/users/{actorId}/{actorId}", false},
-		{"/users/{actorId}/{sessionId}", false},
-		{"/strategies/{memoryStrategyId}/actors/{actorId}", false},
-		{"/users/{sessionId}", false},
-		{"/users/ {actorId}", false},
-		{"/users/{actorId}\n", false},
+		{"/users/{actorId}", true, true},
+		{"/users/{actorId}/", true, true},
+		{"/{actorId}", true, true},
+		{"/actor/{actorId}/facts", true, true},
+		{"/tenants/acme-eu/users/{actorId}", true, true},
+		{"/" + strings.Repeat("n", 37) + "/{actorId}", true, true},  // 48 characters
+		{"/" + strings.Repeat("n", 38) + "/{actorId}", false, true}, // past MaxLength
+		{"", false, true},                                           // empty: the functions' default
+		{"/users", false, false},
+		{"/users/{actorid}", false, false},
+		{"users/{actorId}", false, false},
+		{"/users/{actorId}/{actorId}", false, false},
+		{"/users/{actorId}/{sessionId}", false, false},
+		{"/strategies/{memoryStrategyId}/actors/{actorId}", false, false},
+		{"/users/{sessionId}", false, false},
+		{"/users/ {actorId}", false, false},
+		{"/users/{actorId}\n", false, false},
 	} {
 		if got := ns.allowed(t, tt.value); got != tt.ok {
 			t.Errorf("AgentCoreNamespace allows %q: %v, want %v", tt.value, got, tt.ok)
+		}
+		if tt.value == "" {
+			continue // ConfigFromEnv reads it as the default
+		}
+		if got := agentcore.CheckNamespace(tt.value) == nil; got != tt.goOK {
+			t.Errorf("agentcore.CheckNamespace(%q) accepts: %v, want %v", tt.value, got, tt.goOK)
 		}
 	}
 
@@ -88,8 +104,13 @@ func TestAgentCoreParameters(t *testing.T) {
 			r := newResolver(t, tp, map[string]string{"AgentCoreMemoryId": v, "AgentCoreNamespace": n})
 			r.deployable(t)
 			for _, fn := range append(slices.Sorted(maps.Keys(functions)), memoryFunction) {
-				if _, _, err := readConfig(r.environment(t, fn)); err != nil {
+				c, _, err := readConfig(r.environment(t, fn))
+				if err != nil {
 					t.Errorf("AgentCoreMemoryId=%q AgentCoreNamespace=%q: %s's configuration says: %v", v, n, fn, err)
+					continue
+				}
+				if c.AgentCore.MemoryID != v || c.AgentCore.Namespace != n {
+					t.Errorf("%s's configuration: AgentCore %+v, want %s under %s", fn, c.AgentCore, v, n)
 				}
 			}
 		}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/lambda-agent/lambda-agent/internal/agentcore"
 	"github.com/lambda-agent/lambda-agent/internal/app"
 )
 
@@ -478,8 +479,8 @@ func TestConfigReadsTemplate(t *testing.T) {
 			name:      "AgentCore Memory",
 			overrides: map[string]string{"AgentCoreMemoryId": agentCoreID},
 			check: func(t *testing.T, c *app.Config) {
-				if c.Memory.Enabled {
-					t.Errorf("memory = %+v beside AgentCore Memory", c.Memory)
+				if c.Memory.Enabled || c.AgentCore.MemoryID != agentCoreID || c.AgentCore.Namespace != agentcore.DefaultNamespace {
+					t.Errorf("memory = %+v, AgentCore = %+v", c.Memory, c.AgentCore)
 				}
 			},
 		},
@@ -489,6 +490,11 @@ func TestConfigReadsTemplate(t *testing.T) {
 				"AgentCoreMemoryId":  agentCoreID,
 				"AgentCoreNamespace": "/tenants/acme/users/{actorId}/",
 				"MemoryForIamOwners": "true",
+			},
+			check: func(t *testing.T, c *app.Config) {
+				if c.Memory.Enabled || !c.Memory.IAMOwners || c.AgentCore.Namespace != "/tenants/acme/users/{actorId}/" {
+					t.Errorf("memory = %+v, AgentCore = %+v", c.Memory, c.AgentCore)
+				}
 			},
 		},
 	}
