@@ -32,8 +32,11 @@ type tmpl struct {
 		Function map[string]any
 	}
 	Resources map[string]resource
-	Outputs   map[string]struct{ Value any }
-	Metadata  struct {
+	Outputs   map[string]struct {
+		Condition string
+		Value     any
+	}
+	Metadata struct {
 		Interface struct {
 			ParameterGroups []struct {
 				Parameters []string

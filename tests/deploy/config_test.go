@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/lambda-agent/lambda-agent/internal/agentcore"
 	"github.com/lambda-agent/lambda-agent/internal/app"
 )
 
@@ -472,6 +473,30 @@ func TestConfigReadsTemplate(t *testing.T) {
 				}
 			},
 		},
+		// AgentCore Memory instead of the built-in memory: the memory
+		// function mirrors, the others recall from AgentCore.
+		{
+			name:      "AgentCore Memory",
+			overrides: map[string]string{"AgentCoreMemoryId": agentCoreID},
+			check: func(t *testing.T, c *app.Config) {
+				if c.Memory.Enabled || c.AgentCore.MemoryID != agentCoreID || c.AgentCore.Namespace != agentcore.DefaultNamespace {
+					t.Errorf("memory = %+v, AgentCore = %+v", c.Memory, c.AgentCore)
+				}
+			},
+		},
+		{
+			name: "AgentCore Memory, everything",
+			overrides: map[string]string{
+				"AgentCoreMemoryId":  agentCoreID,
+				"AgentCoreNamespace": "/tenants/acme/users/{actorId}/",
+				"MemoryForIamOwners": "true",
+			},
+			check: func(t *testing.T, c *app.Config) {
+				if c.Memory.Enabled || !c.Memory.IAMOwners || c.AgentCore.Namespace != "/tenants/acme/users/{actorId}/" {
+					t.Errorf("memory = %+v, AgentCore = %+v", c.Memory, c.AgentCore)
+				}
+			},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -517,10 +542,10 @@ var extractionOnly = []string{"MEMORY_KINDS", "MEMORY_MODEL_ID", "MEMORY_TTL_DAY
 
 // checkMemoryFunctionConfig feeds the memory function's environment, when
 // the deployment has the function, to its configuration, which the
-// function reads whole: it must be valid, every variable set must be one
-// it reads, and every variable it shares with the chat function must have
-// the chat function's value, so that both see one table, one model and
-// one memory.
+// function reads whole: it must be valid and name a memory, the built-in
+// one or AgentCore Memory, every variable set must be one it reads, and
+// every variable it shares with the chat function must have the chat
+// function's value, so that both see one table, one model and one memory.
 func checkMemoryFunctionConfig(t *testing.T, r *resolver) {
 	t.Helper()
 	if exists, err := r.exists(memoryFunction); err != nil || !exists {
@@ -534,8 +559,8 @@ func checkMemoryFunctionConfig(t *testing.T, r *resolver) {
 	if err != nil {
 		t.Fatalf("%s: %v", memoryFunction, err)
 	}
-	if !c.Memory.Enabled {
-		t.Errorf("%s: MEMORY = %q", memoryFunction, env["MEMORY"])
+	if !c.Memory.Enabled && env["AGENTCORE_MEMORY_ID"] == "" {
+		t.Errorf("%s: MEMORY = %q and no AGENTCORE_MEMORY_ID", memoryFunction, env["MEMORY"])
 	}
 	chat := r.environment(t, "ChatFunction")
 	for k, v := range env {
@@ -566,10 +591,11 @@ func TestConfigAcceptsAllowedValues(t *testing.T) {
 			if !p.allowed(t, v) || (p.Type == "Number" && !numberInRange(p, v)) {
 				continue
 			}
-			// Each value with memory off and on: on, the memory
-			// function reads the memory parameters too.
-			for _, memory := range []string{"off", "on"} {
-				overrides := map[string]string{"Memory": memory}
+			// Each value with memory off, on, and AgentCore Memory's:
+			// with either memory, the memory function reads the memory
+			// parameters too.
+			for _, m := range memorySetups {
+				overrides := maps.Clone(m.params)
 				overrides[name] = v
 				r := newResolver(t, tp, overrides)
 				// A value that the Rules allow only beside others (a

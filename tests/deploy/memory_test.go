@@ -16,14 +16,15 @@ import (
 )
 
 // The memory function, a plain AWS::Lambda::Function (see the template),
-// and the resources that exist with it, with Memory on.
+// and the resources that exist with it, with Memory on or AgentCore Memory.
 const memoryFunction = "MemoryFunction"
 
 var memoryResources = []string{memoryFunction, "MemoryRole", "MemoryStream", "MemoryFailureQueue", "MemoryLogGroup"}
 
 // memoryEnvVars are exactly the memory function's variables: what
-// extraction reads (the table, the models it may call, memory's settings)
-// and the SDK's DynamoDB endpoint for sam local.
+// extraction reads (the table, the models it may call, memory's settings),
+// what the mirror into AgentCore Memory reads, the namespace of its
+// metrics, and the SDK's DynamoDB endpoint for sam local.
 var memoryEnvVars = []string{
 	"TABLE_NAME",
 	"MODEL_ID",
@@ -33,19 +34,40 @@ var memoryEnvVars = []string{
 	"MEMORY_MODEL_ID",
 	"MEMORY_KINDS",
 	"MEMORY_TTL_DAYS",
+	"AGENTCORE_MEMORY_ID",
+	"AGENTCORE_NAMESPACE",
+	"METRICS_NAMESPACE",
 	"AWS_ENDPOINT_URL_DYNAMODB",
 }
 
-// TestMemoryFunction: with Memory on, and only then, the table has a
-// stream with both images, and the memory function reads it through an
-// event source mapping that reports partial failures, retries a bounded
-// number of times within the stream's 24 hours, and sends what still
-// fails to an encrypted queue.
+// agentCoreID is an AgentCore Memory id, as AgentCore makes them: the
+// memory's name, a hyphen and ten characters.
+const agentCoreID = "lambdaagent-AbCdE01234"
+
+// memorySetups are the ways long-term memory can be deployed: none, the
+// built-in memory, or AgentCore Memory. The Rules refuse both at once
+// (TestOneLongTermMemory).
+var memorySetups = []struct {
+	name      string
+	params    map[string]string
+	builtIn   bool // Memory on
+	agentCore bool // AgentCoreMemoryId set
+}{
+	{name: "none", params: map[string]string{"Memory": "off"}},
+	{name: "built in", params: map[string]string{"Memory": "on"}, builtIn: true},
+	{name: "AgentCore", params: map[string]string{"Memory": "off", "AgentCoreMemoryId": agentCoreID}, agentCore: true},
+}
+
+// TestMemoryFunction: with Memory on or AgentCore Memory, and only then,
+// the table has a stream with both images, and the memory function reads
+// it through an event source mapping that reports partial failures,
+// retries a bounded number of times within the stream's 24 hours, and
+// sends what still fails to an encrypted queue.
 func TestMemoryFunction(t *testing.T) {
 	tp := loadTemplate(t)
 	fn := tp.Resources[memoryFunction]
-	if fn.Type != "AWS::Lambda::Function" || fn.Condition != "MemoryOn" {
-		t.Fatalf("%s: Type %q, Condition %q; want AWS::Lambda::Function, MemoryOn", memoryFunction, fn.Type, fn.Condition)
+	if fn.Type != "AWS::Lambda::Function" || fn.Condition != "MemoryFunctionOn" {
+		t.Fatalf("%s: Type %q, Condition %q; want AWS::Lambda::Function, MemoryFunctionOn", memoryFunction, fn.Type, fn.Condition)
 	}
 	props := fn.Properties
 	got := map[string]any{
@@ -89,13 +111,13 @@ func TestMemoryFunction(t *testing.T) {
 	if diff := cmp.Diff(slices.Sorted(slices.Values(memoryEnvVars)), slices.Sorted(maps.Keys(vars))); diff != "" {
 		t.Errorf("%s: environment variables (-want +got):\n%s", memoryFunction, diff)
 	}
-	for k, v := range map[string]any{"TABLE_NAME": ref(tableID), "MODEL_ID": ref("ModelId"), "AWS_ENDPOINT_URL_DYNAMODB": ""} {
+	for k, v := range map[string]any{"TABLE_NAME": ref(tableID), "MODEL_ID": ref("ModelId"), "METRICS_NAMESPACE": ref("MetricsNamespace"), "AWS_ENDPOINT_URL_DYNAMODB": ""} {
 		if diff := cmp.Diff(v, vars[k]); diff != "" {
 			t.Errorf("%s: %s (-want +got):\n%s", memoryFunction, k, diff)
 		}
 	}
 
-	wantStream := fnIf("MemoryOn", map[string]any{"StreamViewType": "NEW_AND_OLD_IMAGES"}, noValue)
+	wantStream := fnIf("MemoryFunctionOn", map[string]any{"StreamViewType": "NEW_AND_OLD_IMAGES"}, noValue)
 	if diff := cmp.Diff(wantStream, tp.Resources[tableID].Properties["StreamSpecification"]); diff != "" {
 		t.Errorf("the table's StreamSpecification (-want +got):\n%s", diff)
 	}
@@ -134,53 +156,49 @@ func TestMemoryFunction(t *testing.T) {
 	}
 
 	onOff := map[bool]string{false: "off", true: "on"}
-	for _, memoryOn := range []bool{false, true} {
-		r := newResolver(t, tp, map[string]string{"Memory": onOff[memoryOn]})
+	for _, m := range memorySetups {
+		r := newResolver(t, tp, m.params)
 		r.deployable(t)
-		for _, id := range memoryResources {
-			if exists, err := r.exists(id); err != nil || exists != memoryOn {
-				t.Errorf("Memory on %v: %s exists: %v (%v)", memoryOn, id, exists, err)
+		want := m.builtIn || m.agentCore
+		for _, id := range append(slices.Clone(memoryResources), "MemoryFailuresAlarm") {
+			if exists, err := r.exists(id); err != nil || exists != want {
+				t.Errorf("memory %s: %s exists: %v (%v)", m.name, id, exists, err)
 			}
 		}
 		table, _, err := r.resolve(tp.Resources[tableID].Properties)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, stream := table.(map[string]any)["StreamSpecification"]; stream != memoryOn {
-			t.Errorf("Memory on %v: the table has a stream: %v", memoryOn, stream)
+		if _, stream := table.(map[string]any)["StreamSpecification"]; stream != want {
+			t.Errorf("memory %s: the table has a stream: %v", m.name, stream)
 		}
 		// The chat, structured and stream functions recall with memory on.
 		for id := range functions {
-			if got := r.environment(t, id)["MEMORY"]; got != onOff[memoryOn] {
-				t.Errorf("Memory on %v: %s has MEMORY=%q", memoryOn, id, got)
+			if got := r.environment(t, id)["MEMORY"]; got != onOff[m.builtIn] {
+				t.Errorf("memory %s: %s has MEMORY=%q", m.name, id, got)
 			}
 		}
 	}
 }
 
-// TestMemoryStreamFilter: the mapping's one filter is memory.StreamFilter,
-// which lets through the INSERT and MODIFY records of session items and
-// nothing else: no REMOVE (TTL's deletes), no message, no sub-agent's
-// conversation, no memory item (which the memory function writes
-// itself), no claim and no idempotency record.
+// TestMemoryStreamFilter: the mapping's filters are memory.StreamFilter,
+// and with AgentCore Memory memory.ForgetFilter too, and with the built-in
+// memory that one alone. StreamFilter lets through the INSERT and MODIFY
+// records of session items and nothing else: no REMOVE (TTL's deletes), no
+// message, no sub-agent's conversation, no memory item (which the memory
+// function writes itself), no claim and no idempotency record.
+// ForgetFilter adds the INSERT and MODIFY records of forget markers, which
+// DELETE /memory writes and the mirror into AgentCore acts on.
 func TestMemoryStreamFilter(t *testing.T) {
 	tp := loadTemplate(t)
-	filters, _ := get(tp.Resources["MemoryStream"].Properties, "FilterCriteria", "Filters").([]any)
-	if len(filters) != 1 {
-		t.Fatalf("FilterCriteria.Filters = %v; want exactly one filter", filters)
+	parse := func(t *testing.T, pattern string) any {
+		t.Helper()
+		var v any
+		if err := json.Unmarshal([]byte(pattern), &v); err != nil {
+			t.Fatalf("filter pattern %q is not JSON: %v", pattern, err)
+		}
+		return v
 	}
-	pattern, _ := get(filters[0], "Pattern").(string)
-	var got, want any
-	if err := json.Unmarshal([]byte(pattern), &got); err != nil {
-		t.Fatalf("the filter's Pattern %q is not JSON: %v", pattern, err)
-	}
-	if err := json.Unmarshal([]byte(memory.StreamFilter), &want); err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Fatalf("the filter's Pattern differs from memory.StreamFilter (-want +got):\n%s", diff)
-	}
-
 	record := func(name events.DynamoDBOperationType, pk, sk string) events.DynamoDBEventRecord {
 		keys := map[string]events.DynamoDBAttributeValue{"pk": events.NewStringAttribute(pk), "sk": events.NewStringAttribute(sk)}
 		return events.DynamoDBEventRecord{
@@ -194,35 +212,70 @@ func TestMemoryStreamFilter(t *testing.T) {
 		modify = events.DynamoDBOperationTypeModify
 		remove = events.DynamoDBOperationTypeRemove
 	)
-	for _, tt := range []struct {
-		name   string
-		record events.DynamoDBEventRecord
-		passes bool
+	records := []struct {
+		name      string
+		record    events.DynamoDBEventRecord
+		builtIn   bool // passes with the built-in memory
+		agentCore bool // passes with AgentCore Memory
 	}{
-		{"a session's first commit", record(insert, "s#alice#s-1", "meta"), true},
-		{"a session's later commit", record(modify, "s#alice#s-1", "meta"), true},
-		{"a session item's TTL delete", record(remove, "s#alice#s-1", "meta"), false},
-		{"a message", record(insert, "s#alice#s-1", "m#0000000002"), false},
-		{"a message rewritten", record(modify, "s#alice#s-1", "m#0000000002"), false},
-		{"a message's second part", record(insert, "s#alice#s-1", "m#0000000002#001"), false},
-		{"a sub-agent's conversation", record(modify, "s#alice#s-1", "a#researcher#meta"), false},
-		{"a sub-agent's message", record(insert, "s#alice#s-1", "a#researcher#m#0000000000"), false},
-		{"an idempotent turn's response", record(insert, "s#alice#s-1", "r#key-1"), false},
-		{"a memory record", record(insert, "mem#alice", "r#abcdefghij"), false},
-		{"a memory record changed", record(modify, "mem#alice", "r#abcdefghij"), false},
-		{"a forget marker", record(modify, "mem#alice", "f"), false},
-		{"a learned commit", record(insert, "mem#alice", "x#s-1#2"), false},
-		{"a session id's claim", record(insert, "id#s-1", "claim"), false},
-		{"an idempotency record", record(insert, "i#0123abcd", "key"), false},
-	} {
-		got, err := streamtest.Match(pattern, tt.record)
-		if err != nil {
-			t.Fatalf("%s: %v", tt.name, err)
+		{"a session's first commit", record(insert, "s#alice#s-1", "meta"), true, true},
+		{"a session's later commit", record(modify, "s#alice#s-1", "meta"), true, true},
+		{"a session item's TTL delete", record(remove, "s#alice#s-1", "meta"), false, false},
+		{"a message", record(insert, "s#alice#s-1", "m#0000000002"), false, false},
+		{"a message rewritten", record(modify, "s#alice#s-1", "m#0000000002"), false, false},
+		{"a message's second part", record(insert, "s#alice#s-1", "m#0000000002#001"), false, false},
+		{"a sub-agent's conversation", record(modify, "s#alice#s-1", "a#researcher#meta"), false, false},
+		{"a sub-agent's message", record(insert, "s#alice#s-1", "a#researcher#m#0000000000"), false, false},
+		{"an idempotent turn's response", record(insert, "s#alice#s-1", "r#key-1"), false, false},
+		{"a memory record", record(insert, "mem#alice", "r#abcdefghij"), false, false},
+		{"a memory record changed", record(modify, "mem#alice", "r#abcdefghij"), false, false},
+		{"a first forget marker", record(insert, "mem#alice", "f"), false, true},
+		{"a forget marker moved on", record(modify, "mem#alice", "f"), false, true},
+		{"a forget marker's TTL delete", record(remove, "mem#alice", "f"), false, false},
+		{"a session's item named f", record(modify, "s#alice#s-1", "f"), false, false},
+		{"a learned commit", record(insert, "mem#alice", "x#s-1#2"), false, false},
+		{"a session id's claim", record(insert, "id#s-1", "claim"), false, false},
+		{"an idempotency record", record(insert, "i#0123abcd", "key"), false, false},
+	}
+	for _, m := range memorySetups {
+		if !m.builtIn && !m.agentCore {
+			continue // no mapping (TestMemoryFunction)
 		}
-		if got != tt.passes {
-			t.Errorf("%s (%s %s %s): passes the filter: %v, want %v", tt.name, tt.record.EventName,
-				tt.record.Change.Keys["pk"].String(), tt.record.Change.Keys["sk"].String(), got, tt.passes)
-		}
+		t.Run(m.name, func(t *testing.T) {
+			r := newResolver(t, tp, m.params)
+			r.deployable(t)
+			resolved, _, err := r.resolve(get(tp.Resources["MemoryStream"].Properties, "FilterCriteria", "Filters"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var patterns, got []any
+			for _, f := range resolved.([]any) {
+				p, _ := get(f, "Pattern").(string)
+				patterns = append(patterns, p)
+				got = append(got, parse(t, p))
+			}
+			want := []any{parse(t, memory.StreamFilter)}
+			if m.agentCore {
+				want = append(want, parse(t, memory.ForgetFilter))
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Fatalf("the filters' Patterns differ from memory.StreamFilter and, with AgentCore Memory, memory.ForgetFilter (-want +got):\n%s", diff)
+			}
+			for _, tt := range records {
+				passes := false
+				for _, p := range patterns {
+					ok, err := streamtest.Match(p.(string), tt.record)
+					if err != nil {
+						t.Fatalf("%s: %v", tt.name, err)
+					}
+					passes = passes || ok
+				}
+				if want := (m.builtIn && tt.builtIn) || (m.agentCore && tt.agentCore); passes != want {
+					t.Errorf("%s (%s %s %s): passes the filters: %v, want %v", tt.name, tt.record.EventName,
+						tt.record.Change.Keys["pk"].String(), tt.record.Change.Keys["sk"].String(), passes, want)
+				}
+			}
+		})
 	}
 }
 
@@ -298,14 +351,16 @@ func memoryRoleStatements(t *testing.T, tp *tmpl, r *resolver) []statement {
 // TestMemoryLeastPrivilege: the memory function's role, which only Lambda
 // may assume and which has no managed policy (not the
 // AWSLambdaDynamoDBExecutionRole a SAM DynamoDB event would attach, which
-// reads every stream and writes every log group), grants exactly what
-// extraction calls: its log group; the table's stream; reads of the table;
-// writes of memory items only; the on-failure queue; and InvokeModel on
-// the extraction model. An extra action or a wildcard resource fails it.
+// reads every stream and writes every log group), grants exactly what the
+// function calls: its log group; the table's stream; reads of the table;
+// the on-failure queue; with Memory on, extraction's writes of memory
+// items only and InvokeModel on the extraction model; with AgentCore
+// Memory, the mirror's calls on that memory alone, and no write to the
+// table and no model. An extra action or a wildcard resource fails it.
 func TestMemoryLeastPrivilege(t *testing.T) {
 	tp := loadTemplate(t)
 	role := tp.Resources["MemoryRole"]
-	if role.Type != "AWS::IAM::Role" || role.Condition != "MemoryOn" {
+	if role.Type != "AWS::IAM::Role" || role.Condition != "MemoryFunctionOn" {
 		t.Fatalf("MemoryRole: Type %q, Condition %q", role.Type, role.Condition)
 	}
 	wantTrust := map[string]any{"Version": "2012-10-17", "Statement": []any{map[string]any{
@@ -340,11 +395,20 @@ func TestMemoryLeastPrivilege(t *testing.T) {
 		{Actions: []string{"dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator", "dynamodb:ListStreams"}, Resources: []any{getAtt(tableID, "StreamArn")}},
 		// The session item and messages of a commit, the owner's memory.
 		{Actions: []string{"dynamodb:GetItem", "dynamodb:Query"}, Resources: []any{table}},
-		// A TransactWriteItems's Put, Delete and ConditionCheck, and
-		// DeleteItem alone, on memory items only.
-		{Actions: []string{"dynamodb:ConditionCheckItem", "dynamodb:DeleteItem", "dynamodb:PutItem"}, Resources: []any{table},
-			Condition: map[string]any{"ForAllValues:StringLike": map[string]any{"dynamodb:LeadingKeys": []any{"mem#*"}}}},
 		{Actions: []string{"sqs:SendMessage"}, Resources: []any{getAtt("MemoryFailureQueue", "Arn")}},
+	}
+	// Extraction's: a TransactWriteItems's Put, Delete and ConditionCheck,
+	// and DeleteItem alone, on memory items only.
+	writeMemory := statement{Actions: []string{"dynamodb:ConditionCheckItem", "dynamodb:DeleteItem", "dynamodb:PutItem"}, Resources: []any{table},
+		Condition: map[string]any{"ForAllValues:StringLike": map[string]any{"dynamodb:LeadingKeys": []any{"mem#*"}}}}
+	// The mirror's, on the one memory (TestAgentCoreLeastPrivilege renders
+	// the ARN).
+	mirror := statement{
+		Actions: []string{
+			"bedrock-agentcore:BatchDeleteMemoryRecords", "bedrock-agentcore:CreateEvent", "bedrock-agentcore:DeleteEvent",
+			"bedrock-agentcore:ListEvents", "bedrock-agentcore:ListMemoryRecords",
+		},
+		Resources: []any{map[string]any{"Fn::Sub": agentCoreMemoryArn}},
 	}
 	const arn = "arn:${AWS::Partition}:bedrock:"
 	modelID := []any{
@@ -365,7 +429,7 @@ func TestMemoryLeastPrivilege(t *testing.T) {
 	for _, tt := range []struct {
 		name    string
 		params  map[string]string
-		bedrock []statement
+		bedrock []statement // with the built-in memory: extraction's model
 	}{
 		{
 			name:    "ModelId, a cross-Region profile",
@@ -389,11 +453,20 @@ func TestMemoryLeastPrivilege(t *testing.T) {
 			params:  map[string]string{"Memory": "on", "MemoryModelId": haiku, "AdditionalModelArns": haikuAt + "," + haikuFM},
 			bedrock: []statement{{Actions: []string{"bedrock:InvokeModel"}, Resources: []any{haikuAt, haikuFM}}},
 		},
+		// No model and no write to the table, whatever the model
+		// parameters say.
+		{name: "AgentCore Memory", params: map[string]string{"Memory": "off", "AgentCoreMemoryId": agentCoreID}},
+		{name: "AgentCore Memory, MemoryModelId", params: map[string]string{"Memory": "off", "AgentCoreMemoryId": agentCoreID, "MemoryModelId": haiku, "AdditionalModelArns": haikuAt}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			r := newResolver(t, tp, tt.params)
 			r.deployable(t)
 			want := slices.Concat(common, tt.bedrock)
+			if tt.params["Memory"] == "on" {
+				want = append(want, writeMemory)
+			} else {
+				want = append(want, mirror)
+			}
 			got := memoryRoleStatements(t, tp, r)
 			key := func(s statement) string { return fmt.Sprint(s.Actions, s.Resources, s.Condition) }
 			slices.SortFunc(want, func(a, b statement) int { return strings.Compare(key(a), key(b)) })

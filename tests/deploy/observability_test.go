@@ -36,6 +36,8 @@ var emfMetrics = map[string][]string{
 	"ErrorCode,FunctionName,Model": {"Errors"},
 	"FunctionName,Model,ToolName":  {"ToolCalls", "ToolErrors", "ToolDuration"},
 	"AgentName,FunctionName,Model": {"InputTokens", "OutputTokens", "CacheReadTokens", "CacheWriteTokens", "EstimatedCost"},
+	// The memory function's, one line per batch of stream records.
+	"FunctionName": {"StreamRecords", "StreamRecordsFailed", "AgentCoreEvents", "AgentCoreEventsDeleted", "AgentCoreRecordsDeleted"},
 }
 
 // lambdaMetrics are the AWS/Lambda metrics they may read, with the
@@ -77,17 +79,19 @@ func TestObservabilityParameters(t *testing.T) {
 		{
 			name:    "MetricsNamespace",
 			def:     "LambdaAgent",
-			allowed: []string{"LambdaAgent", "My/Agent", "a.b_c#d:e-f", "AWS", "AWSAgent", "My/AWS/x", strings.Repeat("n", 128)},
+			allowed: []string{"LambdaAgent", "My/Agent", "a.b_c#d:e-f", "AWS", "AWSAgent", "My/AWS/x", strings.Repeat("n", 64)},
 			// AWS/ is reserved for AWS's namespaces. CloudWatch takes 255
-			// characters, the template 128, to keep the functions'
+			// characters, the template 64, to keep the functions'
 			// variables within Lambda's 4 KB (TestEnvironmentFitsLambda).
-			forbidden: []string{"", "AWS/Lambda", "AWS/", "my agent", "agent*", "ågent", strings.Repeat("n", 129)},
+			forbidden: []string{"", "AWS/Lambda", "AWS/", "my agent", "agent*", "ågent", strings.Repeat("n", 65)},
 		},
 		{name: "Tracing", def: "Disabled", allowed: []string{"Active", "Disabled"}, forbidden: []string{"PassThrough", "", "active"}},
 		{
-			name:      "OtlpEndpoint",
-			allowed:   []string{"", "http://localhost:4318", "https://otlp.example.com:4318/agent"},
-			forbidden: []string{"localhost:4318", "grpc://localhost:4317", "http://", "http://a b"},
+			name:    "OtlpEndpoint",
+			allowed: []string{"", "http://localhost:4318", "https://otlp.example.com:4318/agent", "https://" + strings.Repeat("o", 56)},
+			// 64 characters, to keep the functions' variables within
+			// Lambda's 4 KB (TestEnvironmentFitsLambda).
+			forbidden: []string{"localhost:4318", "grpc://localhost:4317", "http://", "http://a b", "https://" + strings.Repeat("o", 57)},
 		},
 		{
 			name:      "CollectorLayerArn",
@@ -825,8 +829,8 @@ func TestAlarms(t *testing.T) {
 			}
 		})
 	}
-	// With memory on, a record left in the memory function's on-failure
-	// queue sets off an alarm of its own.
+	// With either memory, a record left in the memory function's
+	// on-failure queue sets off an alarm of its own.
 	t.Run("MemoryFailuresAlarm", func(t *testing.T) {
 		a := tp.Resources["MemoryFailuresAlarm"]
 		got := map[string]any{"Condition": a.Condition}
@@ -834,7 +838,7 @@ func TestAlarms(t *testing.T) {
 			got[k] = a.Properties[k]
 		}
 		want := map[string]any{
-			"Condition": "MemoryOn", "Namespace": "AWS/SQS", "MetricName": "ApproximateNumberOfMessagesVisible",
+			"Condition": "MemoryFunctionOn", "Namespace": "AWS/SQS", "MetricName": "ApproximateNumberOfMessagesVisible",
 			"Statistic": "Maximum", "Period": "300", "EvaluationPeriods": "1", "DatapointsToAlarm": "1",
 			"ComparisonOperator": "GreaterThanOrEqualToThreshold", "Threshold": "1", "TreatMissingData": "notBreaching",
 			"Dimensions": []any{map[string]any{"Name": "QueueName", "Value": map[string]any{"Fn::GetAtt": []any{"MemoryFailureQueue", "QueueName"}}}},
@@ -842,7 +846,7 @@ func TestAlarms(t *testing.T) {
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Errorf("(-want +got):\n%s", diff)
 		}
-		if q := tp.Resources["MemoryFailureQueue"]; q.Type != "AWS::SQS::Queue" || q.Condition != "MemoryOn" {
+		if q := tp.Resources["MemoryFailureQueue"]; q.Type != "AWS::SQS::Queue" || q.Condition != "MemoryFunctionOn" {
 			t.Errorf("the queue the alarm watches: %+v", q)
 		}
 	})

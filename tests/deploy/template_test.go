@@ -61,10 +61,12 @@ var envVars = []string{
 	"GUARDRAIL_VERSION",
 	"GUARDRAIL_REDACTED_INPUT",
 	// Long-term memory, which every turn recalls and the /memory routes
-	// serve; what only extraction reads is the memory function's alone
-	// (memoryEnvVars).
+	// serve, built in or AgentCore Memory; what only extraction reads is
+	// the memory function's alone (memoryEnvVars).
 	"MEMORY",
 	"MEMORY_IAM_OWNERS",
+	"AGENTCORE_MEMORY_ID",
+	"AGENTCORE_NAMESPACE",
 	"REQUIRE_AUTH",
 	"ALLOWED_ORIGINS",
 	// Metrics and traces: see observability_test.go.
@@ -447,6 +449,19 @@ func TestLeastPrivilege(t *testing.T) {
 		"StructuredFunction": {"ssm:GetParameter": {promptName}},
 	}
 
+	// AgentCore Memory's calls, on the one memory AgentCoreMemoryId names
+	// (TestAgentCoreLeastPrivilege: with it alone): recall, and for the
+	// functions behind the memory routes, listing and deleting records.
+	memoryRoutesAgentCore := []string{
+		"bedrock-agentcore:BatchDeleteMemoryRecords", "bedrock-agentcore:GetMemoryRecord",
+		"bedrock-agentcore:ListMemoryRecords", "bedrock-agentcore:RetrieveMemoryRecords",
+	}
+	wantAgentCore := map[string][]string{
+		"ChatFunction":       memoryRoutesAgentCore,
+		"ChatStreamFunction": memoryRoutesAgentCore,
+		"StructuredFunction": {"bedrock-agentcore:RetrieveMemoryRecords"},
+	}
+
 	// The other models (AdditionalModelArns), exactly as listed, and only
 	// for invoking them.
 	additionalModels := []any{map[string]any{"Fn::Split": []any{",", ref("AdditionalModelArns")}}}
@@ -454,7 +469,7 @@ func TestLeastPrivilege(t *testing.T) {
 
 	for id := range functions {
 		t.Run(id, func(t *testing.T) {
-			var dynamo, dynamoHolds, bedrock, invokeResources, guardrailResources []string
+			var dynamo, dynamoHolds, bedrock, invokeResources, guardrailResources, agentCore []string
 			queriesIndex, additional := false, false
 			remote := map[string][]any{}
 			for _, s := range tp.statements(t, id) {
@@ -522,6 +537,11 @@ func TestLeastPrivilege(t *testing.T) {
 							t.Errorf("%s is granted without the bedrock:InferenceProfileArn condition", r)
 						}
 					}
+				case "bedrock-agentcore":
+					agentCore = append(agentCore, s.Actions...)
+					if diff := cmp.Diff([]any{map[string]any{"Fn::Sub": agentCoreMemoryArn}}, s.Resources); diff != "" || s.Condition != nil {
+						t.Errorf("AgentCore actions %v on other than the one memory, or with a condition %v (-want +got):\n%s", s.Actions, s.Condition, diff)
+					}
 				case "lambda", "ssm":
 					if len(s.Actions) != 1 || len(s.Resources) != 1 || s.Condition != nil {
 						t.Errorf("remote tools' grant %v on %v, condition %v; want one action on one list", s.Actions, s.Resources, s.Condition)
@@ -561,6 +581,9 @@ func TestLeastPrivilege(t *testing.T) {
 			}
 			if diff := cmp.Diff(wantGuardrail, sortCompact(guardrailResources)); diff != "" {
 				t.Errorf("guardrail resources (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(wantAgentCore[id], sortCompact(agentCore)); diff != "" {
+				t.Errorf("AgentCore Memory actions (-want +got):\n%s", diff)
 			}
 		})
 	}
