@@ -67,6 +67,9 @@ var envVars = []string{
 	"MEMORY_IAM_OWNERS",
 	"AGENTCORE_MEMORY_ID",
 	"AGENTCORE_NAMESPACE",
+	// The audit record of every model call (docs/audit.md).
+	"AUDIT",
+	"AUDIT_TTL_DAYS",
 	"REQUIRE_AUTH",
 	"ALLOWED_ORIGINS",
 	// Metrics and traces: see observability_test.go.
@@ -649,6 +652,8 @@ func TestRoutes(t *testing.T) {
 		httpapi.RouteExportMemory:  "ChatFunction",
 		httpapi.RouteDeleteRecord:  "ChatFunction",
 		httpapi.RouteForget:        "ChatFunction",
+		httpapi.RouteAudit:         "ChatFunction",
+		httpapi.RouteAuditRecord:   "ChatFunction",
 		httpapi.RouteStructured:    "StructuredFunction",
 	}
 	got := map[string]string{}
