@@ -30,6 +30,8 @@ var turnKinds = []struct {
 	{"remote agent (A2A)", remoteTurn, nil, false, true, ""},
 	{"with memory (a person's)", "Hello again", map[string]string{"MEMORY": "on"}, false, false, "bench-person"},
 	{"with AgentCore Memory (a person's)", "Hello again", map[string]string{"AGENTCORE_MEMORY_ID": agentcoretest.MemoryID}, false, false, "bench-person"},
+	{"plain, audit record", "Hello again", map[string]string{"AUDIT": "on"}, false, false, ""},
+	{"tool, audit record", "What is 25*48?", map[string]string{"AUDIT": "on"}, false, false, ""},
 }
 
 // remoteTurn calls the remote agent once, over A2A: the session keeps the
@@ -90,7 +92,7 @@ func callsSince(msgs []conversetest.Message, prompt string) (int, bool) {
 // costs measures what each kind of turn costs in DynamoDB, against a store
 // that keeps the whole history in one item.
 func costs(ctx context.Context, cfg config, b *strings.Builder) error {
-	fmt.Fprintf(b, "### DynamoDB cost per turn\n\nAverages over %d turns of each kind, through the handler, counted on the wire by the client's transport (`dynamodbtest.Meter`). RCU is 1 per 4 KB read strongly consistently. WCU is 1 per KB written, doubled in a transaction. Every session has a window of 40 messages. A keyed turn sends a new `Idempotency-Key` each time. A turn of 150 messages is 74 calculator calls in a row (`MAX_CYCLES=80`), more than one transaction holds, so it is committed in parts. A summarizing turn uses `CONVERSATION_MANAGER=summarizing`, whose window summarizes past 40 messages. A delegating turn hands a calculation to a sub-agent (`AGENTS`), which calls the calculator: the turn reads the sub-agent's conversation, which the earlier turns on the session grew, with one Query more, and commits its four new messages and its conversation item in the turn's one transaction. A remote agent turn calls an agent over A2A (`A2A_AGENTS`, an a2a-go server in the bench process that answers at once): its tool result, and the remote context the session keeps in its state, are what it adds.\n\n", cfg.costTurns)
+	fmt.Fprintf(b, "### DynamoDB cost per turn\n\nAverages over %d turns of each kind, through the handler, counted on the wire by the client's transport (`dynamodbtest.Meter`). RCU is 1 per 4 KB read strongly consistently. WCU is 1 per KB written, doubled in a transaction. Every session has a window of 40 messages. A keyed turn sends a new `Idempotency-Key` each time. A turn of 150 messages is 74 calculator calls in a row (`MAX_CYCLES=80`), more than one transaction holds, so it is committed in parts. A summarizing turn uses `CONVERSATION_MANAGER=summarizing`, whose window summarizes past 40 messages. A delegating turn hands a calculation to a sub-agent (`AGENTS`), which calls the calculator: the turn reads the sub-agent's conversation, which the earlier turns on the session grew, with one Query more, and commits its four new messages and its conversation item in the turn's one transaction. A remote agent turn calls an agent over A2A (`A2A_AGENTS`, an a2a-go server in the bench process that answers at once): its tool result, and the remote context the session keeps in its state, are what it adds. The audit record's turns (`AUDIT=on`) write one item more per model call, its request and answer compressed (docs/audit.md).\n\n", cfg.costTurns)
 	b.WriteString("| turn | stored messages | requests | sent | received | RCU | WCU |\n|---|---|---|---|---|---|---|\n")
 	plain := map[int]dynamodbtest.Usage{}
 	var memoryLine, agentCoreLine string
