@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/service/bedrockagentcore"
 	"github.com/aws/aws-sdk-go-v2/service/bedrockruntime"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/lambda-agent/lambda-agent/internal/agent"
@@ -60,6 +61,10 @@ type Options struct {
 	// DynamoDBOptions adjust the application's DynamoDB client, such as its
 	// retryer.
 	DynamoDBOptions []func(*dynamodb.Options)
+	// AgentCoreOptions adjust the AgentCore client that the application
+	// and the memory function share, with AGENTCORE_MEMORY_ID set, such
+	// as its retryer: agentcoretest's client makes one attempt a call.
+	AgentCoreOptions []func(*bedrockagentcore.Options)
 	// Bedrock wraps the transport of the application's Bedrock client.
 	Bedrock func(http.RoundTripper) http.RoundTripper
 	// Logger gets the handler's lines; nil means Stack.Logs.
@@ -138,7 +143,7 @@ func New(ctx context.Context, opts Options) (*Stack, error) {
 	if id := cfg.AgentCore.MemoryID; id != "" {
 		s.AgentCore = agentcoretest.NewServer()
 		s.AgentCore.AddMemory(id)
-		agentCore = s.AgentCore.Client()
+		agentCore = s.AgentCore.Client(opts.AgentCoreOptions...)
 		s.Stream = streamtest.New(client, streamtest.Config{
 			Table:  Table,
 			Images: s.DDB.Client(),

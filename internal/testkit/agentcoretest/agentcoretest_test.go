@@ -1,10 +1,14 @@
 package agentcoretest_test
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -520,5 +524,78 @@ func TestEndpointFromEnvironment(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusForbidden || resp.Header.Get("X-Amzn-Errortype") != "MissingAuthenticationTokenException" {
 		t.Errorf("unsigned request: %d %s, want 403 MissingAuthenticationTokenException", resp.StatusCode, resp.Header.Get("X-Amzn-Errortype"))
+	}
+}
+
+// TestHook: a hook sees each request with its body, may answer a fault in
+// its place, which changes nothing, and may hold it; a held request whose
+// client gives up is dropped unserved.
+func TestHook(t *testing.T) {
+	srv := newServer(t)
+	c := srv.Client()
+	in := createInput("a", "s", t0, text(types.RoleUser, "hi"))
+	var mu sync.Mutex // the hook runs on the server's goroutines
+	var seen []string
+	srv.SetHook(func(op string, r *http.Request) agentcoretest.Fault {
+		body, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		defer mu.Unlock()
+		seen = append(seen, op+" "+string(body))
+		return agentcoretest.Unavailable
+	})
+	var unavailable *types.ServiceUnavailableException
+	if _, err := c.CreateEvent(t.Context(), in); !errors.As(err, &unavailable) {
+		t.Fatalf("CreateEvent with a hook answering 503: %v", err)
+	}
+	mu.Lock()
+	if len(seen) != 1 || !strings.HasPrefix(seen[0], "CreateEvent {") || !strings.Contains(seen[0], `"hi"`) {
+		t.Errorf("the hook saw %q", seen)
+	}
+	mu.Unlock()
+
+	arrived := make(chan struct{})
+	srv.SetHook(func(op string, r *http.Request) agentcoretest.Fault {
+		close(arrived)
+		<-r.Context().Done()
+		return 0
+	})
+	ctx, cancel := context.WithCancel(t.Context())
+	go func() { <-arrived; cancel() }()
+	if _, err := c.CreateEvent(ctx, in); !errors.Is(err, context.Canceled) {
+		t.Fatalf("a held CreateEvent given up: %v", err)
+	}
+	srv.SetHook(nil)
+	// The server notices the client went away, and serves nothing.
+	time.Sleep(50 * time.Millisecond)
+	if n := len(srv.Events(agentcoretest.MemoryID, "a", "s")); n != 0 {
+		t.Errorf("%d events after a refused and a dropped request", n)
+	}
+	if _, err := c.CreateEvent(t.Context(), in); err != nil || len(srv.Events(agentcoretest.MemoryID, "a", "s")) != 1 {
+		t.Errorf("without the hook: %v", err)
+	}
+}
+
+// TestRecordContent: a record's Content goes on the wire in place of its
+// text; a member the SDK does not know reaches the caller as no content
+// it can read.
+func TestRecordContent(t *testing.T) {
+	srv := newServer(t)
+	srv.AddRecord(agentcoretest.MemoryID, agentcoretest.Record{Namespaces: []string{"/users/a1/facts"}, Text: "tea",
+		Content: json.RawMessage(`{"image":{"format":"png"}}`)})
+	out, err := srv.Client().RetrieveMemoryRecords(t.Context(), &bedrockagentcore.RetrieveMemoryRecordsInput{
+		MemoryId: aws.String(agentcoretest.MemoryID), NamespacePath: aws.String("/users/a1"),
+		SearchCriteria: &types.SearchCriteria{SearchQuery: aws.String("tea")},
+	})
+	if err != nil || len(out.MemoryRecordSummaries) != 1 {
+		t.Fatalf("RetrieveMemoryRecords: %v %+v", err, out)
+	}
+	switch c := out.MemoryRecordSummaries[0].Content.(type) {
+	case nil:
+	case *types.UnknownUnionMember:
+		if c.Tag != "image" {
+			t.Errorf("content %#v; want the member image", c)
+		}
+	default:
+		t.Errorf("content %#v; want none the SDK knows", c)
 	}
 }

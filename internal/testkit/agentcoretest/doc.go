@@ -91,6 +91,9 @@
 // ThrottledException (the memory operations' throttling error), 429
 // ThrottlingException, 503 ServiceUnavailableException or 500
 // ServiceException, before reading them, so they change nothing.
+// [Server.SetHook] sees each request before it is served, to hold or
+// delay it, or to answer one of those faults for as long as a test
+// wants; a request whose client went away meanwhile is dropped unserved.
 //
 // # Not modeled
 //

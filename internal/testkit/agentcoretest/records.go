@@ -23,6 +23,10 @@ type Record struct {
 	Text string
 	// CreatedAt is when it was extracted; zero means now.
 	CreatedAt time.Time
+	// Content, when set, is the record's content on the wire in place of
+	// {"text": Text}, such as a member the SDK's model does not have;
+	// Text still decides its relevance.
+	Content json.RawMessage
 }
 
 type record struct {
@@ -49,6 +53,10 @@ func (s *Server) AddRecord(memoryID string, r Record) string {
 		r.CreatedAt = time.Now()
 	}
 	r.Namespaces = slices.Clone(r.Namespaces)
+	if r.Content != nil && !json.Valid(r.Content) {
+		panic("agentcoretest: add record: Content is not JSON")
+	}
+	r.Content = slices.Clone(r.Content)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	m := s.memories[memoryID]
@@ -75,16 +83,20 @@ func (s *Server) Records(memoryID string) []Record {
 
 // summary is a MemoryRecordSummary on the wire.
 type summary struct {
-	MemoryRecordID   string            `json:"memoryRecordId"`
-	Content          map[string]string `json:"content"`
-	MemoryStrategyID string            `json:"memoryStrategyId"`
-	Namespaces       []string          `json:"namespaces"`
-	CreatedAt        float64           `json:"createdAt"`
-	Score            *float64          `json:"score,omitempty"`
+	MemoryRecordID   string          `json:"memoryRecordId"`
+	Content          json.RawMessage `json:"content"`
+	MemoryStrategyID string          `json:"memoryStrategyId"`
+	Namespaces       []string        `json:"namespaces"`
+	CreatedAt        float64         `json:"createdAt"`
+	Score            *float64        `json:"score,omitempty"`
 }
 
 func (r *record) summary(score *float64) summary {
-	return summary{MemoryRecordID: r.id, Content: map[string]string{"text": r.Text}, MemoryStrategyID: r.StrategyID,
+	content := r.Content
+	if content == nil {
+		content, _ = json.Marshal(map[string]string{"text": r.Text}) // a string always encodes
+	}
+	return summary{MemoryRecordID: r.id, Content: content, MemoryStrategyID: r.StrategyID,
 		Namespaces: r.Namespaces, CreatedAt: float64(r.CreatedAt.UnixMilli()) / 1000, Score: score}
 }
 

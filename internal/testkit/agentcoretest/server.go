@@ -1,6 +1,7 @@
 package agentcoretest
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -9,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -31,6 +33,7 @@ type Server struct {
 
 	srv    *http.Server
 	client *http.Client // shared by every SDK client from Client
+	hook   atomic.Pointer[Hook]
 
 	mu       sync.Mutex
 	memories map[string]*memory
@@ -119,6 +122,24 @@ func (s *Server) FailNext(op string, n int, f Fault) {
 	s.faults = append(s.faults, fault{op: op, n: n, f: f})
 }
 
+// Hook sees a request and its operation, such as CreateEvent, before the
+// server serves it: the body is read, and r.Body reads it again. It may
+// block, to hold or delay the request; a request whose client has gone
+// when it returns, a killed process's for one, is dropped unserved, as
+// AgentCore never sees a request that was never sent whole. A Fault other
+// than 0 is answered in its place, and the request changes nothing.
+type Hook func(op string, r *http.Request) Fault
+
+// SetHook makes the server call hook with each request that passed the
+// signature check and any fault of FailNext; nil removes the hook.
+func (s *Server) SetHook(hook Hook) {
+	if hook == nil {
+		s.hook.Store(nil)
+		return
+	}
+	s.hook.Store(&hook)
+}
+
 // Calls returns how many requests for op passed the signature check,
 // refused or not.
 func (s *Server) Calls(op string) int {
@@ -193,6 +214,17 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, op string, h hand
 	if err != nil {
 		validation("CannotParse", "agentcoretest: read the request: %v", err).WriteRESTJSON(w)
 		return
+	}
+	if hook := s.hook.Load(); hook != nil {
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		f := (*hook)(op, r)
+		if r.Context().Err() != nil {
+			return // the client went away: nothing to answer, nothing served
+		}
+		if f != 0 {
+			f.error().WriteRESTJSON(w)
+			return
+		}
 	}
 	if aerr := validMemoryID(r.PathValue("memoryId")); aerr != nil {
 		aerr.WriteRESTJSON(w)
