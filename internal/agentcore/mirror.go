@@ -116,7 +116,7 @@ func (m *Mirror) record(ctx context.Context, r events.DynamoDBEventRecord, t *ta
 		}
 	}
 	if c.Add {
-		return m.mirror(ctx, c.Session, c.From, t)
+		return m.mirror(ctx, c, t)
 	}
 	return nil
 }
@@ -129,13 +129,17 @@ type event struct {
 	payload []types.PayloadType
 }
 
-// mirror writes the messages of the commit im from from on as events.
-// Each is created with a clientToken derived from the commit and its place
-// in it, so that a retried record creates nothing twice, and with a
-// timestamp of the commit's time and its place in it, so that AgentCore
-// lists them in order.
-func (m *Mirror) mirror(ctx context.Context, im ddbhistory.SessionImage, from int, t *tally) error {
-	msgs, err := m.Sessions.CommittedMessages(ctx, im, from, im.Count)
+// mirror writes the messages c added as events. Each is created with a
+// clientToken derived from the commit and its place in it, so that a
+// retried record creates nothing twice, and with a timestamp between the
+// session's previous commit and this one, one millisecond apart at the
+// end of that span, so that AgentCore lists a session's commits in order,
+// and a commit's events in order. When there are more of them than
+// milliseconds since the previous commit, the first share one timestamp,
+// and are created one after another.
+func (m *Mirror) mirror(ctx context.Context, c memory.Change, t *tally) error {
+	im := c.Session
+	msgs, err := m.Sessions.CommittedMessages(ctx, im, c.From, im.Count)
 	if err != nil {
 		return err
 	}
@@ -144,14 +148,13 @@ func (m *Mirror) mirror(ctx context.Context, im ddbhistory.SessionImage, from in
 		evs = append(evs, eventsOf(i, msgs[i])...)
 	}
 	actor, session := ActorID(im.Owner), SessionID(im.ID)
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(concurrency)
-	for n, e := range evs {
+	create := func(ctx context.Context, n int) error {
+		e := evs[n]
 		in := &bedrockagentcore.CreateEventInput{
 			MemoryId:       aws.String(m.Memory.cfg.MemoryID),
 			ActorId:        aws.String(actor),
 			SessionId:      aws.String(session),
-			EventTimestamp: aws.Time(im.UpdatedAt.Add(time.Duration(n) * time.Millisecond)),
+			EventTimestamp: aws.Time(stamp(c, n, len(evs))),
 			Payload:        e.payload,
 			ClientToken:    aws.String(clientToken(m.Memory.cfg.MemoryID, actor, session, im, e)),
 			Metadata: map[string]types.MetadataValue{
@@ -164,15 +167,40 @@ func (m *Mirror) mirror(ctx context.Context, im ddbhistory.SessionImage, from in
 		if e.skip {
 			in.ExtractionMode = types.ExtractionModeSkip
 		}
-		g.Go(func() error {
-			if _, err := m.Memory.client.CreateEvent(gctx, in); err != nil {
-				return fmt.Errorf("agentcore: mirror message %d of %s: %w", e.message, im.ID, err)
-			}
-			t.events.Add(1)
-			return nil
-		})
+		if _, err := m.Memory.client.CreateEvent(ctx, in); err != nil {
+			return fmt.Errorf("agentcore: mirror message %d of %s: %w", e.message, im.ID, err)
+		}
+		t.events.Add(1)
+		return nil
+	}
+	// Events that share a timestamp are created one after another, in
+	// order; the rest, each of a time of its own, at once.
+	tied := 1
+	for tied < len(evs) && stamp(c, tied, len(evs)).Equal(stamp(c, 0, len(evs))) {
+		tied++
+	}
+	for n := range min(tied, len(evs)) {
+		if err := create(ctx, n); err != nil {
+			return err
+		}
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(concurrency)
+	for n := tied; n < len(evs); n++ {
+		g.Go(func() error { return create(gctx, n) })
 	}
 	return g.Wait()
+}
+
+// stamp is the timestamp of the nth of a commit's count events: in the
+// last count milliseconds up to the commit's time, and after the previous
+// commit's. A record delivered again stamps each event as it did.
+func stamp(c memory.Change, n, count int) time.Time {
+	at := c.Session.UpdatedAt.Add(time.Duration(n-count+1) * time.Millisecond)
+	if first := c.Previous.Add(time.Millisecond); !c.Previous.IsZero() && at.Before(first) {
+		return first
+	}
+	return at
 }
 
 // clientToken is a CreateEvent's idempotency token: the SHA-256 of the
@@ -243,13 +271,12 @@ func split(i int, kind string, role types.Role, text string, skip bool) []event 
 	return out
 }
 
-// deleteEvents deletes the events of the messages c discards: every event
-// of a deleted session; otherwise those of another incarnation, and those
-// of messages from c.DiscardFrom on that an earlier commit wrote. Events
-// of c's own commit stay, so that a retried record does not delete what
-// its first delivery mirrored, which the clientToken would not let it
-// create again. It lists them all before it deletes any, so that the pages
-// it reads do not move under it.
+// deleteEvents deletes the events of the messages c discards (discarded).
+// Events of c's own commit, and of a session made again under its id
+// since, stay, so that a record delivered again does not delete what was
+// mirrored after it, which the clientTokens would not let it create again.
+// It lists them all before it deletes any, so that the pages it reads do
+// not move under it.
 func (m *Mirror) deleteEvents(ctx context.Context, c memory.Change, t *tally) error {
 	actor, session := ActorID(c.Session.Owner), SessionID(c.Session.ID)
 	in := &bedrockagentcore.ListEventsInput{
@@ -263,7 +290,7 @@ func (m *Mirror) deleteEvents(ctx context.Context, c memory.Change, t *tally) er
 			return fmt.Errorf("agentcore: list events of %s: %w", c.Session.ID, err)
 		}
 		for _, e := range out.Events {
-			if c.Session.Deleted || discarded(e.Metadata, c) {
+			if discarded(e.Metadata, c) {
 				ids = append(ids, aws.ToString(e.EventId))
 			}
 		}
@@ -286,8 +313,9 @@ func (m *Mirror) deleteEvents(ctx context.Context, c memory.Change, t *tally) er
 }
 
 // discarded says whether an event of md mirrored a message that c
-// discards. An event without our metadata is not ours to judge, and
-// stays.
+// discards: one of c's incarnation from c.DiscardFrom on, written by an
+// earlier commit than c's, when c's is that incarnation's. An event
+// without our metadata is not ours to judge, and stays.
 func discarded(md map[string]types.MetadataValue, c memory.Change) bool {
 	value := func(key string) (string, bool) {
 		v, ok := md[key].(*types.MetadataValueMemberStringValue)
@@ -304,7 +332,7 @@ func discarded(md map[string]types.MetadataValue, c memory.Change) bool {
 	if !ok1 || !ok2 || !ok3 || err1 != nil || err2 != nil {
 		return false
 	}
-	return inc != c.Session.Incarnation || (i >= c.DiscardFrom && v < c.Session.Version)
+	return inc == c.DiscardIncarnation && i >= c.DiscardFrom && (inc != c.Session.Incarnation || v < c.Session.Version)
 }
 
 // forget deletes every record under owner's namespace path: a forget-all.

@@ -1,12 +1,16 @@
 package agentcore
 
 import (
+	"slices"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/service/bedrockagentcore/types"
 	"github.com/lambda-agent/lambda-agent/internal/agent"
+	"github.com/lambda-agent/lambda-agent/internal/ddbhistory"
+	"github.com/lambda-agent/lambda-agent/internal/memory"
 )
 
 // TestEventsOfALongMessage: a message longer than a payload's limit is
@@ -51,5 +55,37 @@ func TestEventsOfMedia(t *testing.T) {
 	}}
 	if evs := eventsOf(0, msg); len(evs) != 0 {
 		t.Errorf("%d events of a message without words", len(evs))
+	}
+}
+
+// TestStamp: a commit's events take the milliseconds at the end of the
+// span since the previous commit, in order, and never reach back to it;
+// when there are more of them than the span holds, the first share its
+// first millisecond.
+func TestStamp(t *testing.T) {
+	at := time.UnixMilli(1_000_000)
+	change := func(previous time.Time) memory.Change {
+		return memory.Change{Session: ddbhistory.SessionImage{UpdatedAt: at}, Previous: previous}
+	}
+	stamps := func(c memory.Change, count int) []int64 {
+		var out []int64
+		for n := range count {
+			out = append(out, stamp(c, n, count).UnixMilli()-at.UnixMilli())
+		}
+		return out
+	}
+	for _, tt := range []struct {
+		name     string
+		previous time.Time
+		count    int
+		want     []int64
+	}{
+		{"a first commit", time.Time{}, 3, []int64{-2, -1, 0}},
+		{"room enough", at.Add(-time.Second), 3, []int64{-2, -1, 0}},
+		{"too little room", at.Add(-3 * time.Millisecond), 5, []int64{-2, -2, -2, -1, 0}},
+	} {
+		if got := stamps(change(tt.previous), tt.count); !slices.Equal(got, tt.want) {
+			t.Errorf("%s: stamps %v ms from the commit, want %v", tt.name, got, tt.want)
+		}
 	}
 }

@@ -164,7 +164,7 @@ func (x *Extractor) Record(ctx context.Context, r events.DynamoDBEventRecord) er
 		return nil
 	}
 	if c.Discard {
-		if err := x.Store.discard(ctx, c.Session.Owner, c.Session.ID, c.DiscardFrom); err != nil {
+		if err := x.Store.discard(ctx, c.Session.Owner, c.Session.ID, c.DiscardFrom, c.DiscardBefore); err != nil {
 			return err
 		}
 	}
@@ -178,15 +178,28 @@ func (x *Extractor) Record(ctx context.Context, r events.DynamoDBEventRecord) er
 // its readers see: what it took away, and what it added. The memory
 // function's handlers, this package's Extractor and AgentCore Memory's
 // mirror (internal/agentcore), follow the same changes.
+//
+// A batch can be delivered again after later records were handled, so
+// what a change discards is bounded to what came before it: the messages
+// of one incarnation, learned or mirrored from its commits before the
+// change. What came of the change's own commit, or of a session made again
+// under its id since, stays.
 type Change struct {
 	// Session is the session as the commit left it.
 	Session ddbhistory.SessionImage
-	// Discard says that the messages from DiscardFrom on, which readers
-	// saw before, are gone: all of them when the session was deleted or
-	// became another incarnation under its id, those past a rewind's
-	// index otherwise.
-	Discard     bool
-	DiscardFrom int
+	// Previous is when the session's previous commit was made, if it was
+	// of the same incarnation: what this one adds comes after it.
+	Previous time.Time
+	// Discard says that the messages of DiscardIncarnation from
+	// DiscardFrom on, which readers saw before, are gone: all of them when
+	// the session was deleted or became another incarnation under its id,
+	// those past a rewind's index otherwise; DiscardBefore is the time
+	// before which the commits they were learned or mirrored from were
+	// made.
+	Discard            bool
+	DiscardIncarnation string
+	DiscardFrom        int
+	DiscardBefore      time.Time
 	// Add says that messages from From to Session.Count are new.
 	Add  bool
 	From int
@@ -205,21 +218,34 @@ func ChangeOf(r events.DynamoDBEventRecord) (c Change, ok bool) {
 	}
 	was, _ := ddbhistory.SessionImageOf(Image(r.Change.OldImage))
 	c.Session = now
+	if was.Live && was.Incarnation == now.Incarnation {
+		c.Previous = was.UpdatedAt
+	}
+	// A tombstone keeps the incarnation and the time of the session's last
+	// commit: everything learned from it came no later.
+	lastOf := func(im ddbhistory.SessionImage) {
+		c.DiscardIncarnation, c.DiscardBefore = im.Incarnation, im.UpdatedAt.Add(time.Millisecond)
+	}
 	switch {
 	case now.Deleted:
 		c.Discard = true
+		lastOf(now)
 	case !now.Live:
 		return Change{}, false
 	case !was.Live || was.Incarnation != now.Incarnation:
 		c.Discard = was.Live
+		lastOf(was)
 		c.Add = true
 	case now.Rewound > was.Version:
-		c.Discard, c.DiscardFrom = true, now.RewoundTo
+		c.Discard, c.DiscardIncarnation, c.DiscardFrom, c.DiscardBefore = true, now.Incarnation, now.RewoundTo, now.UpdatedAt
 		c.Add, c.From = true, now.RewoundTo
 	case now.Count > was.Count:
 		c.Add, c.From = true, was.Count
 	default:
 		return Change{}, false
+	}
+	if !c.Discard {
+		c.DiscardIncarnation, c.DiscardBefore = "", time.Time{}
 	}
 	c.Add = c.Add && c.From < now.Count
 	return c, c.Discard || c.Add

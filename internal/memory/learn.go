@@ -201,16 +201,18 @@ func namesIn(cond string) map[string]string {
 }
 
 // discard deletes the records last learned from session's messages at or
-// past from: a rewind, an edit or a regeneration discarded them, or the
-// session was deleted (from 0). A record changed since it was read was
-// learned again, from another commit, and is kept.
-func (s *Store) discard(ctx context.Context, owner, session string, from int) error {
+// past from, from commits made before before: a rewind, an edit or a
+// regeneration discarded them, or the session was deleted (from 0). A
+// record learned from a later commit, the discarding one's own or a
+// session's made again under its id, is kept, as is a record changed since
+// it was read, which was learned again.
+func (s *Store) discard(ctx context.Context, owner, session string, from int, before time.Time) error {
 	sn, err := s.read(ctx, owner, true)
 	if err != nil {
 		return err
 	}
 	for _, r := range sn.records {
-		if r.Source.SessionID != session || r.Source.Message < from {
+		if r.Source.SessionID != session || r.Source.Message < from || r.committed >= before.UnixMilli() {
 			continue
 		}
 		_, err := s.client.DeleteItem(ctx, &dynamodb.DeleteItemInput{

@@ -5,6 +5,7 @@ import (
 	"maps"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 
@@ -349,5 +350,57 @@ func TestMemoryIsNotASession(t *testing.T) {
 	code, body := s.Call(http.MethodGet, "/sessions", "alice", "")
 	if code != http.StatusOK || strings.Count(body, `"session_id"`) != 1 || strings.Contains(body, "mem#") {
 		t.Errorf("GET /sessions: %d %s", code, body)
+	}
+}
+
+// TestDiscardsDeliveredAgain: a stream delivered again after a crash, as
+// one batch, once later records were handled: a delete's record spares
+// what a session made again under its id since taught, and a rewind's
+// record spares what its own commit taught; nothing is asked of the
+// model again.
+func TestDiscardsDeliveredAgain(t *testing.T) {
+	s := start(t, nil)
+	s.Model.Enqueue(conversetest.Text("Teal, noted."))
+	learns(s, add("fact", "The person's favourite colour is teal."))
+	chat(t, s, "alice", "daily", "My favourite colour is teal.")
+	if code, body := s.Call(http.MethodDelete, "/sessions/daily", "alice", ""); code != http.StatusNoContent {
+		t.Fatalf("DELETE /sessions/daily: %d %s", code, body)
+	}
+	s.Drained(t)
+	s.Model.Enqueue(conversetest.Text("Rust, noted."))
+	learns(s, add("fact", "The person writes Rust."))
+	chat(t, s, "alice", "daily", "I write Rust.")
+
+	s.Model.Enqueue(conversetest.Text("Oslo, noted."))
+	learns(s, add("fact", "The person lives in Oslo."))
+	chat(t, s, "alice", "moves", "I live in Oslo.")
+	s.Model.Enqueue(conversetest.Text("Bergen, noted."))
+	learns(s, add("fact", "The person lives in Bergen."))
+	if code, body := s.Call(http.MethodPost, "/chat", "alice", `{"session_id":"moves","edit":{"from":0,"message":"I live in Bergen."}}`); code != http.StatusOK {
+		t.Fatalf("edit: %d %s", code, body)
+	}
+	s.Drained(t)
+	want := []string{"The person lives in Bergen.", "The person writes Rust."}
+	texts := func() []string {
+		var out []string
+		for _, r := range records(t, s, "alice").Records {
+			out = append(out, r.Text)
+		}
+		slices.Sort(out)
+		return out
+	}
+	if got := texts(); !slices.Equal(got, want) {
+		t.Fatalf("alice's memory before the stream came again: %q, want %q", got, want)
+	}
+	calls := s.MemoryModel.Calls()
+	resp, err := s.Extractor.Handle(t.Context(), events.DynamoDBEvent{Records: s.Stream.Delivered()})
+	if err != nil || len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("Handle again: %+v, %v", resp, err)
+	}
+	if got := texts(); !slices.Equal(got, want) {
+		t.Errorf("alice's memory after the stream came again: %q, want %q", got, want)
+	}
+	if n := s.MemoryModel.Calls() - calls; n != 0 {
+		t.Errorf("the stream delivered again called the extraction model %d times", n)
 	}
 }
