@@ -60,6 +60,7 @@ func TestDocsListTheMetrics(t *testing.T) {
 		counts[name] = 1
 	}
 	m.Counts(t.Context(), counts)
+	m.RecordAudit(t.Context(), telemetry.AuditWrite{SessionID: "s", Records: 1, Bytes: 10, Duration: time.Millisecond})
 	var got []string
 	for _, l := range parseEMFLines(t, out.Bytes()) {
 		for _, d := range l.directives {

@@ -32,6 +32,8 @@ var emfMetrics = map[string][]string{
 		"Turns", "InputTokens", "OutputTokens", "CacheReadTokens", "CacheWriteTokens",
 		"ModelCalls", "ToolCalls", "ModelRetries", "ModelThrottles",
 		"ModelLatency", "TurnDuration", "EstimatedCost",
+		// The audit record's, one line per turn that wrote records.
+		"AuditRecords", "AuditBytes", "AuditWriteFailures", "AuditWriteDuration",
 	},
 	"ErrorCode,FunctionName,Model": {"Errors"},
 	"FunctionName,Model,ToolName":  {"ToolCalls", "ToolErrors", "ToolDuration"},
