@@ -28,17 +28,6 @@ func start(t *testing.T, env map[string]string) *testkit.Stack {
 	return testkit.Start(t, testkit.Options{Env: vars})
 }
 
-// chat runs a turn, and waits until the memory function has handled what
-// it wrote.
-func chat(t *testing.T, s *testkit.Stack, sub, session, message string) {
-	t.Helper()
-	body, _ := json.Marshal(map[string]string{"session_id": session, "message": message})
-	if code, out := s.Call(http.MethodPost, "/chat", sub, string(body)); code != http.StatusOK {
-		t.Fatalf("chat: %d %s", code, out)
-	}
-	s.Drained(t)
-}
-
 // events are the mirrored events of sub's session.
 func events(s *testkit.Stack, sub, session string) []agentcoretest.Event {
 	return s.AgentCore.Events(agentcoretest.MemoryID, agentcore.ActorID(sub), agentcore.SessionID(session))
@@ -90,7 +79,7 @@ func lastUserText(s *testkit.Stack) string {
 func TestMirrorAndRecall(t *testing.T) {
 	s := start(t, nil)
 	s.Model.Enqueue(conversetest.Text("Teal, noted."))
-	chat(t, s, "alice", "first", "My favourite colour is teal.")
+	s.Chat(t, "alice", "first", "My favourite colour is teal.")
 
 	evs := events(s, "alice", "first")
 	if got, want := texts(t, evs), []string{"USER: My favourite colour is teal.", "ASSISTANT: Teal, noted."}; strings.Join(got, "|") != strings.Join(want, "|") {
@@ -106,7 +95,7 @@ func TestMirrorAndRecall(t *testing.T) {
 	addRecord(s, "bob", "facts", "Bob's favourite colour is red.")
 	s.Model.Enqueue(conversetest.Text("Teal."))
 	before := s.AgentCore.Calls("RetrieveMemoryRecords")
-	chat(t, s, "alice", "second", "What is my favourite colour?")
+	s.Chat(t, "alice", "second", "What is my favourite colour?")
 	if n := s.AgentCore.Calls("RetrieveMemoryRecords") - before; n != 1 {
 		t.Errorf("a turn made %d RetrieveMemoryRecords calls, want 1", n)
 	}
@@ -120,7 +109,7 @@ func TestMirrorAndRecall(t *testing.T) {
 
 	calls := s.AgentCore.Calls("RetrieveMemoryRecords")
 	s.Model.Enqueue(conversetest.Text("I do not know."))
-	chat(t, s, "", "anon", "What is my favourite colour?")
+	s.Chat(t, "", "anon", "What is my favourite colour?")
 	if text := lastUserText(s); strings.Contains(text, memory.RecallDescription) {
 		t.Errorf("anonymous was given memory: %q", text)
 	}
@@ -139,7 +128,7 @@ func TestToolChatterIsSkipped(t *testing.T) {
 	s := start(t, nil)
 	s.Model.Enqueue(conversetest.Text("Let me compute.").WithToolUse("c1", "calculator", map[string]string{"expression": "6*7"}))
 	s.Model.Enqueue(conversetest.Text("It is 42."))
-	chat(t, s, "alice", "calc", "What is six times seven?")
+	s.Chat(t, "alice", "calc", "What is six times seven?")
 
 	var words, tools []string
 	for _, e := range events(s, "alice", "calc") {
@@ -164,7 +153,7 @@ func TestToolChatterIsSkipped(t *testing.T) {
 func TestMirrorRetried(t *testing.T) {
 	s := start(t, nil)
 	s.Model.Enqueue(conversetest.Text("Noted."))
-	chat(t, s, "alice", "first", "I live in Oslo.")
+	s.Chat(t, "alice", "first", "I live in Oslo.")
 	before := events(s, "alice", "first")
 	delivered := s.Stream.Delivered()
 	for range 2 {
@@ -188,11 +177,11 @@ func eventOf(rs []lambdaevents.DynamoDBEventRecord) lambdaevents.DynamoDBEvent {
 func TestDeletesReachAgentCore(t *testing.T) {
 	s := start(t, nil)
 	s.Model.Enqueue(conversetest.Text("Noted."))
-	chat(t, s, "alice", "s1", "I live in Oslo.")
+	s.Chat(t, "alice", "s1", "I live in Oslo.")
 	s.Model.Enqueue(conversetest.Text("Bergen, then."))
-	chat(t, s, "alice", "s1", "Actually I moved to Bergen.")
+	s.Chat(t, "alice", "s1", "Actually I moved to Bergen.")
 	s.Model.Enqueue(conversetest.Text("Hello."))
-	chat(t, s, "alice", "other", "Hello.")
+	s.Chat(t, "alice", "other", "Hello.")
 	if n := len(events(s, "alice", "s1")); n != 4 {
 		t.Fatalf("%d events of s1, want 4", n)
 	}
@@ -205,7 +194,7 @@ func TestDeletesReachAgentCore(t *testing.T) {
 		t.Errorf("after the rewind, s1's events are %q", got)
 	}
 	s.Model.Enqueue(conversetest.Text("Stockholm it is."))
-	chat(t, s, "alice", "s1", "I moved to Stockholm.")
+	s.Chat(t, "alice", "s1", "I moved to Stockholm.")
 	if got := texts(t, events(s, "alice", "s1")); strings.Join(got, "|") != "USER: I live in Oslo.|ASSISTANT: Noted.|USER: I moved to Stockholm.|ASSISTANT: Stockholm it is." {
 		t.Errorf("after the next turn, s1's events are %q", got)
 	}
@@ -299,7 +288,7 @@ func TestAgentCoreUnavailable(t *testing.T) {
 	s.AgentCore.FailNext("RetrieveMemoryRecords", 1, agentcoretest.Throttled)
 	s.AgentCore.FailNext("CreateEvent", 1, agentcoretest.Unavailable)
 	s.Model.Enqueue(conversetest.Text("I do not know."))
-	chat(t, s, "alice", "s1", "Where is my home?")
+	s.Chat(t, "alice", "s1", "Where is my home?")
 	if text := lastUserText(s); strings.Contains(text, memory.RecallDescription) {
 		t.Errorf("a throttled recall gave memory: %q", text)
 	}
@@ -310,7 +299,7 @@ func TestAgentCoreUnavailable(t *testing.T) {
 		t.Errorf("no metrics line counts the failed record:\n%s", metrics.String())
 	}
 	s.Model.Enqueue(conversetest.Text("In Oslo."))
-	chat(t, s, "alice", "s1", "Where is my home?")
+	s.Chat(t, "alice", "s1", "Where is my home?")
 	if text := lastUserText(s); !strings.Contains(text, "My home is Oslo.") {
 		t.Errorf("the next recall, with AgentCore back, gave no memory: %q", text)
 	}
@@ -322,13 +311,13 @@ func TestAgentCoreUnavailable(t *testing.T) {
 func TestSessionRecreatedUnderItsID(t *testing.T) {
 	s := start(t, nil)
 	s.Model.Enqueue(conversetest.Text("Teal, noted."))
-	chat(t, s, "alice", "daily", "My favourite colour is teal.")
+	s.Chat(t, "alice", "daily", "My favourite colour is teal.")
 	if code, body := s.Call(http.MethodDelete, "/sessions/daily", "alice", ""); code != http.StatusNoContent {
 		t.Fatalf("DELETE /sessions/daily: %d %s", code, body)
 	}
 	s.Drained(t)
 	s.Model.Enqueue(conversetest.Text("Rust, noted."))
-	chat(t, s, "alice", "daily", "I write Rust.")
+	s.Chat(t, "alice", "daily", "I write Rust.")
 	if got := texts(t, events(s, "alice", "daily")); strings.Join(got, "|") != "USER: I write Rust.|ASSISTANT: Rust, noted." {
 		t.Errorf("the re-created session's events: %q", got)
 	}
@@ -339,7 +328,7 @@ func TestSessionRecreatedUnderItsID(t *testing.T) {
 func TestRedactedInputNeverReachesAgentCore(t *testing.T) {
 	s := start(t, map[string]string{"GUARDRAIL_ID": "gr1", "GUARDRAIL_VERSION": "1"})
 	s.Model.Enqueue(conversetest.GuardrailInput("Sorry, the model cannot answer this question."))
-	chat(t, s, "alice", "g", "How do I hurt my neighbour?")
+	s.Chat(t, "alice", "g", "How do I hurt my neighbour?")
 	got := texts(t, events(s, "alice", "g"))
 	if len(got) == 0 || strings.Contains(strings.Join(got, "|"), "neighbour") {
 		t.Errorf("mirrored %q; want the redacted input", got)
@@ -375,7 +364,7 @@ func TestSearchMemory(t *testing.T) {
 	addRecord(s, "bob", "facts", "His cat is called Rex.")
 	s.Model.Enqueue(conversetest.ToolUse("m1", memory.SearchToolName, map[string]string{"query": "cat name"}))
 	s.Model.Enqueue(conversetest.Text("Miso."))
-	chat(t, s, "alice", "s1", "Hello there.")
+	s.Chat(t, "alice", "s1", "Hello there.")
 	reqs := s.Model.Requests()
 	result := reqs[len(reqs)-1].Messages
 	got := result[len(result)-1].Content[0].ToolResult

@@ -69,8 +69,8 @@ func TestDiscardedMessagesLeaveMemory(t *testing.T) {
 	s.Model.Enqueue(conversetest.Text("Noted."), conversetest.Text("Noted."))
 	learns(s, add("fact", "The person plays chess."))
 	learns(s, add("fact", "The person is a nurse."))
-	chat(t, s, "alice", "s", "I play chess.")
-	chat(t, s, "alice", "other", "I am a nurse.")
+	s.Chat(t, "alice", "s", "I play chess.")
+	s.Chat(t, "alice", "other", "I am a nurse.")
 	if code, out := s.Call(http.MethodDelete, "/sessions/s", "alice", ""); code != http.StatusNoContent {
 		t.Fatalf("delete: %d %s", code, out)
 	}

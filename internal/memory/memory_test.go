@@ -30,17 +30,6 @@ func start(t *testing.T, env map[string]string) *testkit.Stack {
 	return testkit.Start(t, testkit.Options{Env: vars})
 }
 
-// chat runs a turn, and waits until the memory function has handled its
-// commit.
-func chat(t *testing.T, s *testkit.Stack, sub, session, message string) {
-	t.Helper()
-	body, _ := json.Marshal(map[string]string{"session_id": session, "message": message})
-	if code, out := s.Call(http.MethodPost, "/chat", sub, string(body)); code != http.StatusOK {
-		t.Fatalf("chat: %d %s", code, out)
-	}
-	s.Drained(t)
-}
-
 // learns scripts the extraction model's next answer: these operations.
 func learns(s *testkit.Stack, ops ...map[string]any) {
 	s.MemoryModel.Enqueue(conversetest.ToolUse("x1", "update_memory", map[string]any{"operations": ops}))
@@ -79,7 +68,7 @@ func TestMemoryAcrossSessions(t *testing.T) {
 	s := start(t, nil)
 	s.Model.Enqueue(conversetest.Text("Teal, noted."))
 	learns(s, add("fact", "The person's favourite colour is teal."))
-	chat(t, s, "alice", "first", "My favourite colour is teal.")
+	s.Chat(t, "alice", "first", "My favourite colour is teal.")
 
 	reqs := s.MemoryModel.Requests()
 	if len(reqs) != 1 {
@@ -99,7 +88,7 @@ func TestMemoryAcrossSessions(t *testing.T) {
 
 	s.Model.Enqueue(conversetest.Text("Teal."))
 	learns(s) // nothing new
-	chat(t, s, "alice", "second", "What is my favourite colour?")
+	s.Chat(t, "alice", "second", "What is my favourite colour?")
 	text := lastUserText(s)
 	if !strings.Contains(text, memory.RecallDescription) || !strings.Contains(text, "favourite colour is teal") {
 		t.Errorf("the second session's request lacks the memory: %q", text)
@@ -111,7 +100,7 @@ func TestMemoryAcrossSessions(t *testing.T) {
 	// Bob has memory of his own, and none of Alice's.
 	s.Model.Enqueue(conversetest.Text("I do not know."))
 	learns(s)
-	chat(t, s, "bob", "bobs", "What is my favourite colour?")
+	s.Chat(t, "bob", "bobs", "What is my favourite colour?")
 	if text := lastUserText(s); strings.Contains(text, "teal") {
 		t.Errorf("bob's request holds alice's memory: %q", text)
 	}
@@ -125,7 +114,7 @@ func TestMemoryAcrossSessions(t *testing.T) {
 func TestNoMemoryForOwnersThatAreNotOnePerson(t *testing.T) {
 	s := start(t, nil)
 	s.Model.Enqueue(conversetest.Text("Noted."))
-	chat(t, s, "", "anon", "My favourite colour is teal.")
+	s.Chat(t, "", "anon", "My favourite colour is teal.")
 	if n := s.MemoryModel.Calls(); n != 0 {
 		t.Errorf("%d extraction calls for an anonymous turn", n)
 	}
@@ -144,7 +133,7 @@ func TestSearchMemoryIsTheCallersOwn(t *testing.T) {
 	s := start(t, nil)
 	s.Model.Enqueue(conversetest.Text("Noted."))
 	learns(s, add("fact", "The person's car is a green Volvo."))
-	chat(t, s, "alice", "a1", "My car is a green Volvo.")
+	s.Chat(t, "alice", "a1", "My car is a green Volvo.")
 
 	for _, c := range []struct {
 		sub, want, not string
@@ -156,7 +145,7 @@ func TestSearchMemoryIsTheCallersOwn(t *testing.T) {
 			conversetest.ToolUse("t1", memory.SearchToolName, map[string]any{"query": "which car does alice drive, volvo"}),
 			conversetest.Text("Done."))
 		learns(s)
-		chat(t, s, c.sub, "search-"+c.sub, "Which car do I drive?")
+		s.Chat(t, c.sub, "search-"+c.sub, "Which car do I drive?")
 		reqs := s.Model.Requests()
 		result := reqs[len(reqs)-1].Messages[len(reqs[len(reqs)-1].Messages)-1]
 		got := string(mustJSON(t, result))
@@ -182,7 +171,7 @@ func TestMemoryRoutes(t *testing.T) {
 	s := start(t, nil)
 	s.Model.Enqueue(conversetest.Text("Noted."))
 	learns(s, add("fact", "The person is a nurse."), add("fact", "The person lives in Lyon."), add("preference", "The person likes short answers."))
-	chat(t, s, "alice", "a1", "I am a nurse in Lyon, and I like short answers.")
+	s.Chat(t, "alice", "a1", "I am a nurse in Lyon, and I like short answers.")
 
 	code, body := s.Call(http.MethodGet, "/memory?limit=2", "alice", "")
 	var page httpapi.MemoryResponse
@@ -294,7 +283,7 @@ func TestSessionRecreatedUnderItsID(t *testing.T) {
 	s := start(t, nil)
 	s.Model.Enqueue(conversetest.Text("Teal, noted."))
 	learns(s, add("fact", "The person's favourite colour is teal."))
-	chat(t, s, "alice", "daily", "My favourite colour is teal.")
+	s.Chat(t, "alice", "daily", "My favourite colour is teal.")
 	if code, body := s.Call(http.MethodDelete, "/sessions/daily", "alice", ""); code != http.StatusNoContent {
 		t.Fatalf("DELETE /sessions/daily: %d %s", code, body)
 	}
@@ -305,7 +294,7 @@ func TestSessionRecreatedUnderItsID(t *testing.T) {
 
 	s.Model.Enqueue(conversetest.Text("Rust, noted."))
 	learns(s, add("fact", "The person writes Rust."))
-	chat(t, s, "alice", "daily", "I write Rust.")
+	s.Chat(t, "alice", "daily", "I write Rust.")
 	if n := s.MemoryModel.Calls(); n != 2 {
 		t.Errorf("%d extraction calls; want 2, one for each incarnation's first commit", n)
 	}
@@ -320,13 +309,13 @@ func TestMemoryIsNotASession(t *testing.T) {
 	s := start(t, nil)
 	s.Model.Enqueue(conversetest.Text("Noted."))
 	learns(s, add("fact", "The person is a nurse."))
-	chat(t, s, "alice", "only", "I am a nurse.")
+	s.Chat(t, "alice", "only", "I am a nurse.")
 	if code, _ := s.Call(http.MethodDelete, "/memory", "alice", ""); code != http.StatusNoContent {
 		t.Fatal("forget")
 	}
 	s.Model.Enqueue(conversetest.Text("Noted."))
 	learns(s, add("fact", "The person is a doctor now."))
-	chat(t, s, "alice", "only", "I am a doctor now.")
+	s.Chat(t, "alice", "only", "I am a doctor now.")
 
 	out, err := s.DDB.Client().Scan(t.Context(), &dynamodb.ScanInput{TableName: aws.String(testkit.Table)})
 	if err != nil {
@@ -362,18 +351,18 @@ func TestDiscardsDeliveredAgain(t *testing.T) {
 	s := start(t, nil)
 	s.Model.Enqueue(conversetest.Text("Teal, noted."))
 	learns(s, add("fact", "The person's favourite colour is teal."))
-	chat(t, s, "alice", "daily", "My favourite colour is teal.")
+	s.Chat(t, "alice", "daily", "My favourite colour is teal.")
 	if code, body := s.Call(http.MethodDelete, "/sessions/daily", "alice", ""); code != http.StatusNoContent {
 		t.Fatalf("DELETE /sessions/daily: %d %s", code, body)
 	}
 	s.Drained(t)
 	s.Model.Enqueue(conversetest.Text("Rust, noted."))
 	learns(s, add("fact", "The person writes Rust."))
-	chat(t, s, "alice", "daily", "I write Rust.")
+	s.Chat(t, "alice", "daily", "I write Rust.")
 
 	s.Model.Enqueue(conversetest.Text("Oslo, noted."))
 	learns(s, add("fact", "The person lives in Oslo."))
-	chat(t, s, "alice", "moves", "I live in Oslo.")
+	s.Chat(t, "alice", "moves", "I live in Oslo.")
 	s.Model.Enqueue(conversetest.Text("Bergen, noted."))
 	learns(s, add("fact", "The person lives in Bergen."))
 	if code, body := s.Call(http.MethodPost, "/chat", "alice", `{"session_id":"moves","edit":{"from":0,"message":"I live in Bergen."}}`); code != http.StatusOK {

@@ -2,6 +2,7 @@ package testkit
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -53,5 +54,22 @@ func (s *Stack) Drained(t testing.TB) {
 	}
 	if f := s.Stream.Failed(); len(f) > 0 {
 		t.Fatalf("%d stream records went to the on-failure destination; logs:\n%s", len(f), s.Logs)
+	}
+}
+
+// Chat runs a turn of sub's on session, fails t unless it answers 200, and
+// waits until the memory function has handled what it wrote, when the
+// Stack has one.
+func (s *Stack) Chat(t testing.TB, sub, session, message string) {
+	t.Helper()
+	body, err := json.Marshal(map[string]string{"session_id": session, "message": message})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, out := s.Call(http.MethodPost, "/chat", sub, string(body)); code != http.StatusOK {
+		t.Fatalf("chat: %d %s", code, out)
+	}
+	if s.Stream != nil {
+		s.Drained(t)
 	}
 }

@@ -775,24 +775,7 @@ func TestAgentCoreMirrorKilledMidway(t *testing.T) {
 		mu.Lock()
 		mode, pass, passed, reached = "hold", n, 0, at
 		mu.Unlock()
-		inv, err := fn.InvokeAsync(t.Context(), event, 20*time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
-		select {
-		case <-at:
-		case <-inv.Done():
-			out, err := inv.Wait(t.Context())
-			t.Fatalf("%s: the invocation ended first: %s %v\n%s", what, out, err, fn.Logs())
-		case <-time.After(20 * time.Second):
-			t.Fatalf("%s: timed out\n%s", what, fn.Logs())
-		}
-		if err := fn.Kill(); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := inv.Wait(t.Context()); err == nil {
-			t.Fatalf("%s: the invocation finished despite the kill", what)
-		}
+		killWhenReached(t, fn, event, at, what)
 		unchanged("killed " + what)
 		landed = eventIDs(s.agentCoreEvents("alice", "crashy"))
 		if len(landed) > n {

@@ -1326,24 +1326,7 @@ func TestExtractionFailuresLeaveSessionsValid(t *testing.T) {
 	}
 	kill := func(what string, reached <-chan struct{}) {
 		t.Helper()
-		inv, err := fn.InvokeAsync(t.Context(), event, 20*time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
-		select {
-		case <-reached:
-		case <-inv.Done():
-			out, err := inv.Wait(t.Context())
-			t.Fatalf("%s: the invocation ended first: %s %v\n%s", what, out, err, fn.Logs())
-		case <-time.After(20 * time.Second):
-			t.Fatalf("%s: timed out\n%s", what, fn.Logs())
-		}
-		if err := fn.Kill(); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := inv.Wait(t.Context()); err == nil {
-			t.Fatalf("%s: the invocation finished despite the kill", what)
-		}
+		killWhenReached(t, fn, event, reached, what)
 		unchanged("killed " + what)
 		if err := fn.Restart(t.Context()); err != nil {
 			t.Fatal(err)
@@ -1415,4 +1398,29 @@ func TestExtractionFailuresLeaveSessionsValid(t *testing.T) {
 	}
 	report(t, "An extraction model that fails (throttled, 500) never fails or changes a turn: every turn answers 200 and is stored as committed; its record goes to the on-failure destination after the retries, named in the memory function's log; re-driven to the memory function, SIGKILLed during the model call or its write, the sessions stay as they were and nothing is written, and the next invocation learns each turn once",
 		fmt.Sprintf("%d turns while the extraction model answered 429 or 500 on every attempt (%d records to the on-failure destination after 3 deliveries each, %d log lines naming them); 2 SIGKILLs of the memory bootstrap given those records: during the model call, while its write was held at DynamoDB; then 2 invocations", len(said), len(failed), len(logged)), wrong)
+}
+
+// killWhenReached invokes fn with event, and SIGKILLs it once reached is
+// closed: when the invocation got where a test holds it. It fails t if the
+// invocation ends first, or lives on after the kill.
+func killWhenReached(t *testing.T, fn *runtimetest.Function, event []byte, reached <-chan struct{}, what string) {
+	t.Helper()
+	inv, err := fn.InvokeAsync(t.Context(), event, 20*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-reached:
+	case <-inv.Done():
+		out, err := inv.Wait(t.Context())
+		t.Fatalf("%s: the invocation ended first: %s %v\n%s", what, out, err, fn.Logs())
+	case <-time.After(20 * time.Second):
+		t.Fatalf("%s: timed out\n%s", what, fn.Logs())
+	}
+	if err := fn.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := inv.Wait(t.Context()); err == nil {
+		t.Fatalf("%s: the invocation finished despite the kill", what)
+	}
 }
