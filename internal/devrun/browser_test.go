@@ -828,10 +828,11 @@ func (wd *webDriver) lastLine() lastLine {
 }
 
 // lastLineScript is a JavaScript expression for a lastLine: the last line
-// of the turn's content, not the row of its buttons, such as Regenerate.
+// of the turn's content, not the row of its buttons, such as Regenerate,
+// nor the collapsed view of what the model saw.
 const lastLineScript = `(() => {
 	const m = document.querySelector("#messages");
-	const line = [...m.lastElementChild.children].filter(e => !e.matches(".turn-actions")).pop();
+	const line = [...m.lastElementChild.children].filter(e => !e.matches(".turn-actions, .saw")).pop();
 	const r = line.getBoundingClientRect(), view = m.getBoundingClientRect();
 	return {Text: line.textContent, InView: r.top >= view.top && r.bottom <= view.bottom + 1, Overflows: m.scrollHeight > m.clientHeight + 100};
 })()`

@@ -237,12 +237,14 @@ func Run(ctx context.Context, opts Options) error {
             POST /sessions/{sessionId}/tools/{name}   POST /sessions/{sessionId}/rewind
             GET /sessions/{sessionId}/export   POST /sessions/import   POST /sessions/{sessionId}/import
             DELETE /sessions/{sessionId}   POST /structured
+            GET /sessions/{sessionId}/audit   GET /sessions/{sessionId}/audit/{recordId}
             GET /memory   GET /memory/export   DELETE /memory/{recordId}   DELETE /memory
   model:    %s (MODEL_ID=%s)
   dynamodb: %s, table %s
   auth:     bearer JWTs are decoded but not verified, as with sam local; no token means owner "anonymous"
   memory:   %s
-`, url, modelWhere, cfg.ModelID, ddbWhere, cfg.TableName, memoryWhere)
+  audit:    %s
+`, url, modelWhere, cfg.ModelID, ddbWhere, cfg.TableName, memoryWhere, auditWhere(cfg.Audit.Enabled))
 	for _, s := range cfg.MCPServers {
 		fmt.Fprintf(opts.Out, "  mcp:      %s at %s, tools named %s* (listed in the background; /tool NAME {JSON} calls one offline)\n", s.Name, s.URL, s.ToolPrefix())
 	}
@@ -273,6 +275,14 @@ func Run(ctx context.Context, opts Options) error {
 		return err
 	}
 	return nil
+}
+
+// auditWhere says, in the banner, whether the run keeps the audit record.
+func auditWhere(on bool) string {
+	if on {
+		return "on: every model call is kept, and the chat page shows what the model saw under each answer; AUDIT=off turns it off"
+	}
+	return "off (AUDIT=off): the model calls are not kept"
 }
 
 // learnInProcess returns the table's stream, recorded from the writes

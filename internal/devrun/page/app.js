@@ -4,9 +4,11 @@
 // /sessions/{id} for the list and the transcripts, with the interrupts that
 // wait; DELETE /sessions/{id}; regenerate and edit, which POST /chat/stream
 // runs too; a link to GET /sessions/{id}/export; GET /memory, DELETE
-// /memory/{id} and DELETE /memory for the memory panel. GET /local/info, the local
-// run's own route, says which model answers. Everything the model or a user wrote is
-// rendered as text, never as HTML.
+// /memory/{id} and DELETE /memory for the memory panel; GET
+// /sessions/{id}/audit and its records' hrefs for what the model saw. GET
+// /local/info, the local run's own route, says which model answers.
+// Everything the model, a tool or a user wrote is rendered as text, never as
+// HTML.
 "use strict";
 
 const $ = (id) => document.getElementById(id);
@@ -37,6 +39,7 @@ async function api(path, options) {
     const e = (body && body.error) || {};
     const err = new Error(`${resp.status} ${e.code || ""}: ${e.message || resp.statusText}`);
     err.status = resp.status;
+    err.code = e.code || "";
     throw err;
   }
   return body;
@@ -643,7 +646,30 @@ class Turn {
     this.li.dataset.pieces = "0";
     this.segment = null;
     this.tools = new Map();
+    // The stored messages the turn shows, from and to their indexes, once
+    // known; saw is the view of what the model saw to make them.
+    this.from = null;
+    this.to = null;
+    this.saw = null;
     $("messages").append(this.li);
+  }
+  // stored says that messages, stored from index first on, are the turn's
+  // (a resume adds to those of the turn it resumes), and offers what the
+  // model saw to make them.
+  stored(first, messages) {
+    const n = (messages || []).length;
+    if (!n || !state.sessionId) return;
+    this.span(first, first + n - 1);
+  }
+  // span offers what the model saw to make the stored messages from index
+  // from to index to, with those the turn showed already.
+  span(from, to) {
+    this.from = this.from === null ? from : Math.min(this.from, from);
+    this.to = this.to === null ? to : Math.max(this.to, to);
+    const view = sawView(state.sessionId, this.from, this.to);
+    if (this.saw) this.saw.replaceWith(view);
+    else this.li.insertBefore(view, this.li.querySelector(":scope > .regenerate-row"));
+    this.saw = view;
   }
   text(delta, streamed = true) {
     if (!this.segment) {
@@ -731,6 +757,9 @@ function renderTranscript(messages, base = 0) {
   $("messages").replaceChildren();
   owners.clear();
   let turn = null;
+  // asked is the index of the user's message that the next answer follows.
+  let asked = null;
+  const spans = [];
   for (const [k, m] of messages.entries()) {
     const i = base + k;
     if (m.role === "user") {
@@ -743,16 +772,212 @@ function renderTranscript(messages, base = 0) {
         const editable = isTurnStart(m) && !media;
         addUser(text + (media ? ` [${media} attachment${media === 1 ? "" : "s"}]` : ""), editable ? i : undefined);
         turn = null;
+        asked = i;
       }
       continue;
     }
-    if (!turn) turn = new Turn();
+    if (!turn) {
+      turn = new Turn();
+      spans.push({ turn, from: asked ?? i, to: i });
+    }
+    spans[spans.length - 1].to = i;
     for (const b of m.content) {
       if (b.text) turn.text(b.text, false);
       if (b.toolUse) turn.toolUse(b.toolUse.toolUseId, b.toolUse.name, b.toolUse.input);
     }
     turn.li.classList.add("done");
   }
+  for (const s of spans) s.turn.span(s.from, s.to);
+}
+
+// ---- what the model saw --------------------------------------------------
+// Each answer offers, collapsed, the audit record of the turn that made it
+// (GET /sessions/{id}/audit, docs/audit.md): for each model call, the
+// request as it went over the wire (the system prompt, the messages with
+// the turn's context blocks, the tools, the cache points) and the answer.
+// It is read when first opened. A record holds the model's, the tools' and
+// the user's words, which are hostile: it is drawn with textContent only.
+
+// CONTEXT_HEADER begins a text block that gives a turn context, such as
+// recalled memory, rather than the person's words: agent.ContextHeader,
+// which a test holds this to.
+const CONTEXT_HEADER = "Context from the application this conversation runs in (not written by the person):";
+const AUDIT_PAGE = 100;
+
+// sawView is the collapsed view of what the model saw to make the messages
+// of session id stored from index from to index to.
+function sawView(id, from, to) {
+  const details = el("details", "saw");
+  details.dataset.from = String(from);
+  details.dataset.to = String(to);
+  const body = el("div", "saw-body");
+  details.append(el("summary", "", "What the model saw"), body);
+  let read = false;
+  details.addEventListener("toggle", () => {
+    if (!details.open || read) return;
+    read = true;
+    showSaw(id, from, to, body);
+  });
+  return details;
+}
+
+// auditOf reads the records of session id's turns whose first message is
+// stored from index from to index to, each with its record: one a page
+// lists without it, being too large for the page, is read alone by its
+// href.
+async function auditOf(id, from, to) {
+  const out = [];
+  let cursor = "";
+  do {
+    const page = await api(`/sessions/${encodeURIComponent(id)}/audit?limit=${AUDIT_PAGE}${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ""}`);
+    out.push(...page.records.filter((r) => r.at >= from && r.at <= to));
+    // The records are listed oldest turn first: none past to follows.
+    const last = page.records[page.records.length - 1];
+    cursor = last && last.at > to ? "" : page.next_cursor || "";
+  } while (cursor);
+  for (const r of out) {
+    if (r.record || !r.href) continue;
+    try {
+      r.record = (await api(r.href)).record;
+    } catch (err) {
+      r.problem = err.message;
+    }
+  }
+  return out;
+}
+
+async function showSaw(id, from, to, body) {
+  body.setAttribute("aria-busy", "true");
+  body.replaceChildren(el("p", "note", "Reading the audit record…"));
+  try {
+    const records = await auditOf(id, from, to);
+    body.replaceChildren(...(records.length
+      ? records.map((r, i) => sawCall(r, i, records.length))
+      : [el("p", "note", "No model call of this answer is recorded: its records have expired, or were not stored.")]));
+  } catch (err) {
+    body.replaceChildren(el("p", "note error", err.code === "audit_off"
+      ? "The audit record is off (AUDIT=off), so what the model saw was not kept. The local run keeps it unless AUDIT=off."
+      : `Could not read the audit record: ${err.message}`));
+  } finally {
+    body.removeAttribute("aria-busy");
+  }
+}
+
+// sawPart is a labelled part of a model call's view.
+function sawPart(className, label, ...children) {
+  const div = el("div", `saw-part ${className}`);
+  div.append(el("div", "label", label), ...children);
+  return div;
+}
+
+// sawCall draws the record of the i-th of n model calls.
+function sawCall(entry, i, n) {
+  const section = el("section", "saw-call");
+  section.dataset.id = entry.id;
+  const rec = entry.record;
+  const head = [`Model call ${i + 1} of ${n}`];
+  if (rec) head.push(rec.model_id, rec.stream ? "ConverseStream" : "Converse", `${rec.duration_ms} ms`);
+  if (entry.outcome !== "committed") head.push(`a turn that ${entry.outcome === "failed" ? "failed, and stored nothing" : entry.outcome}`);
+  section.append(el("h4", "", head.join(" · ")));
+  if (!rec) {
+    section.append(el("p", "note error", `Not shown: ${entry.problem || "the record is not in the answer"}`));
+    return section;
+  }
+  const req = rec.request || {};
+  const points = req.cache_points || {};
+  const system = req.system || [];
+  section.append(sawPart("system", "System prompt",
+    ...(system.length ? system.map((t) => el("pre", "saw-text", t)) : [el("p", "note", "(none)")]),
+    ...(points.system ? [el("div", "saw-cache", "cache point after the system prompt")] : [])));
+
+  const cached = new Set(points.messages || []);
+  const list = el("ol", "saw-messages");
+  for (const [k, m] of (req.messages || []).entries()) {
+    const li = el("li", `saw-message ${m.role}`);
+    li.append(el("div", "saw-role", `#${k} ${m.role}`), ...(m.content || []).map(sawBlock));
+    if (cached.has(k)) li.append(el("div", "saw-cache", "cache point after this message"));
+    list.append(li);
+  }
+  section.append(sawPart("messages", `Messages (${(req.messages || []).length})`, list));
+
+  const tools = req.tools || [];
+  if (tools.length) {
+    const ul = el("ul", "saw-tools");
+    for (const t of tools) {
+      const d = el("details", "saw-tool");
+      d.dataset.name = t.name;
+      d.append(el("summary", "", t.name));
+      if (t.description) d.append(el("p", "saw-description", t.description));
+      d.append(el("pre", "saw-json", pretty(t.input_schema)));
+      const li = el("li");
+      li.append(d);
+      ul.append(li);
+    }
+    const notes = [`tool choice: ${req.tool_choice || "auto"}`];
+    if (points.tools) notes.push("cache point after the tools");
+    section.append(sawPart("tools", `Tools (${tools.length})`, ul, el("div", "saw-meta", notes.join(" · "))));
+  }
+  const settings = [];
+  const inf = req.inference;
+  if (inf) {
+    if (inf.max_tokens !== undefined) settings.push(`max tokens ${inf.max_tokens}`);
+    if (inf.temperature !== undefined) settings.push(`temperature ${inf.temperature}`);
+    if (inf.top_p !== undefined) settings.push(`top p ${inf.top_p}`);
+    if (inf.stop_sequences) settings.push(`stop sequences ${JSON.stringify(inf.stop_sequences)}`);
+  }
+  if (req.guardrail) settings.push(`guardrail ${req.guardrail.id} version ${req.guardrail.version}${req.guardrail.trace ? ", traced" : ""}`);
+  if (settings.length) section.append(sawPart("settings", "Settings", el("div", "saw-meta", settings.join(" · "))));
+
+  const resp = rec.response;
+  if (!resp) {
+    section.append(sawPart("output failed", "Error", el("pre", "saw-text", rec.error || "(no answer)")));
+    return section;
+  }
+  const u = resp.usage || {};
+  const usage = [`stop reason: ${resp.stop_reason}`, `${u.input_tokens ?? 0} in · ${u.output_tokens ?? 0} out tokens`];
+  if (u.cache_read_input_tokens) usage.push(`${u.cache_read_input_tokens} read from the cache`);
+  if (u.cache_write_input_tokens) usage.push(`${u.cache_write_input_tokens} written to the cache`);
+  if (resp.latency_ms) usage.push(`${resp.latency_ms} ms in the model`);
+  const stop = el("div", "saw-meta saw-stop", usage.join(" · "));
+  section.append(sawPart("output", "Output", ...((resp.message && resp.message.content) || []).map(sawBlock), stop,
+    ...(resp.guardrail ? [el("pre", "saw-json", `guardrail: ${pretty(resp.guardrail)}`)] : [])));
+  return section;
+}
+
+// sawBlock draws a content block of a recorded message; a text block that
+// gives context, such as recalled memory, is marked as not the person's.
+function sawBlock(b) {
+  const block = (kind, label, ...children) => {
+    const div = el("div", `saw-block ${kind}`);
+    if (label) div.append(el("div", "saw-kind", label));
+    div.append(...children);
+    return div;
+  };
+  if (b.text !== undefined) {
+    return b.text.startsWith(CONTEXT_HEADER)
+      ? block("context", "context block: the application's, not the person's words", el("pre", "saw-text", b.text))
+      : block("text", "", el("pre", "saw-text", b.text));
+  }
+  if (b.toolUse) return block("tool-use", `tool use: ${b.toolUse.name} (${b.toolUse.toolUseId})`, el("pre", "saw-json", pretty(b.toolUse.input)));
+  if (b.toolResult) {
+    const r = b.toolResult;
+    return block("tool-result", `tool result of ${r.toolUseId}${r.status ? ` (${r.status})` : ""}`,
+      ...(r.content || []).map((c) => c.text !== undefined ? el("pre", "saw-text", c.text)
+        : c.json !== undefined ? el("pre", "saw-json", pretty(c.json)) : el("div", "note", media(c))));
+  }
+  if (b.reasoning) return block("reasoning", "reasoning", el("pre", "saw-text", b.reasoning.text || "[redacted]"));
+  if (b.image || b.document) return block("media", "", el("div", "note", media(b)));
+  return block("other", "other block", el("pre", "saw-json", pretty(b)));
+}
+
+// media says what an image or a document of a record is, without its
+// bytes.
+function media(c) {
+  const m = c.image || c.document;
+  if (!m) return "[a block this page does not know]";
+  const src = m.source || {};
+  const size = src.bytes ? `, ${Math.floor((src.bytes.length * 3) / 4)} bytes` : src.s3Location ? `, at ${src.s3Location.uri}` : "";
+  return `[${c.image ? "image" : "document"}${m.name ? ` ${m.name}` : ""}, ${m.format}${size}]`;
 }
 
 // ---- interrupts ----------------------------------------------------------
@@ -1016,6 +1241,7 @@ async function resume() {
   }
   state.pending = [];
   state.paused = null;
+  follow(() => turn.stored(state.count, out.done.messages));
   state.count += (out.done.messages || []).length;
   after(turn, out.done);
 }
@@ -1182,6 +1408,7 @@ async function send(text, denyPending = false) {
     showPending(null, []);
     const at = turnStart(out.done.messages, state.count);
     if (at >= 0) follow(() => stored(asked, at));
+    follow(() => turn.stored(state.count, out.done.messages));
     state.count += (out.done.messages || []).length;
     loadSessions();
     after(turn, out.done);
@@ -1331,6 +1558,7 @@ async function rewind(body, from, replaced, asked, edit) {
     if (start >= 0) stored(asked, start);
   }
   state.count = at + (done.messages || []).length;
+  follow(() => turn.stored(at, done.messages));
   setBusy(false);
   setStatus("");
   loadSessions();
