@@ -156,8 +156,8 @@ func New(cfg Config) (*Agent, error) {
 	a := &Agent{cfg: cfg, model: Retrying(cfg.Model, cfg.Retry), box: toolbox{tools: make(map[string]*registered)}}
 	for _, t := range cfg.Tools {
 		spec := t.Spec()
-		if !toolNamePattern.MatchString(spec.Name) {
-			return nil, fmt.Errorf("agent: tool name %q does not match %s", spec.Name, toolNamePattern)
+		if !ValidToolName(spec.Name) {
+			return nil, fmt.Errorf("agent: tool name %q does not match %s", spec.Name, ToolNameRule)
 		}
 		if _, dup := a.box.tools[spec.Name]; dup {
 			return nil, fmt.Errorf("agent: two tools are named %q", spec.Name)

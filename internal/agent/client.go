@@ -60,7 +60,7 @@ func NewClientTools(specs []ToolSpec) (*ClientTools, error) {
 	for i, spec := range specs {
 		at := fmt.Sprintf("tools[%d]", i)
 		switch {
-		case !toolNamePattern.MatchString(spec.Name):
+		case !ValidToolName(spec.Name):
 			problems = append(problems, fmt.Sprintf("%s: the name %q does not match %s", at, Clip(spec.Name, 80), ToolNameRule))
 			continue
 		case seen[spec.Name]:

@@ -219,9 +219,9 @@ func checkBlocks(i int, at string, m Message) error {
 
 func checkToolUse(i int, p string, u *ToolUseBlock) error {
 	switch {
-	case !toolNamePattern.MatchString(u.ToolUseID):
+	case !ValidToolName(u.ToolUseID):
 		return historyError(i, p+".toolUseId", "%q does not match %s", u.ToolUseID, ToolNameRule)
-	case !toolNamePattern.MatchString(u.Name):
+	case !ValidToolName(u.Name):
 		return historyError(i, p+".name", "%q does not match %s", u.Name, ToolNameRule)
 	case !bytes.HasPrefix(bytes.TrimSpace(u.Input), []byte("{")):
 		return historyError(i, p+".input", "must be a JSON object")

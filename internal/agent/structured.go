@@ -87,8 +87,8 @@ func (a *Agent) structured(ctx context.Context, conv *Conversation, req Structur
 		return nil, invalidSchema("no schema")
 	}
 	name := cmp.Or(req.Name, DefaultStructuredName)
-	if !toolNamePattern.MatchString(name) {
-		return nil, invalidInput("name %q does not match %s", name, toolNamePattern)
+	if !ValidToolName(name) {
+		return nil, invalidInput("name %q does not match %s", name, ToolNameRule)
 	}
 	description := cmp.Or(req.Description, "Return the answer as an object that matches the input schema.")
 	spec := ToolSpec{Name: name, Description: description, InputSchema: req.Schema.Raw()}

@@ -49,7 +49,7 @@ func (a *Agent) toolbox(ctx context.Context) *toolbox {
 	for _, set := range a.cfg.ToolSets {
 		for _, t := range set.Tools(ctx) {
 			spec := t.Spec()
-			if _, taken := b.tools[spec.Name]; taken || !toolNamePattern.MatchString(spec.Name) {
+			if _, taken := b.tools[spec.Name]; taken || !ValidToolName(spec.Name) {
 				continue
 			}
 			if schema, err := a.compiled(t, spec); err == nil {

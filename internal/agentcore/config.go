@@ -75,11 +75,14 @@ const (
 	maxResults     = 100   // of a page
 )
 
-var memoryIDPattern = regexp.MustCompile(`^[a-zA-Z][a-zA-Z0-9-_]{0,99}-[a-zA-Z0-9]{10}$`)
+// memoryIDPattern is a memoryId, [a-zA-Z][a-zA-Z0-9-_]{0,99}-[a-zA-Z0-9]{10}
+// with the length checked apart (CheckMemoryID): a counted repetition
+// compiles to a program whose size costs the functions' cold start.
+var memoryIDPattern = regexp.MustCompile(`^[a-zA-Z][a-zA-Z0-9-_]*-[a-zA-Z0-9]{10}$`)
 
 // CheckMemoryID returns an error unless id is an AgentCore memoryId.
 func CheckMemoryID(id string) error {
-	if len(id) < 12 || !memoryIDPattern.MatchString(id) {
+	if len(id) < 12 || len(id) > 111 || !memoryIDPattern.MatchString(id) {
 		return fmt.Errorf("%q is not an AgentCore memory id (such as myagent_memory-AbCdE01234; not an ARN)", id)
 	}
 	return nil

@@ -181,12 +181,12 @@ func (m *Memory) List(ctx context.Context, owner, cursor string, limit int) (*me
 
 // recordIDPattern is what a record id may be before it is sent in a
 // path: anything else is no record of the owner's.
-var recordIDPattern = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9-_]{0,127}$`)
+var recordIDPattern = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9-_]*$`)
 
 // Delete deletes one of owner's records. A record that is not under the
 // owner's namespace path is memory.ErrNotFound, whoever's it is.
 func (m *Memory) Delete(ctx context.Context, owner, id string) error {
-	if !m.Has(owner) || !recordIDPattern.MatchString(id) {
+	if !m.Has(owner) || len(id) > 128 || !recordIDPattern.MatchString(id) {
 		return memory.ErrNotFound
 	}
 	got, err := m.client.GetMemoryRecord(ctx, &bedrockagentcore.GetMemoryRecordInput{

@@ -120,7 +120,7 @@ func checkAgents(agents []SubAgent, where []string, c *Config) error {
 		}
 		switch {
 		case a.ModelID == "":
-		case !modelIDPattern.MatchString(a.ModelID):
+		case !validModelID(a.ModelID):
 			fail("model_id must be a foundation model id or a system-defined inference profile id (%s), not an ARN", modelIDRule)
 		default:
 			if err := c.checkModel(a.ModelID); err != nil {

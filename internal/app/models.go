@@ -27,10 +27,19 @@ type ModelARN struct {
 var modelARNPattern = regexp.MustCompile(`^arn:aws[a-z-]*:bedrock:([a-z0-9-]+|\*):(|[0-9]{12}):(foundation-model|inference-profile)/(` + modelIDRule + `)$`)
 
 // modelIDRule is what a model_id may be: a foundation model id or a
-// system-defined inference profile id, as the template's ModelId.
-const modelIDRule = `[a-zA-Z0-9._:-]{1,128}`
+// system-defined inference profile id, as the template's ModelId, of at
+// most maxModelID characters, which validModelID checks apart: a counted
+// repetition compiles to a program whose size costs the functions' cold
+// start.
+const (
+	modelIDRule = `[a-zA-Z0-9._:-]+`
+	maxModelID  = 128
+)
 
 var modelIDPattern = regexp.MustCompile(`^` + modelIDRule + `$`)
+
+// validModelID reports whether id is a model id.
+func validModelID(id string) bool { return len(id) <= maxModelID && modelIDPattern.MatchString(id) }
 
 // parseModelARNs reads ADDITIONAL_MODEL_ARNS, a comma-separated list.
 func parseModelARNs(v string) ([]ModelARN, error) {
@@ -39,7 +48,7 @@ func parseModelARNs(v string) ([]ModelARN, error) {
 	for _, s := range list(v) {
 		m := modelARNPattern.FindStringSubmatch(s)
 		profile := m != nil && m[3] == "inference-profile"
-		if m == nil || profile != (m[2] != "") {
+		if m == nil || profile != (m[2] != "") || len(m[4]) > maxModelID {
 			bad = append(bad, fmt.Sprintf("%q", s))
 			continue
 		}

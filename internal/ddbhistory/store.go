@@ -94,10 +94,17 @@ type Key struct {
 	ID    string
 }
 
-var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$`)
+// idPattern and MaxIDBytes are what a session id may be: 1 to 128
+// characters of [A-Za-z0-9._:-], the first a letter or digit. The length
+// is checked apart: a counted repetition, {0,127}, compiles to a program
+// whose size costs the functions' cold start.
+var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]*$`)
+
+// MaxIDBytes bounds a session id.
+const MaxIDBytes = 128
 
 // ValidID reports whether id can name a session.
-func ValidID(id string) bool { return idPattern.MatchString(id) }
+func ValidID(id string) bool { return len(id) <= MaxIDBytes && idPattern.MatchString(id) }
 
 // validate refuses a key that cannot name a session.
 func (k Key) validate() error {
@@ -105,7 +112,7 @@ func (k Key) validate() error {
 	case k.Owner == "" || len(k.Owner) > MaxOwnerBytes || !utf8.ValidString(k.Owner):
 		return invalidArgument("owner must be 1 to %d bytes of UTF-8", MaxOwnerBytes)
 	case !ValidID(k.ID):
-		return invalidArgument("session id %q does not match %s", k.ID, idPattern)
+		return invalidArgument("session id %q is not 1 to %d characters of [A-Za-z0-9._:-], the first a letter or digit", k.ID, MaxIDBytes)
 	}
 	return nil
 }
