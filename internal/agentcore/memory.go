@@ -46,9 +46,6 @@ func New(client API, owners Owners, cfg Config) (*Memory, error) {
 	return &Memory{client: client, owners: owners, cfg: cfg}, nil
 }
 
-// Config returns the configuration m runs with, defaults applied.
-func (m *Memory) Config() Config { return m.cfg }
-
 // Has reports whether owner has memory.
 func (m *Memory) Has(owner string) bool { return m.owners.Has(owner) }
 
@@ -74,17 +71,7 @@ func (m *Memory) Provide(ctx context.Context, pv turn.Provision) ([]agent.Contex
 			"memory_id", m.cfg.MemoryID, "error", err.Error())
 		return nil, nil
 	}
-	var rs []memory.Recalled
-	size := 0
-	for _, r := range found {
-		// As the built-in memory counts a record: its kind, its text and
-		// the rest of its JSON.
-		if size += len(r.Kind) + len(r.Text) + 47; size > m.cfg.RecallBytes {
-			break
-		}
-		rs = append(rs, r)
-	}
-	return memory.Entry(rs, pv.Room), nil
+	return memory.Entry(memory.Within(found, m.cfg.RecallBytes), pv.Room), nil
 }
 
 // SearchRecalled returns up to n of owner's records relevant to query, most

@@ -89,6 +89,19 @@ func (s *Store) Search(ctx context.Context, owner, query string, n int) ([]Recor
 // {"kind":"","text":"","learned":"2006-01-02"}, and its comma.
 func recalledSize(r Record) int { return len(r.Kind) + len(r.Text) + 47 }
 
+// Within returns the leading records of rs, most relevant first, that
+// take up to budget bytes of the recalled list, escaping aside, as the
+// built-in memory counts its own.
+func Within(rs []Recalled, budget int) []Recalled {
+	size := 0
+	for i, r := range rs {
+		if size += recalledSize(Record{Kind: r.Kind, Text: r.Text}); size > budget {
+			return rs[:i]
+		}
+	}
+	return rs
+}
+
 // Recalled is a record as the model sees it, whichever memory recalled
 // it: this package's or AgentCore Memory's (internal/agentcore).
 type Recalled struct {
