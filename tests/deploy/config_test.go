@@ -484,6 +484,16 @@ func TestConfigReadsTemplate(t *testing.T) {
 				}
 			},
 		},
+		// The audit record, with its own TTL.
+		{
+			name:      "audit record",
+			overrides: map[string]string{"Audit": "on", "AuditTtlDays": "9999"},
+			check: func(t *testing.T, c *app.Config) {
+				if c.Audit != (app.AuditConfig{Enabled: true, TTLDays: 9999}) {
+					t.Errorf("audit = %+v", c.Audit)
+				}
+			},
+		},
 		{
 			name: "AgentCore Memory, everything",
 			overrides: map[string]string{
