@@ -983,24 +983,9 @@ func TestAgentCoreMemoryIsTheOwners(t *testing.T) {
 	})
 
 	leaks, requests := 0, 0
-	iam := &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{IAM: &events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription{
-		UserARN: "arn:aws:iam::123456789012:user/alice", AccountID: "123456789012",
-	}}
 	statuses := map[int]int{}
-	for i, caller := range []struct {
-		name, owner string
-		auth        *events.APIGatewayV2HTTPRequestContextAuthorizerDescription
-		has         bool // the caller has memory of its own
-	}{
-		{"bob", "bob", nil, true},
-		{"an IAM principal", "", iam, false},
-		{"a caller without an identity", "", nil, false},
-	} {
-		as := func(method, path string, body any) request {
-			q := call(method, path, caller.owner, body)
-			q.auth = caller.auth
-			return q
-		}
+	for i, caller := range otherCallers() {
+		as := caller.request
 		leaked := func(what string, r reply) {
 			t.Helper()
 			requests++

@@ -843,23 +843,8 @@ func TestMemoryIsTheOwners(t *testing.T) {
 	bobsRecord := s.records(t, "bob")[0]
 
 	leaks, requests := 0, 0
-	iam := &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{IAM: &events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription{
-		UserARN: "arn:aws:iam::123456789012:user/alice", AccountID: "123456789012",
-	}}
-	for i, caller := range []struct {
-		name, owner string
-		auth        *events.APIGatewayV2HTTPRequestContextAuthorizerDescription
-		has         bool // the caller has memory of its own
-	}{
-		{"bob", "bob", nil, true},
-		{"an IAM principal", "", iam, false},
-		{"a caller without an identity", "", nil, false},
-	} {
-		as := func(method, path string, body any) request {
-			q := call(method, path, caller.owner, body)
-			q.auth = caller.auth
-			return q
-		}
+	for i, caller := range otherCallers() {
+		as := caller.request
 		leaked := func(what string, r reply) {
 			t.Helper()
 			requests++
@@ -1423,4 +1408,32 @@ func killWhenReached(t *testing.T, fn *runtimetest.Function, event []byte, reach
 	if _, err := inv.Wait(t.Context()); err == nil {
 		t.Fatalf("%s: the invocation finished despite the kill", what)
 	}
+}
+
+// otherCaller is a caller other than alice, whose memory the isolation
+// tests guard.
+type otherCaller struct {
+	name, owner string
+	auth        *events.APIGatewayV2HTTPRequestContextAuthorizerDescription
+	has         bool // the caller has memory of its own
+}
+
+// otherCallers are bob, who has memory of his own, an IAM principal whose
+// ARN names alice, and a caller without an identity.
+func otherCallers() []otherCaller {
+	iam := &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{IAM: &events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription{
+		UserARN: "arn:aws:iam::123456789012:user/alice", AccountID: "123456789012",
+	}}
+	return []otherCaller{
+		{"bob", "bob", nil, true},
+		{"an IAM principal", "", iam, false},
+		{"a caller without an identity", "", nil, false},
+	}
+}
+
+// request is a request from c.
+func (c otherCaller) request(method, path string, body any) request {
+	q := call(method, path, c.owner, body)
+	q.auth = c.auth
+	return q
 }
