@@ -186,22 +186,16 @@ func shape(r events.DynamoDBEventRecord) recordShape {
 	}
 }
 
-// item is a stream image as the SDK's item: strings and numbers, all a
-// session item holds.
+// item is a stream image as the SDK's item (memory.Image), which must hold
+// strings and numbers alone, all a session item holds.
 func item(t *testing.T, img map[string]events.DynamoDBAttributeValue) map[string]types.AttributeValue {
 	t.Helper()
-	out := map[string]types.AttributeValue{}
 	for name, v := range img {
-		switch v.DataType() {
-		case events.DataTypeString:
-			out[name] = &types.AttributeValueMemberS{Value: v.String()}
-		case events.DataTypeNumber:
-			out[name] = &types.AttributeValueMemberN{Value: v.Number()}
-		default:
+		if v.DataType() != events.DataTypeString && v.DataType() != events.DataTypeNumber {
 			t.Fatalf("attribute %s: type %v, which a session item's image does not hold", name, v.DataType())
 		}
 	}
-	return out
+	return memory.Image(img)
 }
 
 // TestMirrorFromTheEnvironment: with AGENTCORE_MEMORY_ID set, the memory

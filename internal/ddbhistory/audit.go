@@ -183,13 +183,7 @@ func (s *Store) PutAudit(ctx context.Context, sess *Session, turn string, t Audi
 	for i, raw := range t.Records {
 		call := i + 1
 		ids[i] = AuditID(t.At, turn, call)
-		body := compress(raw)
-		var parts [][]byte
-		for len(body) > partBytes {
-			parts = append(parts, body[:partBytes])
-			body = body[partBytes:]
-		}
-		parts = append(parts, body)
+		parts := compressedParts(raw)
 		head := auditKey(t.At, turn, call)
 		first := item{
 			PartitionKey:       str(pk),

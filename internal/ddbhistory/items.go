@@ -164,6 +164,18 @@ func compress(b []byte) []byte {
 	return buf.Bytes()
 }
 
+// compressedParts DEFLATEs raw and cuts it into parts of at most
+// partBytes, one an item: a message's or an audit record's.
+func compressedParts(raw []byte) [][]byte {
+	body := compress(raw)
+	var parts [][]byte
+	for len(body) > partBytes {
+		parts = append(parts, body[:partBytes])
+		body = body[partBytes:]
+	}
+	return append(parts, body)
+}
+
 // Readers are pooled too: each holds a 32 KB window and its tables, and a
 // load decompresses every message of the window.
 var readers = sync.Pool{New: func() any { return flate.NewReader(bytes.NewReader(nil)) }}
@@ -188,13 +200,7 @@ func messageItems(pk string, ks keyspace, i int, m agent.Message, version, expir
 	if err != nil {
 		return nil, fmt.Errorf("encode message %d: %w", i, err)
 	}
-	body := compress(raw)
-	var parts [][]byte
-	for len(body) > partBytes {
-		parts = append(parts, body[:partBytes])
-		body = body[partBytes:]
-	}
-	parts = append(parts, body)
+	parts := compressedParts(raw)
 
 	first := item{
 		PartitionKey: str(pk),
