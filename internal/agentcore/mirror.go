@@ -89,14 +89,10 @@ func (m *Mirror) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.Dy
 	return resp, nil
 }
 
-// Record mirrors one stream record: a commit's new messages become
+// record mirrors one stream record: a commit's new messages become
 // events, messages a commit took away lose theirs, and a forget marker
 // deletes the owner's records. Any other record, and one of an owner
 // without memory, is skipped.
-func (m *Mirror) Record(ctx context.Context, r events.DynamoDBEventRecord) error {
-	return m.record(ctx, r, &tally{})
-}
-
 func (m *Mirror) record(ctx context.Context, r events.DynamoDBEventRecord, t *tally) error {
 	if r.EventName == string(events.DynamoDBOperationTypeInsert) || r.EventName == string(events.DynamoDBOperationTypeModify) {
 		if owner, _, ok := memory.ForgottenBy(memory.Image(r.Change.NewImage)); ok {
