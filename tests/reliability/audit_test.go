@@ -384,3 +384,37 @@ func TestAuditCostPerTurn(t *testing.T) {
 		}
 	}
 }
+
+// TestAuditKeyedRetry sends a turn again with its Idempotency-Key, after
+// it answered: the replay calls no model, so the audit record holds the
+// turn's calls once, and the replayed answer is the first.
+func TestAuditKeyedRetry(t *testing.T) {
+	s := newSystem(t, auditOn)
+	s.Model.Responder = always(conversetest.Text("Noted once."))
+	first := s.serve(t, call("POST", "/chat", "alice", map[string]any{"session_id": "keyed", "message": "Remember this once."}).withKey("k-1"), 30*time.Second)
+	if first.status != 200 {
+		t.Fatalf("the turn: %d %s", first.status, first.raw)
+	}
+	_, before, _ := s.auditOf(t, "alice", "keyed")
+	calls := s.Model.Calls()
+	lost := 0
+	const retries = 3
+	for i := range retries {
+		r := s.serve(t, call("POST", "/chat", "alice", map[string]any{"session_id": "keyed", "message": "Remember this once."}).withKey("k-1"), 30*time.Second)
+		if r.status != 200 || r.raw != first.raw {
+			lost++
+			t.Errorf("retry %d: %d %s; want the first answer replayed", i, r.status, r.raw)
+		}
+	}
+	status, after, raw := s.auditOf(t, "alice", "keyed")
+	if status != 200 || len(before) != 1 || len(after) != len(before) || after[0].ID != before[0].ID {
+		lost++
+		t.Errorf("the audit record after %d keyed retries: %d %d records (%d before) %s", retries, status, len(after), len(before), raw)
+	}
+	if n := s.Model.Calls() - calls; n != 0 {
+		lost++
+		t.Errorf("the keyed retries called the model %d times", n)
+	}
+	report(t, "a turn sent again with its Idempotency-Key is replayed and records no model call again",
+		fmt.Sprintf("1 keyed turn, then %d retries with its key, %d record", retries, len(after)), lost)
+}
